@@ -1,0 +1,1 @@
+"""Reusable blocks, each registered in ``MODULES``; every file here is imported on first use."""

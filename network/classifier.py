@@ -1,0 +1,43 @@
+"""Image classifier: backbone -> global average pooling -> linear head."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch
+from torch import nn
+
+from utils.registry import BACKBONES, NETWORKS
+
+
+@NETWORKS.register("classifier")
+class Classifier(nn.Module):
+    """Classifies from the backbone's last (coarsest) feature map."""
+
+    def __init__(
+        self,
+        num_classes: int,
+        backbone: str = "small_cnn",
+        backbone_args: Optional[Dict[str, Any]] = None,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.backbone = BACKBONES.build(backbone, **(backbone_args or {}))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(dropout), nn.Linear(self.backbone.out_channels[-1], num_classes))
+
+    def set_grad_checkpointing(self, enabled: bool = True) -> None:
+        self.backbone.set_grad_checkpointing(enabled)
+
+    def layer_id(self, name: str) -> int:
+        """Layer index for layer-wise LR decay: backbone stages first, then the head."""
+        if name.startswith("backbone."):
+            return self.backbone.layer_id(name[len("backbone.") :])
+        return self.backbone.num_layers
+
+    @property
+    def num_layers(self) -> int:
+        return self.backbone.num_layers + 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.pool(self.backbone(x)[-1]))

@@ -1,0 +1,79 @@
+import pytest
+
+from utils.registry import Registry, snake_case
+
+
+def test_register_get_build_and_iterate():
+    reg = Registry("thing")
+
+    @reg.register()
+    class MyThing:
+        def __init__(self, size: int = 1):
+            self.size = size
+
+    @reg.register("other")
+    def make_other(size: int = 2):
+        return size * 10
+
+    assert "my_thing" in reg and "other" in reg and "nope" not in reg
+    assert reg.get("my_thing") is MyThing
+    assert reg.build("my_thing", size=3).size == 3
+    assert reg.build("other", size=4) == 40
+    assert list(reg) == ["my_thing", "other"] == reg.names()
+    assert len(reg) == 2
+
+
+def test_snake_case_names():
+    assert snake_case("SmallCNN") == "small_cnn"
+    assert snake_case("MyNet") == "my_net"
+    assert snake_case("cross_entropy") == "cross_entropy"
+
+
+def test_duplicate_name_names_both_definitions():
+    reg = Registry("thing")
+
+    @reg.register("a")
+    class First:
+        pass
+
+    with pytest.raises(KeyError) as err:
+
+        @reg.register("a")
+        class Second:
+            pass
+
+    message = err.value.args[0]
+    assert "defined twice" in message and message.count("test_registry.py") == 2
+
+
+def test_unknown_name_lists_known_and_suggests_closest():
+    reg = Registry("network")
+    reg.register("classifier")(type("C", (), {}))
+    reg.register("minet")(type("M", (), {}))
+    with pytest.raises(KeyError) as err:
+        reg.get("clasifier")
+    message = err.value.args[0]
+    assert "unknown network 'clasifier'" in message
+    assert "classifier, minet" in message
+    assert "did you mean 'classifier'" in message
+
+
+def test_build_with_unknown_argument_lists_accepted_ones():
+    reg = Registry("thing")
+
+    @reg.register("t")
+    class T:
+        def __init__(self, width: int = 1):
+            pass
+
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) \['depth'\].*width"):
+        reg.build("t", depth=3)
+
+
+def test_location_is_imported_on_first_lookup():
+    from utils.registry import BACKBONES, DATASETS, LOSSES, NETWORKS
+
+    assert "small_cnn" in BACKBONES and "resnet50" in BACKBONES
+    assert "classifier" in NETWORKS
+    assert {"cross_entropy", "bce_with_logits"} <= set(LOSSES.names())
+    assert {"digits", "image_folder"} <= set(DATASETS.names())

@@ -1,0 +1,106 @@
+"""End-to-end runs of main.py in this process: train, resume, test mode, outputs."""
+
+import json
+import re
+
+import torch
+from torch import nn
+
+import main
+from tests.conftest import fast_overrides
+from utils.registry import BACKBONES, NETWORKS
+
+
+def read_rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def printed_metrics(text: str) -> dict:
+    line = [l for l in text.splitlines() if l.startswith("test: ")][-1]
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
+
+
+def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_root, capsys):
+    assert main.main([f"experiment.output_root={out_root}"]) == 0
+    trained = printed_metrics(capsys.readouterr().out)
+    assert trained["top1"] >= 0.95
+
+    run = out_root / "digits_small_cnn"
+    assert (run / "config.yaml").is_file() and (run / "log.txt").is_file()
+    rows = read_rows(run / "metrics.jsonl")
+    assert [r["epoch"] for r in rows if r["split"] == "val"] == list(range(15))
+    assert rows[-1]["split"] == "test" and set(rows[-1]) >= {"top1", "top5", "loss", "epoch"}
+
+    # test mode needs nothing but the checkpoint, and reports the same numbers
+    assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
+    tested = printed_metrics(capsys.readouterr().out)
+    assert tested == trained
+    rows = read_rows(run / "metrics.jsonl")
+    assert rows[-1]["split"] == "test" and rows[-1]["top1"] == rows[-2]["top1"]
+
+    # the resolved config feeds back through --config
+    assert main.main(["--config", str(run / "config.yaml"), "--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
+    assert printed_metrics(capsys.readouterr().out) == trained
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tb"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "val/top1", "val/loss", "train_epoch/samples_per_s"} <= tags
+    assert len(acc.Scalars("val/top1")) == 15
+
+
+def test_resume_continues_from_the_saved_epoch(out_root, caplog):
+    args = fast_overrides(out_root, "resume", epochs=2)
+    assert main.main(args) == 0
+    ckpt = out_root / "resume" / "checkpoints" / "last.pt"
+    first = torch.load(ckpt, weights_only=False)
+    assert first["epoch"] == 2
+    assert main.main(["--resume", *args, "train.epochs=3"]) == 0
+    second = torch.load(ckpt, weights_only=False)
+    assert second["epoch"] == 3 and second["global_step"] > first["global_step"]
+    assert "resumed from" in caplog.text
+    vals = [r["epoch"] for r in read_rows(out_root / "resume" / "metrics.jsonl") if r["split"] == "val"]
+    assert vals == [0, 1, 2]  # epochs 0 and 1 were not trained again
+
+
+@NETWORKS.register("tiny_test_net")
+class TinyTestNet(nn.Module):
+    """A user network defined outside the framework's folders."""
+
+    def __init__(self, num_classes: int = 10, hidden: int = 16):
+        super().__init__()
+        self.backbone = BACKBONES.build("small_cnn", widths=(hidden,))
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+        return self.head(self.backbone(x)[-1].mean(dim=(2, 3)))
+
+
+def test_network_registered_in_a_test_file_trains_by_name(out_root, capsys):
+    args = [f"experiment.output_root={out_root}", "experiment.name=custom", "train.epochs=3", "model.name=tiny_test_net", "model.args={num_classes: 10, hidden: 16}"]
+    assert main.main(args) == 0
+    metrics = printed_metrics(capsys.readouterr().out)
+    assert metrics["top1"] > 0.5  # learned something in 3 epochs (chance is 0.1)
+    state = torch.load(out_root / "custom" / "checkpoints" / "last.pt", weights_only=False)
+    assert "head.weight" in state["model"] and state["config"]["model"]["name"] == "tiny_test_net"
+
+
+def test_pretrained_weights_with_another_head_load_the_matching_tensors(out_root, caplog):
+    src = NETWORKS.build("classifier", num_classes=3, backbone="small_cnn", backbone_args={"widths": [8, 16]})
+    path = out_root / "src.pt"
+    torch.save({"model": src.state_dict()}, path)
+    args = fast_overrides(out_root, "pre", epochs=1) + [f"model.pretrained={path}"]
+    assert main.main(args) == 0
+    assert "loaded" in caplog.text and "shape-mismatched" in caplog.text and "head.2.weight" in caplog.text
+
+
+def test_bad_input_is_one_line_and_nonzero(out_root, capsys):
+    assert main.main([f"experiment.output_root={out_root}", "model.name=clasifier"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert "Traceback" not in err and len(errors) == 1
+    assert "unknown network 'clasifier'" in errors[0] and "did you mean 'classifier'" in errors[0]
+    assert main.main(["--mode", "test", "--checkpoint", str(out_root / "missing.pt")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,331 @@
+"""Configuration: dataclass defaults <- YAML file <- ``key.sub=value`` overrides.
+
+The defaults select the default experiment (a small CNN on scikit-learn's
+digits). Every key is checked: an unknown key or a value of the wrong type is a
+``ConfigError`` naming the key and the closest valid one.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad config key or value; the message names the key and the fix."""
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = "digits_small_cnn"
+    output_root: str = "output"
+
+
+@dataclass
+class DataConfig:
+    name: str = "digits"
+    root: Optional[str] = None
+    args: Dict[str, Any] = field(default_factory=dict)  # extra dataset arguments
+    batch_size: int = 64  # per process
+    eval_batch_size: Optional[int] = None  # defaults to batch_size
+    num_workers: int = 0
+    pin_memory: bool = False
+    drop_last: bool = True
+    persistent_workers: bool = False
+    prefetch_factor: Optional[int] = None
+    prefetch: str = "auto"  # none | thread | cuda | auto (thread on CPU, cuda on GPU)
+    prefetch_depth: int = 2
+    # torchvision.transforms.v2 classes by name, e.g. [{name: RandomCrop, size: 8, padding: 1}]
+    train_transforms: List[Dict[str, Any]] = field(default_factory=list)
+    eval_transforms: List[Dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ModelConfig:
+    name: str = "classifier"
+    args: Dict[str, Any] = field(default_factory=lambda: {"backbone": "small_cnn", "num_classes": 10})
+    input_size: List[int] = field(default_factory=lambda: [1, 8, 8])  # C,H,W (or C,T,H,W) for FLOPs
+    pretrained: Optional[str] = None
+    pretrained_prefix: str = ""
+    pretrained_strict: bool = False
+    freeze: List[str] = field(default_factory=list)
+    freeze_bn: bool = False
+    sync_bn: bool = False
+    grad_checkpointing: bool = False
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+    momentum: float = 0.9
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    nesterov: bool = False
+    lr_scaling: str = "none"  # none | linear | sqrt, relative to world size 1
+    param_groups: List[Dict[str, Any]] = field(default_factory=list)
+    layer_decay: Optional[float] = None
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = "cosine"  # constant | step | cosine | poly
+    warmup_epochs: float = 1.0
+    warmup_start_factor: float = 0.01
+    min_lr_factor: float = 0.0  # cosine floor as a fraction of lr
+    step_epochs: List[int] = field(default_factory=lambda: [30, 60])
+    gamma: float = 0.1
+    power: float = 0.9
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 15
+    iterations: Optional[int] = None  # if set, overrides epochs
+    accumulate: int = 1
+    clip_grad_norm: Optional[float] = None
+    clip_grad_value: Optional[float] = None
+    ema: Optional[Dict[str, Any]] = None
+    log_every: int = 10
+    auto_resume: bool = False
+    checkpoint_every_steps: int = 0
+    keep_checkpoints: int = 2
+    nonfinite: str = "stop"  # stop | skip
+    max_nonfinite_skips: int = 10
+    patience: Optional[int] = None
+
+
+@dataclass
+class EvalConfig:
+    every: int = 1  # validate every K epochs
+    metric: str = "classification"
+    monitor: str = "top1"
+    monitor_mode: str = "max"  # max | min
+    use_ema: bool = False
+    save_predictions: bool = False
+
+
+@dataclass
+class AmpConfig:
+    opt_level: str = "O0"
+    backend: str = "auto"  # auto | native | apex
+    dtype: str = "auto"  # auto | float16 | bfloat16
+    loss_scale: Union[str, float] = "dynamic"
+    keep_batchnorm_fp32: Optional[bool] = None
+
+
+@dataclass
+class DistConfig:
+    backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
+    mode: str = "ddp"  # ddp | dp | apex
+    find_unused_parameters: bool = False
+    static_graph: bool = False
+    timeout_s: int = 1800
+
+
+@dataclass
+class Config:
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda
+    custom_imports: List[str] = field(default_factory=list)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: List[Dict[str, Any]] = field(default_factory=lambda: [{"name": "cross_entropy", "weight": 1.0}])
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    amp: AmpConfig = field(default_factory=AmpConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.experiment.output_root) / self.experiment.name
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin is Union:
+        return any(_type_ok(value, arg) for arg in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin in (list, List):
+        (item,) = typing.get_args(tp) or (Any,)
+        return isinstance(value, (list, tuple)) and all(_type_ok(v, item) for v in value)
+    if origin in (dict, Dict):
+        return isinstance(value, dict)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    if tp is float or (typing.get_origin(tp) is Union and float in typing.get_args(tp)):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+    if typing.get_origin(tp) in (list, List) and isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(target)
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_update(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _merge(section: Any, updates: Dict[str, Any], prefix: str) -> None:
+    """Write ``updates`` into the dataclass ``section``, checking keys and types.
+
+    A mapping given for a dict field (``model.args``) replaces it whole.
+    """
+    hints = typing.get_type_hints(type(section))
+    for key, value in updates.items():
+        path = f"{prefix}{key}"
+        if key not in hints:
+            hint = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.4)
+            fix = f"; did you mean '{prefix}{hint[0]}'?" if hint else f"; valid keys: {', '.join(hints)}"
+            raise ConfigError(f"unknown config key '{path}'{fix}")
+        tp = hints[key]
+        current = getattr(section, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key '{path}' is a section; give a mapping of its keys, got {value!r}")
+            _merge(current, value, path + ".")
+            continue
+        if not _type_ok(value, tp):
+            raise ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+        setattr(section, key, _coerce(value, tp))
+
+
+def _nest(dotted: str, value: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    node = out
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def apply_override(cfg: Config, dotted: str, value: Any) -> None:
+    """Set ``a.b.c = value``; a path that goes into a dict field (``model.args.num_classes``)
+    changes that one key and keeps the others."""
+    parts = dotted.split(".")
+    node: Any = cfg
+    for i, part in enumerate(parts):
+        prefix = ".".join(parts[:i]) + "." if i else ""
+        current = getattr(node, part, None) if part in typing.get_type_hints(type(node)) else None
+        rest = parts[i + 1 :]
+        if rest and isinstance(current, dict):
+            value, rest = _deep_update(current, _nest(".".join(rest), value)), []
+        if not rest or not dataclasses.is_dataclass(current):
+            _merge(node, _nest(".".join([part, *rest]), value), prefix)
+            return
+        node = current
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override's value as YAML (``3`` -> int, ``[1,2]`` -> list, ``null`` -> None)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def load_config(
+    path: Optional[Union[str, Path]] = None,
+    overrides: Optional[List[str]] = None,
+    base: Optional[Dict[str, Any]] = None,
+) -> Config:
+    """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides."""
+    cfg = Config()
+    if base:
+        _merge(cfg, copy.deepcopy(base), "")
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file '{path}' does not exist; pass an existing YAML file to --config")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file '{path}' is not valid YAML: {err}") from err
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(data).__name__}")
+        _merge(cfg, data, "")
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' must look like key.sub=value")
+        key, text = item.split("=", 1)
+        apply_override(cfg, key.strip(), parse_value(text))
+    validate(cfg)
+    return cfg
+
+
+_CHOICES = {
+    "data.prefetch": ("none", "thread", "cuda", "auto"),
+    "optim.lr_scaling": ("none", "linear", "sqrt"),
+    "schedule.name": ("constant", "step", "cosine", "poly"),
+    "eval.monitor_mode": ("max", "min"),
+    "train.nonfinite": ("stop", "skip"),
+    "amp.opt_level": ("O0", "O1", "O2", "O3"),
+    "amp.backend": ("auto", "native", "apex"),
+    "amp.dtype": ("auto", "float16", "bfloat16"),
+    "dist.backend": ("auto", "nccl", "gloo"),
+    "dist.mode": ("ddp", "dp", "apex"),
+    "device": ("auto", "cpu", "cuda"),
+}
+
+
+def get_key(cfg: Config, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
+    return node
+
+
+def validate(cfg: Config) -> None:
+    """Checks that types alone cannot express."""
+    for key, choices in _CHOICES.items():
+        value = get_key(cfg, key)
+        if value not in choices:
+            hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
+            raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
+    if cfg.amp.loss_scale != "dynamic" and not isinstance(cfg.amp.loss_scale, (int, float)):
+        raise ConfigError(f"config key 'amp.loss_scale' must be 'dynamic' or a number, got {cfg.amp.loss_scale!r}")
+    for key in ("data.batch_size", "train.epochs", "train.accumulate", "eval.every"):
+        if get_key(cfg, key) < 1:
+            raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
+    for i, item in enumerate(cfg.loss):
+        if "name" not in item:
+            raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}})")
+
+
+def to_dict(cfg: Config) -> Dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: Union[str, Path]) -> None:
+    """Write the resolved config as YAML that ``--config`` reads back."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,90 @@
+"""Rank-aware logging: console + log.txt, TensorBoard scalars, metrics.jsonl, progress bars.
+
+Only rank 0 writes files and shows progress bars; other ranks log warnings and
+errors to the console, so a failure on any rank is still visible.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterable, Optional
+
+from tqdm import tqdm
+
+_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+def setup_logging(output_dir: Optional[Path], rank: int = 0, level: int = logging.INFO) -> None:
+    """Configure the root logger for this process (idempotent: replaces only its own handlers)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_framework", False):
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level if rank == 0 else logging.WARNING)
+    prefix = "" if rank == 0 else f"[rank{rank}] "
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter(prefix + _FORMAT, "%H:%M:%S"))
+    console._framework = True
+    root.addHandler(console)
+    if rank == 0 and output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(output_dir / "log.txt")
+        file_handler.setFormatter(logging.Formatter(_FORMAT))
+        file_handler._framework = True
+        root.addHandler(file_handler)
+
+
+def progress(iterable: Iterable, total: Optional[int], desc: str, enabled: bool) -> Iterable:
+    """A tqdm bar on rank 0 when stderr is a terminal; the bare iterable elsewhere.
+
+    Log files and CI consoles get the per-epoch log lines instead of bar redraws.
+    """
+    if not enabled or not sys.stderr.isatty():
+        return iterable
+    return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True, mininterval=1.0, file=sys.stderr)
+
+
+class RunWriter:
+    """TensorBoard scalars and metrics.jsonl for one run; every method is a no-op off rank 0."""
+
+    def __init__(self, output_dir: Optional[Path], enabled: bool) -> None:
+        self.enabled = enabled and output_dir is not None
+        self._tb = None
+        self._metrics_path = None
+        if self.enabled:
+            from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
+
+            self._tb = SummaryWriter(log_dir=str(output_dir / "tb"))
+            self._metrics_path = output_dir / "metrics.jsonl"
+
+    def scalars(self, prefix: str, values: Dict[str, float], step: int) -> None:
+        if self._tb is None:
+            return
+        for name, value in values.items():
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                self._tb.add_scalar(f"{prefix}/{name}", value, step)
+
+    def metrics(self, row: Dict[str, Any]) -> None:
+        """Append one evaluation row (``split``, ``epoch``, metric values) to metrics.jsonl."""
+        if self._metrics_path is None:
+            return
+        with open(self._metrics_path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    def flush(self) -> None:
+        if self._tb is not None:
+            self._tb.flush()
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def format_metrics(values: Dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())

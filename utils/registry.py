@@ -1,0 +1,127 @@
+"""Named registries that let the config select classes by name.
+
+A registry knows the package that holds its members (``location``) and imports
+every file of that package the first time it is asked for a name, so a user who
+drops ``network/my_net.py`` with ``@NETWORKS.register()`` can select it in the
+config without editing any other file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import pkgutil
+import re
+from types import ModuleType
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+
+def import_submodules(package: str) -> List[ModuleType]:
+    """Import ``package`` and every module below it (recursively)."""
+    root = importlib.import_module(package)
+    modules = [root]
+    for info in pkgutil.walk_packages(getattr(root, "__path__", []), prefix=package + "."):
+        modules.append(importlib.import_module(info.name))
+    return modules
+
+
+def closest(name: str, candidates: List[str]) -> Optional[str]:
+    """The candidate most similar to ``name``, or None when nothing is close."""
+    matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def snake_case(name: str) -> str:
+    """``SmallCNN`` -> ``small_cnn``, ``MyNet`` -> ``my_net``, ``cross_entropy`` unchanged."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def _where(obj: Any) -> str:
+    try:
+        return f"{inspect.getsourcefile(obj)}:{inspect.getsourcelines(obj)[1]}"
+    except (TypeError, OSError):
+        return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
+
+
+class Registry:
+    """A name -> class (or function) table with a decorator to fill it."""
+
+    def __init__(self, name: str, location: Optional[str] = None) -> None:
+        self.name = name
+        self.location = location
+        self._items: Dict[str, Any] = {}
+        self._imported = location is None
+
+    def register(self, name: Optional[str] = None) -> Callable[[Any], Any]:
+        """Decorator: ``@REG.register()`` uses the object's own name in snake case."""
+
+        def decorator(obj: Any) -> Any:
+            key = name or snake_case(obj.__name__)
+            if key in self._items and self._items[key] is not obj:
+                first = self._items[key]
+                # The same definition seen again (a module imported under two names) is fine.
+                if _where(first) != _where(obj):
+                    raise KeyError(
+                        f"{self.name} registry: name '{key}' is defined twice: "
+                        f"{_where(first)} and {_where(obj)}; rename one of them"
+                    )
+            self._items[key] = obj
+            return obj
+
+        return decorator
+
+    def _ensure_imported(self) -> None:
+        if not self._imported:
+            self._imported = True  # set first: member files may query the registry
+            import_submodules(self.location)
+
+    def get(self, name: str) -> Any:
+        """The object registered under ``name``; KeyError with suggestions otherwise."""
+        self._ensure_imported()
+        if name not in self._items:
+            known = sorted(self._items)
+            hint = closest(name, known)
+            suggestion = f"; did you mean '{hint}'?" if hint else ""
+            raise KeyError(f"unknown {self.name} '{name}'; known: {', '.join(known) or '(none)'}{suggestion}")
+        return self._items[name]
+
+    def build(self, name: str, **kwargs: Any) -> Any:
+        """Instantiate (or call) the object registered under ``name`` with ``kwargs``."""
+        obj = self.get(name)
+        try:
+            return obj(**kwargs)
+        except TypeError as err:
+            params = inspect.signature(obj).parameters
+            unknown = [k for k in kwargs if k not in params]
+            if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                raise TypeError(
+                    f"{self.name} '{name}' got unknown argument(s) {unknown}; "
+                    f"it takes: {', '.join(params)}"
+                ) from err
+            raise
+
+    def names(self) -> List[str]:
+        self._ensure_imported()
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        self._ensure_imported()
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.name!r}, {self.names()})"
+
+
+BACKBONES = Registry("backbone", location="backbone")
+MODULES = Registry("module", location="module")
+NETWORKS = Registry("network", location="network")
+LOSSES = Registry("loss", location="loss")
+DATASETS = Registry("dataset", location="utils.data.datasets")
+METRICS = Registry("metric", location="utils.metrics")
