@@ -41,8 +41,11 @@ def freeze_parameters(model: nn.Module, patterns: Sequence[str]) -> List[str]:
     return frozen
 
 
-def _train_stays_eval(self: nn.Module, mode: bool = True) -> nn.Module:
-    """``train()`` of a frozen BatchNorm: it stays in eval mode (running statistics fixed)."""
+def train(self: nn.Module, mode: bool = True) -> nn.Module:
+    """``train()`` of a frozen BatchNorm: it stays in eval mode (running statistics fixed).
+
+    Named ``train`` so that ``torch.save(model)`` pickles; a reloaded whole model needs apply_freeze again.
+    """
     return nn.Module.train(self, False)
 
 
@@ -59,7 +62,7 @@ def freeze_batchnorm(model: nn.Module) -> int:
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
             for param in module.parameters(recurse=False):
                 param.requires_grad_(False)
-            module.train = types.MethodType(_train_stays_eval, module)
+            module.train = types.MethodType(train, module)
             module.eval()
             count += 1
     return count
