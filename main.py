@@ -21,7 +21,7 @@ from utils.amp import Amp
 from utils.build import build_criterion, build_metric, build_network, count_flops, count_parameters
 from utils.checkpoint import CheckpointError, atomic_save, load_file, state_dict_of
 from utils.config import Config, ConfigError, load_config, save_config, to_dict
-from utils.control import BestTracker, should_validate, steps_per_epoch, training_length
+from utils.control import BestTracker, monitored_value, should_validate, steps_per_epoch, training_length
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.dist import DistInfo, barrier, cleanup, init_distributed, seed_everything, unwrap
 from utils.ema import ModelEma, build_ema
@@ -123,6 +123,8 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     monitor = ("ema_" if cfg.eval.use_ema else "") + cfg.eval.monitor
     try:
         for epoch in range(start_epoch, epochs):
+            if tracker.should_stop or step >= total_steps:  # also when resuming a run that had stopped
+                break
             train_loader.sampler.set_epoch(epoch)
             stats = train_one_epoch(
                 model, train_loader, criterion, optimizer, scheduler, amp, info.device, epoch, step, writer,
@@ -141,18 +143,15 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
                 log.info("epoch %d val: %s", epoch, format_metrics(results))
                 writer.scalars("val", results, epoch)
                 writer.metrics({"split": "val", "epoch": epoch, **results})
-                is_best = tracker.update(results[monitor], epoch)
+                is_best = tracker.update(monitored_value(results, monitor), epoch)
+                if tracker.should_stop:
+                    log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, monitor, tracker.evals_since_best)
             if info.is_main:
                 state = checkpoint_state(model, optimizer, scheduler, amp, ema, cfg, epoch + 1, step, tracker.state_dict())
                 atomic_save(state, ckpt_dir / "last.pt")
                 if is_best:
                     atomic_save(state, ckpt_dir / "best.pt")
             barrier()
-            if tracker.should_stop:
-                log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, monitor, tracker.evals_since_best)
-                break
-            if step >= total_steps:
-                break
         best_path = ckpt_dir / "best.pt"
         log.info("best %s=%s at epoch %s; testing %s", monitor, tracker.value, tracker.epoch, best_path)
         unwrap(model).load_state_dict(state_dict_of(load_file(best_path)))

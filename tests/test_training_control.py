@@ -94,6 +94,9 @@ def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):
     assert [r["epoch"] for r in rows(run)] == [1, 3, 5]  # best at 1, then 2 evaluations without improvement
     assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["epoch"] == 6
     assert "early stop after epoch 5" in caplog.text
+    # resuming a run that stopped early trains no further
+    assert main.main([*args, "train.auto_resume=true"]) == 0
+    assert [r["epoch"] for r in rows(run)] == [1, 3, 5]
 
 
 def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, caplog):

@@ -37,6 +37,13 @@ def should_validate(epoch: int, every: int, epochs: int, finished: bool) -> bool
     return (epoch + 1) % every == 0 or epoch + 1 == epochs or finished
 
 
+def monitored_value(results: Dict[str, float], monitor: str) -> float:
+    """``results[monitor]``, or a ValueError that lists what the evaluation reported."""
+    if monitor not in results:
+        raise ValueError(f"eval.monitor: validation reported no '{monitor}'; it reported {sorted(results)} (eval.use_ema adds the ema_ prefix)")
+    return results[monitor]
+
+
 class BestTracker:
     """Remembers the best value of the monitored metric and counts evaluations since.
 
