@@ -319,6 +319,29 @@ def validate(cfg: Config) -> None:
     for i, item in enumerate(cfg.loss):
         if "name" not in item:
             raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}})")
+    _validate_training_control(cfg)
+
+
+def _validate_training_control(cfg: Config) -> None:
+    """Fine-tuning and training-control keys (freezing, LR groups, EMA, length, early stopping)."""
+    for key in ("train.iterations", "train.patience"):
+        value = get_key(cfg, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"config key '{key}' must be >= 1 or null, got {value}")
+    for key in ("train.clip_grad_norm", "train.clip_grad_value"):
+        value = get_key(cfg, key)
+        if value is not None and value <= 0:
+            raise ConfigError(f"config key '{key}' must be > 0 or null, got {value}")
+    if cfg.optim.layer_decay is not None and not 0.0 < cfg.optim.layer_decay <= 1.0:
+        raise ConfigError(f"config key 'optim.layer_decay' must be in (0, 1] (e.g. 0.75), got {cfg.optim.layer_decay}")
+    ema = cfg.train.ema
+    if ema is not None:
+        unknown = sorted(set(ema) - {"decay", "warmup"})
+        decay = ema.get("decay", 0.9998)
+        if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
+            raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
+    if cfg.eval.use_ema and ema is None:
+        raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:
