@@ -35,7 +35,9 @@ def _loader_options(cfg: DataConfig, mode: str) -> Dict[str, Any]:
 
 
 def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device]) -> PrefetchLoader:
-    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, cfg.mean, cfg.std)
+    # DALI normalizes inside its pipeline; the prefetcher does it for the torch loader.
+    mean, std = (None, None) if cfg.loader == "dali" else (cfg.mean, cfg.std)
+    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, mean, std)
 
 
 def build_train_loader(
