@@ -56,10 +56,10 @@ def _drain(loader) -> None:
 
 
 def run(quick: bool = False) -> List[dict]:
-    steps, rounds = (8, 2) if quick else (30, 5)
+    steps, rounds = (8, 2) if quick else (50, 5)
     torch.manual_seed(0)
     model = NETWORKS.build("classifier", num_classes=10, backbone_args={"widths": [8, 16, 32]})
-    data = batches(steps, 32, (1, 16, 16))
+    data = batches(steps, 16, (1, 16, 16))
     compute_per_batch = min(timed(lambda: _train(model, data)) for _ in range(2)) / steps
     dataset = SlowBatches(data, compute_per_batch)  # loading takes as long as computing
     plain = PrefetchLoader(DataLoader(dataset, batch_size=None), "none")
