@@ -124,7 +124,7 @@ def run(quick: bool = False) -> List[dict]:
         row("3 grad checkpointing", "peak RSS of a step (fresh process), ckpt / plain", ratios(rss["ckpt"], rss["plain"]), "<= 0.40", lambda m: m <= 0.40,
             f"plain step {statistics.median(rss['plain']) / 1024:.1f} MiB above the RSS before it"),
         row("3 grad checkpointing", "step time ckpt / plain", ratios(times["ckpt"], times["plain"]), "<= 1.4", lambda m: m <= 1.4, "one recomputed forward per stage"),
-        row("3 grad checkpointing", "max |grad diff| ckpt vs plain", [grad_diff], "allclose", lambda m: grads_close, "rtol 1e-4, atol 1e-5", fmt="{:.1e}"),
+        row("3 grad checkpointing", "max abs grad diff ckpt vs plain", [grad_diff], "allclose", lambda m: grads_close, "rtol 1e-4, atol 1e-5", fmt="{:.1e}"),
     ]
 
 

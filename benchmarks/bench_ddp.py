@@ -126,6 +126,6 @@ def run(quick: bool = False) -> List[dict]:
     return [
         row("5 DDP", "speed-up 2 proc x 1 thread / 1 proc x 1 thread", speedup, ">= 1.35", lambda m: m >= 1.35,
             f"gloo, global batch {GLOBAL_BATCH}, {steps} steps per round, framework loop"),
-        row("5 DDP", f"max |weight diff| DDP vs full batch, {steps} steps", [diff], "allclose (~1e-6)", lambda m: m <= 1e-5,
+        row("5 DDP", f"max abs weight diff DDP vs full batch, {steps} steps", [diff], "allclose (~1e-6)", lambda m: m <= 1e-5,
             "no BatchNorm: averaged gradients = full-batch gradient", fmt="{:.1e}"),
     ]
