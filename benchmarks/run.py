@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import importlib.util
 import os
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Dict, List
 
@@ -66,16 +68,16 @@ def collect(quick: bool, only: List[str]) -> List[dict]:
     for module_name, title in BENCHMARKS:
         if only and not any(key in module_name for key in only):
             continue
-        try:
-            module = importlib.import_module(f"benchmarks.{module_name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"benchmarks.{module_name}":
-                raise
+        if importlib.util.find_spec(f"benchmarks.{module_name}") is None:
             rows.append({"benchmark": title, "measure": "not available", "value": "-", "note": f"benchmarks/{module_name}.py is not in this checkout"})
             continue
         start = time.perf_counter()
         print(f"running {module_name} ...", file=sys.stderr, flush=True)
-        rows.extend(module.run(quick=quick))
+        try:
+            rows.extend(importlib.import_module(f"benchmarks.{module_name}").run(quick=quick))
+        except Exception as err:  # one broken benchmark must not hide the others' figures
+            traceback.print_exc()
+            rows.append({"benchmark": title, "measure": "failed", "value": "-", "ok": False, "note": f"{type(err).__name__}: {err}".splitlines()[0]})
         print(f"  {module_name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return rows
 
@@ -124,7 +126,7 @@ def main(argv: List[str] = None) -> int:
                 "", "## Figures", "", "value: median over rounds; spread: min .. max over the rounds (interleaved, same run).", "", table, ""]
         Path(out).write_text("\n".join(text))
         print(f"wrote {out}", file=sys.stderr)
-    return 0
+    return 1 if any(r.get("measure") == "failed" for r in rows) else 0
 
 
 if __name__ == "__main__":
