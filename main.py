@@ -86,8 +86,8 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     if info.is_main:
         save_config(cfg, out / "config.yaml")
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
-    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed)
-    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size)
+    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
+    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
@@ -162,7 +162,7 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
 
 def run_test(cfg: Config, info: DistInfo, model, amp: Amp, criterion, writer: RunWriter, epoch: Optional[int]) -> Dict[str, float]:
     """Evaluate on the test split, log the row, print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size)
+    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
     results = evaluate(model, loader, criterion, build_metric(cfg.eval.metric), amp, info.device, len(loader), info.is_main)
     writer.metrics({"split": "test", "epoch": epoch, **results})
     writer.flush()

@@ -42,6 +42,11 @@ class DataConfig:
     prefetch_factor: Optional[int] = None
     prefetch: str = "auto"  # none | thread | cuda | auto (thread on CPU, cuda on GPU)
     prefetch_depth: int = 2
+    loader: str = "torch"  # torch (DataLoader) | dali (image_folder data, NVIDIA DALI pipelines)
+    # Per-channel input normalization done by the loader (on the GPU with prefetch=cuda, in DALI's
+    # pipeline with loader=dali); None leaves inputs as the dataset and transforms give them.
+    mean: Optional[List[float]] = None
+    std: Optional[List[float]] = None
     # torchvision.transforms.v2 classes by name, e.g. [{name: RandomCrop, size: 8, padding: 1}]
     train_transforms: List[Dict[str, Any]] = field(default_factory=list)
     eval_transforms: List[Dict[str, Any]] = field(default_factory=list)
@@ -284,6 +289,7 @@ def load_config(
 
 _CHOICES = {
     "data.prefetch": ("none", "thread", "cuda", "auto"),
+    "data.loader": ("torch", "dali"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
     "schedule.name": ("constant", "step", "cosine", "poly"),
     "eval.monitor_mode": ("max", "min"),
@@ -313,7 +319,7 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
     if cfg.amp.loss_scale != "dynamic" and not isinstance(cfg.amp.loss_scale, (int, float)):
         raise ConfigError(f"config key 'amp.loss_scale' must be 'dynamic' or a number, got {cfg.amp.loss_scale!r}")
-    for key in ("data.batch_size", "train.epochs", "train.accumulate", "eval.every"):
+    for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
     for i, item in enumerate(cfg.loss):
