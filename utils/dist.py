@@ -1,4 +1,4 @@
-"""Process-group set-up, rank helpers and reductions.
+"""Process-group set-up and teardown, rank helpers, reductions, replica checks.
 
 The launchers (``torchrun``, ``python -m torch.distributed.launch``) describe the
 job in environment variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT);
