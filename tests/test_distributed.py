@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Dict, List
@@ -13,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 import main
-from tests.conftest import ROOT, fast_overrides, subprocess_env
+from tests.conftest import ROOT, subprocess_env
 from tests.dist_utils import PYTHON, free_port, launch, run, torchrun
 from utils.amp import Amp
 from utils.build import build_criterion, build_metric, build_network
@@ -118,37 +119,35 @@ def test_evaluation_on_2_and_3_ranks_equals_one_process_on_an_odd_split(launched
         assert max(abs(control["top1"] - single["top1"]), abs(control["loss"] - single["loss"])) > 1e-6
 
 
-@pytest.mark.timeout(400)
-def test_two_torchrun_agents_train_and_resume_as_two_nodes(tmp_path):
-    """``torchrun --nnodes=2 --node_rank=K --master_addr --master_port`` on loopback, then --resume.
-
-    The replica check after each run shows that gradient accumulation under DDP and
-    the resumed state kept both ranks bit-identical."""
-
-    def two_nodes(*args: str) -> None:
-        port = free_port()
-        procs = [
-            subprocess.Popen(
-                [PYTHON, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", f"--node_rank={k}", "--master_addr=127.0.0.1", f"--master_port={port}", "main.py", *args],
-                cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-            for k in (0, 1)
-        ]
-        try:
-            outputs = [p.communicate(timeout=240) for p in procs]
-        finally:
-            for p in procs:
-                p.kill()
-        for k, (p, (_, err)) in enumerate(zip(procs, outputs)):
-            assert p.returncode == 0, f"node {k}: {err[-3000:]}"
-
-    args = [*fast_overrides(tmp_path, "nodes", epochs=1), "train.accumulate=2"]  # DDP no_sync on odd micro-batches
-    two_nodes(*args)
-    two_nodes("--resume", *args, "train.epochs=2")
-    log = (tmp_path / "nodes" / "log.txt").read_text()
-    assert log.count("2 process(es)") == 2 and "resumed from" in log
-    assert len(re.findall(r"replicas identical on 2 rank\(s\)", log)) == 2  # rank 1 resumed the same state
-    assert [r["epoch"] for r in rows(tmp_path / "nodes") if r["split"] == "val"] == [0, 1]
+@pytest.mark.timeout(300)
+def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_path):
+    """``torchrun --nnodes=2 --node_rank=K --master_addr --master_port`` on loopback: the two
+    nodes resume the 2-rank run for one more epoch, accumulating gradients over 2 micro-batches
+    (DDP no_sync). The replica check shows both ranks loaded the same state and stayed identical."""
+    run_dir = tmp_path / "launch"
+    shutil.copytree(launched, run_dir)
+    epochs = int(TRAIN[1].split("=")[1])
+    port = free_port()
+    args = ["--resume", f"experiment.output_root={tmp_path}", "experiment.name=launch", *TRAIN, f"train.epochs={epochs + 1}", "train.accumulate=2"]
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", f"--node_rank={k}", "--master_addr=127.0.0.1", f"--master_port={port}", "main.py", *args],
+            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for k in (0, 1)
+    ]
+    try:
+        outputs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for k, (p, (_, err)) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"node {k}: {err[-3000:]}"
+    resumed = (run_dir / "log.txt").read_text().split("resumed from")
+    assert len(resumed) == 2 and f"at epoch {epochs} " in resumed[1]
+    assert re.search(r"replicas identical on 2 rank\(s\)", resumed[1])
+    assert [r["epoch"] for r in rows(run_dir) if r["split"] == "val"] == list(range(epochs + 1))
+    assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["epoch"] == epochs + 1
 
 
 @pytest.mark.timeout(300)
