@@ -26,7 +26,8 @@ from utils.engine import evaluate
 from utils.parallel import wrap_model
 
 # 32 per rank: the global batch of 2 ranks is the single-process default of 64
-TRAIN = ["data.batch_size=32", "train.epochs=6"]
+EPOCHS = 6
+TRAIN = ["data.batch_size=32", f"train.epochs={EPOCHS}"]
 ODD_TEST = "data.args.test_fraction=0.1997"  # 359 test images: divisible by neither 2 nor 3
 
 
@@ -126,7 +127,7 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     (DDP no_sync). The replica check shows both ranks loaded the same state and stayed identical."""
     run_dir = tmp_path / "launch"
     shutil.copytree(launched, run_dir)
-    epochs = int(TRAIN[1].split("=")[1])
+    epochs = EPOCHS
     port = free_port()
     args = ["--resume", f"experiment.output_root={tmp_path}", "experiment.name=launch", *TRAIN, f"train.epochs={epochs + 1}", "train.accumulate=2"]
     procs = [
