@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -23,12 +24,13 @@ from utils.checkpoint import CheckpointError, atomic_save, load_file, state_dict
 from utils.config import Config, ConfigError, load_config, save_config, to_dict
 from utils.control import BestTracker, monitored_value, should_validate, steps_per_epoch, training_length
 from utils.data import build_dataset, build_eval_loader, build_train_loader
-from utils.dist import DistInfo, barrier, cleanup, init_distributed, seed_everything, unwrap
+from utils.dist import DistInfo, barrier, broadcast_buffers, check_replicas, cleanup, exit_now, init_distributed, is_dist, seed_everything, unwrap
 from utils.ema import ModelEma, build_ema
 from utils.engine import NonFiniteLossError, evaluate, train_one_epoch
 from utils.freeze import apply_freeze
 from utils.log import RunWriter, format_metrics, setup_logging
 from utils.optim import build_optimizer, build_scheduler
+from utils.parallel import convert_sync_bn, without_ddp, wrap_model
 from utils.restore import find_resume, init_weights, restore_training_state
 
 log = logging.getLogger("main")
@@ -97,14 +99,14 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", cfg.model.name, total / 1e6, trainable / 1e6, flops / 1e9, cfg.model.input_size)
     resume_state = init_weights(model, cfg.model, find_resume(ckpt_dir, resume, cfg.train.auto_resume))
     model.to(info.device)
-    apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # frozen tensors never enter the optimizer
+    if cfg.model.sync_bn:
+        model = convert_sync_bn(model, cfg.dist.mode, info.device)
+    apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
     amp = Amp(cfg.amp, info.device)
     model, optimizer = amp.initialize(model, optimizer)
     ema = build_ema(model, cfg.train.ema)
-    if info.distributed:
-        device_ids = [info.device.index] if info.device.type == "cuda" else None
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=cfg.dist.find_unused_parameters, static_graph=cfg.dist.static_graph)
+    model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)
     metric = build_metric(cfg.eval.metric)
@@ -136,7 +138,8 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
             log.info("epoch %d train: %s", epoch, format_metrics(stats))
             is_best = False
             if should_validate(epoch, cfg.eval.every, epochs, step >= total_steps):
-                results = evaluate(model, val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
+                broadcast_buffers(model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
+                results = evaluate(without_ddp(model), val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
                 if ema is not None:  # the average is evaluated alongside the raw weights
                     ema_results = evaluate(ema.module, val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
                     results.update({f"ema_{k}": v for k, v in ema_results.items()})
@@ -152,6 +155,7 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
                 if is_best:
                     atomic_save(state, ckpt_dir / "best.pt")
             barrier()
+        check_replicas(model)
         best_path = ckpt_dir / "best.pt"
         log.info("best %s=%s at epoch %s; testing %s", monitor, tracker.value, tracker.epoch, best_path)
         unwrap(model).load_state_dict(state_dict_of(load_file(best_path)))
@@ -163,7 +167,7 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
 def run_test(cfg: Config, info: DistInfo, model, amp: Amp, criterion, writer: RunWriter, epoch: Optional[int]) -> Dict[str, float]:
     """Evaluate on the test split, log the row, print the metrics (rank 0)."""
     loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
-    results = evaluate(model, loader, criterion, build_metric(cfg.eval.metric), amp, info.device, len(loader), info.is_main)
+    results = evaluate(without_ddp(model), loader, criterion, build_metric(cfg.eval.metric), amp, info.device, len(loader), info.is_main)
     writer.metrics({"split": "test", "epoch": epoch, **results})
     writer.flush()
     if info.is_main:
@@ -203,16 +207,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             train(cfg, info, args.resume)
         else:
             test(cfg, info, args.checkpoint)
-        return 0
     except USER_ERRORS as err:
-        if args.debug:
+        if args.debug and not is_dist():
             raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         rank = f"[rank{info.rank}] " if info is not None and info.distributed else ""
         print(f"{rank}error: {message}", file=sys.stderr, flush=True)
+        if args.debug:
+            traceback.print_exc()
+        if is_dist():
+            exit_now(2, err)
         return 2
-    finally:
-        cleanup()
+    except Exception as err:
+        if not is_dist():
+            raise
+        # One rank failed: report and leave now; waiting in teardown could hang the job.
+        print(f"[rank{info.rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        exit_now(1, err)
+    cleanup()
+    return 0
 
 
 if __name__ == "__main__":

@@ -147,17 +147,18 @@ def evaluate(
     loss_sums = {"loss_sum": torch.zeros((), dtype=torch.float64), "loss_count": torch.zeros((), dtype=torch.float64)}
     for inputs, targets in progress(loader, num_batches, "eval", show_progress):
         inputs, targets = to_device(inputs, device), to_device(targets, device)
+        n = batch_size_of(inputs)
+        loss_sums["loss_count"] += n
         with amp.autocast():
             outputs = model(inputs)
             if criterion is not None:
-                n = batch_size_of(inputs)
                 loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-                loss_sums["loss_count"] += n
         metric.update(outputs, targets)
         if on_batch is not None:
             on_batch(inputs, outputs, targets)
     results = metric.result()
+    reduced = all_reduce_sums(loss_sums)
     if criterion is not None:
-        reduced = all_reduce_sums(loss_sums)
         results["loss"] = (reduced["loss_sum"] / reduced["loss_count"].clamp_min(1)).item()
+    results["samples"] = int(reduced["loss_count"].item())  # over all ranks: each sample exactly once
     return results

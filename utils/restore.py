@@ -11,15 +11,23 @@ from torch import nn
 from utils.checkpoint import CheckpointError, load_file, load_weights
 from utils.config import ModelConfig
 from utils.control import BestTracker
+from utils.dist import barrier, broadcast_object
 from utils.ema import ModelEma
 
 log = logging.getLogger(__name__)
 
 
 def find_resume(ckpt_dir: Path, resume: bool, auto_resume: bool) -> Optional[Path]:
-    """``last.pt`` when ``--resume`` asks for it (it must exist) or ``train.auto_resume`` finds it."""
+    """``last.pt`` when ``--resume`` asks for it (it must exist) or ``train.auto_resume`` finds it.
+
+    Every rank takes rank 0's answer, after a barrier, so all resume from the same
+    file and none reads one that is still being written.
+    """
     last = Path(ckpt_dir) / "last.pt"
-    if last.is_file() and (resume or auto_resume):
+    if not (resume or auto_resume):
+        return None
+    barrier()
+    if broadcast_object(last.is_file()):
         return last
     if resume:
         raise CheckpointError(f"--resume: no checkpoint at '{last}'; train without --resume first")
