@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -19,13 +20,18 @@ import torch
 from utils import __version__
 from utils.amp import Amp
 from utils.build import build_criterion, build_metric, build_network, count_flops, count_parameters
-from utils.checkpoint import CheckpointError, atomic_save, load_file, load_weights
+from utils.checkpoint import CheckpointError, atomic_save, load_file, state_dict_of
 from utils.config import Config, ConfigError, load_config, save_config, to_dict
+from utils.control import BestTracker, monitored_value, should_validate, steps_per_epoch, training_length
 from utils.data import build_dataset, build_eval_loader, build_train_loader
-from utils.dist import DistInfo, barrier, cleanup, init_distributed, seed_everything, unwrap
+from utils.dist import DistInfo, barrier, broadcast_buffers, check_replicas, cleanup, exit_now, init_distributed, is_dist, seed_everything, unwrap
+from utils.ema import ModelEma, build_ema
 from utils.engine import NonFiniteLossError, evaluate, train_one_epoch
+from utils.freeze import apply_freeze
 from utils.log import RunWriter, format_metrics, setup_logging
 from utils.optim import build_optimizer, build_scheduler
+from utils.parallel import convert_sync_bn, without_ddp, wrap_model
+from utils.restore import find_resume, init_weights, restore_training_state
 
 log = logging.getLogger("main")
 
@@ -60,9 +66,11 @@ def resolve_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def checkpoint_state(model, optimizer, scheduler, amp: Amp, cfg: Config, epoch: int, step: int, best: Dict[str, Any]) -> Dict[str, Any]:
+def checkpoint_state(model, optimizer, scheduler, amp: Amp, ema: Optional[ModelEma], cfg: Config, epoch: int, step: int, best: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "model": unwrap(model).state_dict(),
+        "ema": ema.state_dict() if ema is not None else None,
+        "ema_updates": ema.updates if ema is not None else 0,
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "amp": amp.state_dict(),
@@ -80,8 +88,8 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     if info.is_main:
         save_config(cfg, out / "config.yaml")
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
-    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed)
-    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size)
+    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
+    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
@@ -89,80 +97,82 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     total, trainable = count_parameters(model)
     flops = count_flops(model, cfg.model.input_size) if info.is_main else float("nan")
     log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", cfg.model.name, total / 1e6, trainable / 1e6, flops / 1e9, cfg.model.input_size)
-    if cfg.model.pretrained:
-        load_weights(model, cfg.model.pretrained, cfg.model.pretrained_prefix, cfg.model.pretrained_strict)
+    resume_state = init_weights(model, cfg.model, find_resume(ckpt_dir, resume, cfg.train.auto_resume))
     model.to(info.device)
+    if cfg.model.sync_bn:
+        model = convert_sync_bn(model, cfg.dist.mode, info.device)
+    apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
     amp = Amp(cfg.amp, info.device)
     model, optimizer = amp.initialize(model, optimizer)
-    if info.distributed:
-        device_ids = [info.device.index] if info.device.type == "cuda" else None
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=cfg.dist.find_unused_parameters, static_graph=cfg.dist.static_graph)
+    ema = build_ema(model, cfg.train.ema)
+    model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)
     metric = build_metric(cfg.eval.metric)
-    iters_per_epoch = max(len(train_loader) // cfg.train.accumulate, 1)
-    scheduler = build_scheduler(optimizer, cfg.schedule, iters_per_epoch, iters_per_epoch * cfg.train.epochs)
+    epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
+    epochs, total_steps = training_length(cfg.train, epoch_steps)
+    scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
 
-    start_epoch, step, best = 0, 0, {"metric": cfg.eval.monitor, "value": None, "epoch": None}
-    if resume or cfg.train.auto_resume:
-        last = ckpt_dir / "last.pt"
-        if last.is_file():
-            state = load_file(last)
-            unwrap(model).load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            amp.load_state_dict(state["amp"])
-            start_epoch, step, best = state["epoch"], state["global_step"], state["best"]
-            log.info("resumed from %s at epoch %d (step %d)", last, start_epoch, step)
-        elif resume:
-            raise CheckpointError(f"--resume: no checkpoint at '{last}'; train without --resume first")
+    start_epoch, step = 0, 0
+    tracker = BestTracker(cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience)
+    if resume_state is not None:
+        start_epoch, step = restore_training_state(resume_state, optimizer, scheduler, amp, ema, tracker)
+        del resume_state
 
     writer = RunWriter(out, info.is_main)
-    sign = 1.0 if cfg.eval.monitor_mode == "max" else -1.0
+    # with eval.use_ema the EMA weights are monitored, select best.pt and are tested
+    monitor = ("ema_" if cfg.eval.use_ema else "") + cfg.eval.monitor
     try:
-        for epoch in range(start_epoch, cfg.train.epochs):
+        for epoch in range(start_epoch, epochs):
+            if tracker.should_stop or step >= total_steps:  # also when resuming a run that had stopped
+                break
             train_loader.sampler.set_epoch(epoch)
             stats = train_one_epoch(
                 model, train_loader, criterion, optimizer, scheduler, amp, info.device, epoch, step, writer,
                 num_batches=len(train_loader), accumulate=cfg.train.accumulate, clip_grad_norm=cfg.train.clip_grad_norm,
                 clip_grad_value=cfg.train.clip_grad_value, log_every=cfg.train.log_every, show_progress=info.is_main,
+                ema=ema, max_steps=total_steps,
             )
             step = int(stats.pop("global_step"))
             log.info("epoch %d train: %s", epoch, format_metrics(stats))
             is_best = False
-            if (epoch + 1) % cfg.eval.every == 0 or epoch + 1 == cfg.train.epochs:
-                results = evaluate(model, val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
+            if should_validate(epoch, cfg.eval.every, epochs, step >= total_steps):
+                broadcast_buffers(model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
+                results = evaluate(without_ddp(model), val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
+                if ema is not None:  # the average is evaluated alongside the raw weights
+                    ema_results = evaluate(ema.module, val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
+                    results.update({f"ema_{k}": v for k, v in ema_results.items()})
                 log.info("epoch %d val: %s", epoch, format_metrics(results))
                 writer.scalars("val", results, epoch)
                 writer.metrics({"split": "val", "epoch": epoch, **results})
-                value = results[cfg.eval.monitor]
-                is_best = best["value"] is None or sign * value > sign * best["value"]
-                if is_best:
-                    best.update(value=value, epoch=epoch)
+                is_best = tracker.update(monitored_value(results, monitor), epoch)
+                if tracker.should_stop:
+                    log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, monitor, tracker.evals_since_best)
             if info.is_main:
-                state = checkpoint_state(model, optimizer, scheduler, amp, cfg, epoch + 1, step, best)
+                state = checkpoint_state(model, optimizer, scheduler, amp, ema, cfg, epoch + 1, step, tracker.state_dict())
                 atomic_save(state, ckpt_dir / "last.pt")
                 if is_best:
                     atomic_save(state, ckpt_dir / "best.pt")
             barrier()
+        check_replicas(model)
         best_path = ckpt_dir / "best.pt"
-        log.info("best %s=%s at epoch %s; testing %s", best["metric"], best["value"], best["epoch"], best_path)
-        unwrap(model).load_state_dict(load_file(best_path)["model"])
-        return run_test(cfg, info, model, amp, criterion, writer, epoch=best["epoch"])
+        log.info("best %s=%s at epoch %s; testing %s", monitor, tracker.value, tracker.epoch, best_path)
+        unwrap(model).load_state_dict(state_dict_of(load_file(best_path)))
+        return run_test(cfg, info, model, amp, criterion, writer, epoch=tracker.epoch)
     finally:
         writer.close()
 
 
 def run_test(cfg: Config, info: DistInfo, model, amp: Amp, criterion, writer: RunWriter, epoch: Optional[int]) -> Dict[str, float]:
     """Evaluate on the test split, log the row, print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size)
+    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
     metric = build_metric(cfg.eval.metric)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
         log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
-    results = evaluate(model, loader, criterion, metric, amp, info.device, len(loader), info.is_main, on_batch=on_batch)
+    results = evaluate(without_ddp(model), loader, criterion, metric, amp, info.device, len(loader), info.is_main, on_batch=on_batch)
     writer.metrics({"split": "test", "epoch": epoch, **results})
     writer.flush()
     if info.is_main:
@@ -177,7 +187,7 @@ def test(cfg: Config, info: DistInfo, checkpoint: str) -> Dict[str, float]:
     if "model" not in state:
         raise CheckpointError(f"'{checkpoint}' has no 'model' entry; it is not a checkpoint of this framework")
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(state_dict_of(state))  # the EMA weights when the run selected with them
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}': {str(err).splitlines()[0]} (see the config it was saved with)") from err
     model.to(info.device)
@@ -202,16 +212,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             train(cfg, info, args.resume)
         else:
             test(cfg, info, args.checkpoint)
-        return 0
     except USER_ERRORS as err:
-        if args.debug:
+        if args.debug and not is_dist():
             raise
         message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         rank = f"[rank{info.rank}] " if info is not None and info.distributed else ""
         print(f"{rank}error: {message}", file=sys.stderr, flush=True)
+        if args.debug:
+            traceback.print_exc()
+        if is_dist():
+            exit_now(2, err)
         return 2
-    finally:
-        cleanup()
+    except Exception as err:
+        if not is_dist():
+            raise
+        # One rank failed: report and leave now; waiting in teardown could hang the job.
+        print(f"[rank{info.rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        exit_now(1, err)
+    cleanup()
+    return 0
 
 
 if __name__ == "__main__":

@@ -44,6 +44,21 @@ class ResNetBackbone(Backbone):
         expansion = 4 if arch in ("resnet50", "resnet101", "resnet152") else 1
         self.out_channels = [64] + [c * expansion for c in (64, 128, 256, 512)]
         self.strides = [2, 4, 8, 16, 32]
+        self.blocks = [len(layer) for layer in (net.layer1, net.layer2, net.layer3, net.layer4)]
+
+    @property
+    def num_layers(self) -> int:
+        """The stem plus one layer per residual block (resnet18: 1 + 8)."""
+        return 1 + sum(self.blocks)
+
+    def layer_id(self, name: str) -> int:
+        """0 for the stem, then residual blocks in order (timm's grouping for layer-wise LR decay)."""
+        parts = name.split(".")
+        if parts[0] != "stages" or len(parts) < 3 or parts[1] == "0":
+            return 0
+        stage = int(parts[1])
+        block = int(parts[3]) if stage == 1 else int(parts[2])  # stage 1 is (maxpool, layer1)
+        return 1 + sum(self.blocks[: stage - 1]) + block
 
 
 def _resnet(arch: str) -> type:

@@ -30,14 +30,15 @@ class Classifier(nn.Module):
         self.backbone.set_grad_checkpointing(enabled)
 
     def layer_id(self, name: str) -> int:
-        """Layer index for layer-wise LR decay: backbone stages first, then the head."""
+        """Layer index for layer-wise LR decay: the backbone's ids first, then the head (``num_layers``)."""
         if name.startswith("backbone."):
             return self.backbone.layer_id(name[len("backbone.") :])
         return self.backbone.num_layers
 
     @property
     def num_layers(self) -> int:
-        return self.backbone.num_layers + 1
+        """The head's layer id: ids run 0 .. num_layers and the head keeps the full LR."""
+        return self.backbone.num_layers
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.pool(self.backbone(x)[-1]))

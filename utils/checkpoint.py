@@ -58,7 +58,14 @@ def load_file(path: Union[str, Path]) -> Dict[str, Any]:
 
 
 def state_dict_of(obj: Dict[str, Any]) -> Dict[str, torch.Tensor]:
-    """The model weights in a checkpoint of ours (``model`` entry) or a plain state_dict."""
+    """The model weights in a checkpoint of ours or a plain state_dict.
+
+    A checkpoint of a run that selected its best epoch with EMA weights
+    (``eval.use_ema``) gives its ``ema`` entry: the weights it was evaluated with.
+    """
+    config = obj.get("config")
+    if isinstance(config, dict) and config.get("eval", {}).get("use_ema") and isinstance(obj.get("ema"), dict):
+        return obj["ema"]
     for key in ("model", "state_dict"):
         if key in obj and isinstance(obj[key], dict):
             return obj[key]
@@ -90,8 +97,10 @@ def load_matching(model: nn.Module, state: Dict[str, torch.Tensor], prefix: str 
     report = LoadReport(sorted(matching), missing, unexpected, mismatched)
     if strict and (missing or unexpected or mismatched):
         raise CheckpointError(
-            "weights do not match the model: "
-            f"missing {missing[:10]}, unexpected {unexpected[:10]}, shape-mismatched {mismatched[:10]}"
+            "weights do not match the model (model.pretrained_strict=true): "
+            f"missing {missing[:10]}, unexpected {unexpected[:10]}, shape-mismatched {mismatched[:10]}; "
+            "set model.pretrained_strict=false to load the matching tensors and re-initialise the rest, "
+            "or fix model.pretrained_prefix"
         )
     model.load_state_dict(matching, strict=False)
     return report
@@ -99,7 +108,7 @@ def load_matching(model: nn.Module, state: Dict[str, torch.Tensor], prefix: str 
 
 def log_report(report: LoadReport, source: str) -> None:
     log.info("loaded %d tensors from %s", len(report.loaded), source)
-    for label, keys in (("missing (kept their init)", report.missing), ("unexpected (ignored)", report.unexpected), ("shape-mismatched (kept their init)", report.mismatched)):
+    for label, keys in (("missing (kept their init)", report.missing), ("unexpected (ignored)", report.unexpected), ("shape-mismatched (dropped; new from the network's init)", report.mismatched)):
         if keys:
             log.warning("%s: %d %s: %s", source, len(keys), label, ", ".join(keys[:20]) + (" ..." if len(keys) > 20 else ""))
 

@@ -42,6 +42,11 @@ class DataConfig:
     prefetch_factor: Optional[int] = None
     prefetch: str = "auto"  # none | thread | cuda | auto (thread on CPU, cuda on GPU)
     prefetch_depth: int = 2
+    loader: str = "torch"  # torch (DataLoader) | dali (image_folder data, NVIDIA DALI pipelines)
+    # Per-channel input normalization done by the loader (on the GPU with prefetch=cuda, in DALI's
+    # pipeline with loader=dali); None leaves inputs as the dataset and transforms give them.
+    mean: Optional[List[float]] = None
+    std: Optional[List[float]] = None
     # torchvision.transforms.v2 classes by name, e.g. [{name: RandomCrop, size: 8, padding: 1}]
     train_transforms: List[Dict[str, Any]] = field(default_factory=list)
     eval_transforms: List[Dict[str, Any]] = field(default_factory=list)
@@ -284,6 +289,7 @@ def load_config(
 
 _CHOICES = {
     "data.prefetch": ("none", "thread", "cuda", "auto"),
+    "data.loader": ("torch", "dali"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
     "schedule.name": ("constant", "step", "cosine", "poly"),
     "eval.monitor_mode": ("max", "min"),
@@ -313,12 +319,35 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
     if cfg.amp.loss_scale != "dynamic" and not isinstance(cfg.amp.loss_scale, (int, float)):
         raise ConfigError(f"config key 'amp.loss_scale' must be 'dynamic' or a number, got {cfg.amp.loss_scale!r}")
-    for key in ("data.batch_size", "train.epochs", "train.accumulate", "eval.every"):
+    for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
     for i, item in enumerate(cfg.loss):
         if "name" not in item:
             raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}})")
+    _validate_training_control(cfg)
+
+
+def _validate_training_control(cfg: Config) -> None:
+    """Fine-tuning and training-control keys (freezing, LR groups, EMA, length, early stopping)."""
+    for key in ("train.iterations", "train.patience"):
+        value = get_key(cfg, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"config key '{key}' must be >= 1 or null, got {value}")
+    for key in ("train.clip_grad_norm", "train.clip_grad_value"):
+        value = get_key(cfg, key)
+        if value is not None and value <= 0:
+            raise ConfigError(f"config key '{key}' must be > 0 or null, got {value}")
+    if cfg.optim.layer_decay is not None and not 0.0 < cfg.optim.layer_decay <= 1.0:
+        raise ConfigError(f"config key 'optim.layer_decay' must be in (0, 1] (e.g. 0.75), got {cfg.optim.layer_decay}")
+    ema = cfg.train.ema
+    if ema is not None:
+        unknown = sorted(set(ema) - {"decay", "warmup"})
+        decay = ema.get("decay", 0.9998)
+        if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
+            raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
+    if cfg.eval.use_ema and ema is None:
+        raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Process-group set-up, rank helpers and reductions.
+"""Process-group set-up and teardown, rank helpers, reductions, replica checks.
 
 The launchers (``torchrun``, ``python -m torch.distributed.launch``) describe the
 job in environment variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT);
@@ -9,11 +9,13 @@ no-op, so the training code is written once for both.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import logging
 import os
 import random
+import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 import numpy as np
 import torch
@@ -67,9 +69,32 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
 
 
 def cleanup() -> None:
-    """Leave the process group (safe to call when none exists)."""
+    """Leave the process group after a run that went well (safe to call when none exists)."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def exit_now(code: int, err: Optional[BaseException] = None) -> NoReturn:
+    """End this rank at once after a failure in a distributed run (call it in an ``except`` block).
+
+    A rank that fails must not wait for its peers: ``destroy_process_group``,
+    a pending collective or interpreter shutdown (joining loader threads) can
+    block on ranks that are themselves blocked on this one. The launcher sees
+    the exit code and stops the other ranks; ``err`` goes to torchrun's error
+    file, so its summary names the root cause.
+    """
+    if err is not None:
+        try:
+            from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+            get_error_handler().record_exception(err)
+        except Exception:  # the report is a courtesy; exiting is what matters
+            pass
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def is_dist() -> bool:
@@ -101,15 +126,30 @@ def seed_everything(seed: int, rank: int = 0) -> None:
     torch.manual_seed(value)
 
 
+def _agreed_layout(sums: Dict[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
+    """The union of every rank's keys and shapes: a rank whose shard was empty has none."""
+    layout: Dict[str, Tuple[int, ...]] = {}
+    for theirs in all_gather_objects({k: tuple(v.shape) for k, v in sums.items()}):
+        for key, shape in theirs.items():
+            if layout.setdefault(key, shape) != shape:
+                raise ValueError(f"sum '{key}' has shape {shape} on one rank and {layout[key]} on another; metric sums must have a fixed shape")
+    return layout
+
+
 def all_reduce_sums(sums: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Sum a dict of tensors over ranks in one collective (float64 keeps counts exact)."""
-    if not is_dist() or not sums:
+    """Sum a dict of tensors over ranks (float64 keeps counts exact); keys missing on a
+    rank count as zeros there, so a rank that evaluated nothing still takes part."""
+    if not is_dist():
         return sums
-    keys = sorted(sums)
-    shapes = [sums[k].shape for k in keys]
+    layout = _agreed_layout(sums)
+    if not layout:
+        return {}
+    keys = sorted(layout)
+    shapes = [layout[k] for k in keys]
     # gloo reduces CPU tensors, nccl CUDA ones: reduce where the backend wants them.
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    flat = torch.cat([sums[k].detach().to(device, torch.float64).reshape(-1) for k in keys])
+    parts = [sums[k].detach() if k in sums else torch.zeros(shape) for k, shape in zip(keys, shapes)]
+    flat = torch.cat([p.to(device, torch.float64).reshape(-1) for p in parts])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
     out, offset = {}, 0
     for key, shape in zip(keys, shapes):
@@ -143,3 +183,52 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     while isinstance(model, wrappers) or type(model).__module__.startswith("apex."):
         model = model.module
     return model
+
+
+def broadcast_buffers(model: torch.nn.Module, src: int = 0) -> None:
+    """Copy rank ``src``'s buffers (BatchNorm running statistics) to every rank.
+
+    DDP broadcasts buffers before each training forward, but each rank's last
+    step then updates its own copy from its own batch; evaluation and the
+    checkpoint must see one set.
+    """
+    if not is_dist():
+        return
+    groups: Dict[Tuple[torch.device, torch.dtype], List[torch.Tensor]] = {}
+    for buf in unwrap(model).buffers():
+        groups.setdefault((buf.device, buf.dtype), []).append(buf)
+    for bufs in groups.values():  # one collective per dtype, not per buffer
+        flat = torch.cat([b.detach().reshape(-1) for b in bufs])
+        dist.broadcast(flat, src=src)
+        offset = 0
+        for b in bufs:
+            b.data.copy_(flat[offset : offset + b.numel()].view_as(b))
+            offset += b.numel()
+
+
+def state_checksum(state: Mapping[str, torch.Tensor]) -> str:
+    """sha256 over the names and raw bytes of a state_dict's tensors."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name]
+        digest.update(name.encode())
+        if isinstance(tensor, torch.Tensor):
+            digest.update(str(tensor.dtype).encode())
+            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_replicas(model: torch.nn.Module) -> bool:
+    """Whether every rank holds bit-identical weights and buffers (logged either way).
+
+    DDP keeps replicas in step by construction; a difference means something in
+    the step ran per rank (an unsynchronized buffer, a rank-dependent branch).
+    """
+    if not is_dist():
+        return True
+    digests = all_gather_objects(state_checksum(unwrap(model).state_dict()))
+    if len(set(digests)) == 1:
+        log.info("replicas identical on %d rank(s): sha256 %s", len(digests), digests[0])
+        return True
+    log.error("replicas differ across ranks (sha256 per rank: %s)", ", ".join(d[:12] for d in digests))
+    return False

@@ -59,12 +59,17 @@ def train_one_epoch(
     clip_grad_value: Optional[float] = None,
     log_every: int = 10,
     show_progress: bool = True,
+    ema: Optional[Any] = None,
+    max_steps: Optional[int] = None,
 ) -> Dict[str, float]:
     """One pass over ``loader``; returns the mean loss, throughput and the new global step.
 
     ``scheduler`` advances once per optimizer step that was taken, so LR follows
     iterations. With ``accumulate`` K, gradients of K micro-batches are summed
-    (each loss divided by K) before one step; DDP synchronizes only on the last.
+    (each loss divided by K; by the group's size for a shorter last group)
+    before one step; DDP synchronizes only on the last. ``ema`` (a ModelEma)
+    follows the weights after each step taken; the epoch ends early once
+    ``global_step`` reaches ``max_steps``.
     """
     model.train()
     loss_sum, samples, steps_taken = 0.0, 0, 0
@@ -74,6 +79,8 @@ def train_one_epoch(
     for i, (inputs, targets) in enumerate(bar):
         inputs, targets = to_device(inputs, device), to_device(targets, device)
         last_micro = (i + 1) % accumulate == 0 or (num_batches is not None and i + 1 == num_batches)
+        group_start = i - i % accumulate
+        group_size = accumulate if num_batches is None else min(accumulate, num_batches - group_start)
         sync = contextlib.nullcontext() if last_micro or not hasattr(model, "no_sync") else model.no_sync()
         with sync:
             with amp.autocast():
@@ -84,7 +91,7 @@ def train_one_epoch(
                     f"loss is {loss.item()} at epoch {epoch}, step {global_step}; lower optim.lr, "
                     "enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
                 )
-            amp.backward(loss / accumulate)
+            amp.backward(loss / group_size)  # the step sees the mean over the group
         n = batch_size_of(inputs)
         loss_sum += loss.item() * n
         samples += n
@@ -95,12 +102,16 @@ def train_one_epoch(
         if taken:
             scheduler.step()
             steps_taken += 1
+            if ema is not None:
+                ema.update(model)
         global_step += 1
         if global_step % log_every == 0:
             lr = optimizer.param_groups[0]["lr"]
             writer.scalars("train", {"loss": loss.item(), "lr": lr}, global_step)
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}")
+        if max_steps is not None and global_step >= max_steps:
+            break
     elapsed = time.perf_counter() - start
     stats = {
         "loss": loss_sum / max(samples, 1),
@@ -136,17 +147,18 @@ def evaluate(
     loss_sums = {"loss_sum": torch.zeros((), dtype=torch.float64), "loss_count": torch.zeros((), dtype=torch.float64)}
     for inputs, targets in progress(loader, num_batches, "eval", show_progress):
         inputs, targets = to_device(inputs, device), to_device(targets, device)
+        n = batch_size_of(inputs)
+        loss_sums["loss_count"] += n
         with amp.autocast():
             outputs = model(inputs)
             if criterion is not None:
-                n = batch_size_of(inputs)
                 loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-                loss_sums["loss_count"] += n
         metric.update(outputs, targets)
         if on_batch is not None:
             on_batch(inputs, outputs, targets)
     results = metric.result()
+    reduced = all_reduce_sums(loss_sums)
     if criterion is not None:
-        reduced = all_reduce_sums(loss_sums)
         results["loss"] = (reduced["loss_sum"] / reduced["loss_count"].clamp_min(1)).item()
+    results["samples"] = int(reduced["loss_count"].item())  # over all ranks: each sample exactly once
     return results

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import fnmatch
+import logging
 import math
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
-from utils.config import OptimConfig, ScheduleConfig
+from utils.config import ConfigError, OptimConfig, ScheduleConfig
+
+log = logging.getLogger(__name__)
 
 
 def is_no_decay(name: str, param: torch.Tensor) -> bool:
@@ -16,14 +20,90 @@ def is_no_decay(name: str, param: torch.Tensor) -> bool:
     return param.ndim <= 1 or name.endswith(".bias")
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> List[Dict[str, Any]]:
-    """Trainable parameters split into decay / no-decay groups (frozen ones left out)."""
-    decay, no_decay = [], []
+GROUP_KEYS = ("pattern", "lr_mult", "weight_decay")
+
+
+def layer_id_fn(model: nn.Module) -> Tuple[Callable[[str], int], int]:
+    """``(layer_id(name), num_layers)`` for layer-wise LR decay.
+
+    The network's own ``layer_id`` / ``num_layers`` when it has them; otherwise,
+    for a network following the ``self.backbone`` convention, the backbone's ids
+    for ``backbone.*`` and ``num_layers`` (the full LR) for everything else.
+    """
+    if hasattr(model, "layer_id") and hasattr(model, "num_layers"):
+        return model.layer_id, int(model.num_layers)
+    backbone = getattr(model, "backbone", None)
+    if backbone is not None and hasattr(backbone, "layer_id") and hasattr(backbone, "num_layers"):
+        top = int(backbone.num_layers)
+        return (lambda name: backbone.layer_id(name[len("backbone.") :]) if name.startswith("backbone.") else top), top
+    raise ValueError(
+        f"optim.layer_decay needs layer ids, but network {type(model).__name__} has no layer_id(name)/num_layers "
+        "and no self.backbone with them; add them to the network or unset optim.layer_decay"
+    )
+
+
+def _match_group(name: str, specs: Sequence[Dict[str, Any]]) -> int:
+    """Index of the first spec whose pattern(s) match ``name``; -1 for the default group."""
+    for index, spec in enumerate(specs):
+        patterns = [spec["pattern"]] if isinstance(spec["pattern"], str) else spec["pattern"]
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            return index
+    return -1
+
+
+def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None:
+    """Every ``optim.param_groups`` entry has a pattern and known keys, and each pattern matches a parameter."""
+    names = [name for name, _ in model.named_parameters()]
+    for index, spec in enumerate(specs):
+        unknown = sorted(set(spec) - set(GROUP_KEYS))
+        if "pattern" not in spec or unknown:
+            raise ConfigError(
+                f"optim.param_groups[{index}] = {spec!r}: needs 'pattern' and takes only {list(GROUP_KEYS)}"
+                + (f"; unknown {unknown}" if unknown else "")
+            )
+        patterns = [spec["pattern"]] if isinstance(spec["pattern"], str) else spec["pattern"]
+        for pattern in patterns:
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+                raise ConfigError(f"optim.param_groups[{index}] pattern '{pattern}' matches no parameter; patterns are globs over full names such as 'backbone.*'")
+
+
+def param_groups(
+    model: nn.Module,
+    weight_decay: float,
+    lr: float = 1.0,
+    specs: Sequence[Dict[str, Any]] = (),
+    layer_decay: Optional[float] = None,
+) -> List[Dict[str, Any]]:
+    """Trainable parameters (frozen ones left out) grouped for the optimizer.
+
+    Each parameter goes to the first ``specs`` entry whose glob ``pattern``
+    matches its name (``lr_mult``, ``weight_decay`` override the defaults) or to
+    the default group; biases and norm weights never get weight decay; with
+    ``layer_decay`` the LR of layer ``i`` is multiplied by
+    ``layer_decay ** (num_layers - i)``. Every group carries its own ``lr``,
+    which the scheduler multiplies by a common factor, and ``lr_scale``, its
+    ratio to ``lr``.
+    """
+    check_group_specs(model, specs)
+    layer_id, num_layers = layer_id_fn(model) if layer_decay is not None else (None, 0)
+    groups: Dict[Tuple[int, int, bool], Dict[str, Any]] = {}
     for name, param in model.named_parameters():
-        if param.requires_grad:
-            (no_decay if is_no_decay(name, param) else decay).append(param)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return [g for g in groups if g["params"]]
+        if not param.requires_grad:
+            continue
+        index = _match_group(name, specs)
+        spec = specs[index] if index >= 0 else {}
+        layer = layer_id(name) if layer_id is not None else num_layers
+        no_decay = is_no_decay(name, param)
+        key = (index, layer, no_decay)
+        if key not in groups:
+            scale = float(spec.get("lr_mult", 1.0))
+            if layer_decay is not None:
+                scale *= layer_decay ** (num_layers - layer)
+            decay = 0.0 if no_decay else float(spec.get("weight_decay", weight_decay))
+            label = f"{'default' if index < 0 else spec['pattern']}/layer{layer}/{'no_decay' if no_decay else 'decay'}"
+            groups[key] = {"params": [], "lr": lr * scale, "lr_scale": scale, "weight_decay": decay, "group": label}
+        groups[key]["params"].append(param)
+    return list(groups.values())
 
 
 def scaled_lr(lr: float, rule: str, world_size: int) -> float:
@@ -32,13 +112,14 @@ def scaled_lr(lr: float, rule: str, world_size: int) -> float:
 
 
 def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> torch.optim.Optimizer:
-    """The configured optimizer over ``model``'s trainable parameters."""
-    groups = param_groups(model, cfg.weight_decay)
+    """The configured optimizer over ``model``'s trainable parameters (see ``param_groups``)."""
+    lr = scaled_lr(cfg.lr, cfg.lr_scaling, world_size)
+    groups = param_groups(model, cfg.weight_decay, lr, cfg.param_groups, cfg.layer_decay)
     if not groups:
         raise ValueError("no trainable parameters: model.freeze froze everything; loosen the patterns")
-    lr = scaled_lr(cfg.lr, cfg.lr_scaling, world_size)
-    for group in groups:
-        group.setdefault("lr", lr)
+    if cfg.param_groups or cfg.layer_decay is not None:
+        for group in groups:
+            log.info("param group %s: %d tensors, lr %.3g (x%.4g), weight_decay %g", group["group"], len(group["params"]), group["lr"], group["lr_scale"], group["weight_decay"])
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
     if cfg.name == "adam":

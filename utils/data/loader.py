@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional
 
+import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from utils.config import DataConfig
+from utils.data.prefetch import PrefetchLoader, resolve_mode
 from utils.data.samplers import ShardSampler
 from utils.data.transforms import build_transforms
 from utils.registry import DATASETS
@@ -22,10 +24,11 @@ def build_dataset(cfg: DataConfig, split: str) -> Dataset:
     return dataset
 
 
-def _loader_options(dataset: Dataset, cfg: DataConfig) -> Dict[str, Any]:
+def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, Any]:
+    # Copies to the GPU on a side stream are only asynchronous from pinned memory.
     # A dataset whose items do not stack with default_collate (e.g. masks kept at their
     # original, differing sizes) batches them itself through a ``collate_fn`` attribute.
-    options: Dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory, "collate_fn": getattr(dataset, "collate_fn", None)}
+    options: Dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory or mode == "cuda", "collate_fn": getattr(dataset, "collate_fn", None)}
     if cfg.num_workers > 0:
         options["persistent_workers"] = cfg.persistent_workers
         if cfg.prefetch_factor is not None:
@@ -33,16 +36,41 @@ def _loader_options(dataset: Dataset, cfg: DataConfig) -> Dict[str, Any]:
     return options
 
 
-def build_train_loader(dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int) -> DataLoader:
+def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device]) -> PrefetchLoader:
+    # DALI normalizes inside its pipeline; the prefetcher does it for the torch loader.
+    mean, std = (None, None) if cfg.loader == "dali" else (cfg.mean, cfg.std)
+    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, mean, std)
+
+
+def build_train_loader(
+    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None
+) -> PrefetchLoader:
     """Shuffled per epoch by a seeded ``DistributedSampler`` (also with one process,
-    so the order depends only on seed and epoch: reproducible and resumable)."""
+    so the order depends only on seed and epoch: reproducible and resumable).
+
+    Wrapped in the configured prefetcher (``data.prefetch``); ``len()`` and
+    ``.sampler.set_epoch()`` work as on the DataLoader. ``data.loader=dali``
+    reads the image folder of ``dataset`` with DALI pipelines instead.
+    """
+    mode = resolve_mode(cfg.prefetch, device)
+    if cfg.loader == "dali":
+        from utils.data.dali import build_dali_loader
+
+        return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
-    return DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, **_loader_options(dataset, cfg))
+    loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, **_loader_options(dataset, cfg, mode))
+    return _prefetching(loader, cfg, mode, device)
 
 
-def build_eval_loader(dataset: Dataset, cfg: DataConfig, rank: int, world_size: int) -> DataLoader:
+def build_eval_loader(dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, device: Optional[torch.device] = None) -> PrefetchLoader:
     """Disjoint, unpadded shards: every sample is evaluated exactly once over all ranks."""
+    mode = resolve_mode(cfg.prefetch, device)
+    if cfg.loader == "dali":
+        from utils.data.dali import build_dali_loader
+
+        return _prefetching(build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device)
     sampler = ShardSampler(len(dataset), rank, world_size)
     batch_size = cfg.eval_batch_size or cfg.batch_size
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg))
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode))
+    return _prefetching(loader, cfg, mode, device)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -27,7 +27,11 @@ def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float,
 
 @DATASETS.register("digits")
 class Digits(Dataset):
-    """Digits as float tensors ``[1, size, size]`` in [0, 1] with integer labels 0-9."""
+    """Digits as float tensors ``[1, size, size]`` in [0, 1] with integer labels 0-9.
+
+    ``classes`` keeps only those digits, relabelled 0..len(classes)-1 in the
+    given order (a smaller task, e.g. for fine-tuning); the split is unchanged.
+    """
 
     num_classes = 10
 
@@ -40,6 +44,7 @@ class Digits(Dataset):
         val_fraction: float = 0.1,
         test_fraction: float = 0.2,
         split_seed: int = 0,
+        classes: Optional[Sequence[int]] = None,
     ) -> None:
         from sklearn.datasets import load_digits
 
@@ -47,11 +52,18 @@ class Digits(Dataset):
             raise ValueError(f"digits has splits {SPLITS}, got '{split}'")
         data = load_digits()
         idx = split_indices(data.target, val_fraction, test_fraction, split_seed)[split]
+        labels = data.target[idx]
+        if classes is not None:
+            if not classes or len(set(classes)) != len(classes) or not set(classes) <= set(range(10)):
+                raise ValueError(f"digits: data.args.classes must be distinct digits 0-9, got {list(classes)}")
+            keep = np.isin(labels, list(classes))
+            idx = idx[keep]
+            labels = np.array([list(classes).index(d) for d in data.target[idx]], dtype=np.int64)
         images = torch.from_numpy(data.images[idx]).float().div_(16.0).unsqueeze(1)
         if size != 8:
             images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
         self.images = images
-        self.labels = torch.from_numpy(data.target[idx]).long()
+        self.labels = torch.from_numpy(labels).long()
         self.transform = transform
 
     def __len__(self) -> int:

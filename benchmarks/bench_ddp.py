@@ -1,0 +1,131 @@
+"""DDP: 2 processes x 1 thread vs 1 process x 1 thread, the same global batch.
+
+Two real processes (gloo over TCP, started with torch.multiprocessing). Every
+round rank 0 first (or last: the order alternates) trains the network alone
+on the full global batches while rank 1 waits in a barrier, then both train a
+DDP copy from the same initial weights on half of each batch, through the
+framework's ``train_one_epoch``. The network has no BatchNorm, so averaged DDP
+gradients equal full-batch gradients and the weights must agree.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from benchmarks.common import batches, max_abs_diff, ratios, row
+
+TIMEOUT_S = 240
+GLOBAL_BATCH = 64
+
+
+def _network() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+    )
+
+
+def _train(model: nn.Module, data: List) -> float:
+    """Seconds for one pass of the framework loop over ``data``."""
+    from utils.amp import Amp
+    from utils.config import AmpConfig
+    from utils.engine import train_one_epoch
+    from utils.log import RunWriter
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
+    amp = Amp(AmpConfig(), torch.device("cpu"))
+    start = time.perf_counter()
+    train_one_epoch(model, data, nn.functional.cross_entropy, optimizer, scheduler, amp, torch.device("cpu"), 0, 0,
+                    RunWriter(None, False), num_batches=len(data), show_progress=False)
+    return time.perf_counter() - start
+
+
+def _worker(rank: int, world: int, port: int, steps: int, rounds: int, result: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    try:
+        init = _network()
+        full = batches(steps, GLOBAL_BATCH, (1, 16, 16))
+        half = GLOBAL_BATCH // world
+        local = [(x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]) for x, y in full]
+        times: Dict[str, List[float]] = {"single": [], "ddp": []}
+        diffs: List[float] = []
+
+        def single() -> nn.Module:
+            model = copy.deepcopy(init)
+            if rank == 0:
+                times["single"].append(_train(model, full))
+            dist.barrier()
+            return model
+
+        def ddp() -> nn.Module:
+            model = nn.parallel.DistributedDataParallel(copy.deepcopy(init))
+            dist.barrier()
+            elapsed = _train(model, local)
+            dist.barrier()  # the step time of the slower rank counts
+            times["ddp"].append(elapsed)
+            return model.module
+
+        ddp(), single()  # warm-up (DDP builds its buckets on the first step)
+        times = {"single": [], "ddp": []}
+        for r in range(rounds):
+            if r % 2 == 0:
+                a, b = single(), ddp()
+            else:
+                b, a = ddp(), single()
+            if rank == 0:
+                diffs.append(max_abs_diff(a.state_dict(), b.state_dict()))
+        if rank == 0:
+            Path(result).write_text(json.dumps({"times": times, "diffs": diffs}))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(steps: int, rounds: int, world: int = 2) -> dict:
+    """Start ``world`` processes, wait at most TIMEOUT_S, return rank 0's figures."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory() as tmp:
+        result = str(Path(tmp) / "ddp.json")
+        ctx = mp.start_processes(_worker, args=(world, _free_port(), steps, rounds, result), nprocs=world, join=False, start_method="spawn")
+        deadline = time.monotonic() + TIMEOUT_S
+        while not ctx.join(timeout=1.0):
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    p.kill()
+                raise TimeoutError(f"DDP benchmark did not finish in {TIMEOUT_S} s")
+        return json.loads(Path(result).read_text())
+
+
+def run(quick: bool = False) -> List[dict]:
+    steps, rounds = (4, 2) if quick else (20, 5)
+    out = measure(steps, rounds)
+    speedup = ratios(out["times"]["single"], out["times"]["ddp"])
+    diff = max(out["diffs"])
+    return [
+        row("5 DDP", "speed-up 2 proc x 1 thread / 1 proc x 1 thread", speedup, ">= 1.35", lambda m: m >= 1.35,
+            f"gloo, global batch {GLOBAL_BATCH}, {steps} steps per round, framework loop"),
+        row("5 DDP", f"max abs weight diff DDP vs full batch, {steps} steps", [diff], "allclose (~1e-6)", lambda m: m <= 1e-5,
+            "no BatchNorm: averaged gradients = full-batch gradient", fmt="{:.1e}"),
+    ]

@@ -1,0 +1,63 @@
+"""Shared helpers: interleaved repeated timing, ratio rows, tiny synthetic data."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Wall-clock seconds of one call."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved(cases: Dict[str, Callable[[], float]], rounds: int, warmup: bool = True) -> Dict[str, List[float]]:
+    """Run every case once per round, rotating the order each round.
+
+    Each case returns its own measurement (seconds). Interleaving spreads a
+    slow period of a shared machine over all cases instead of one, and the
+    rounds show how noisy a figure is.
+    """
+    names = list(cases)
+    if warmup:
+        for name in names:
+            cases[name]()
+    results: Dict[str, List[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            results[name].append(cases[name]())
+    return results
+
+
+def row(
+    benchmark: str, measure: str, values: Sequence[float], goal: str = "", check: Optional[Callable[[float], bool]] = None,
+    note: str = "", fmt: str = "{:.3f}",
+) -> dict:
+    """A table row: the median of per-round values, their range, and ``check(median)`` against the goal."""
+    values = list(values)
+    median = statistics.median(values) if values else float("nan")
+    ok = bool(check(median)) if check is not None else None
+    spread = f"{fmt.format(min(values))} .. {fmt.format(max(values))} (n={len(values)})" if values else ""
+    return {"benchmark": benchmark, "measure": measure, "value": fmt.format(median), "spread": spread, "goal": goal, "ok": ok, "note": note, "median": median}
+
+
+def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> List[float]:
+    """Per-round ratios (each pair measured back to back in the same round)."""
+    return [a / b for a, b in zip(numerators, denominators)]
+
+
+def batches(n: int, batch_size: int, shape: Tuple[int, ...], num_classes: int = 10, seed: int = 0) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """``n`` random (inputs, labels) batches, fixed by ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(batch_size, *shape, generator=g), torch.randint(0, num_classes, (batch_size,), generator=g)) for _ in range(n)]
+
+
+def max_abs_diff(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
+    """Largest elementwise difference between two state dicts (floats only)."""
+    return max((float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].is_floating_point()), default=0.0)

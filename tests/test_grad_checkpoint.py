@@ -1,0 +1,108 @@
+"""Gradient checkpointing: same gradients and BN statistics as without it, also under DDP."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from tests.conftest import ROOT, fast_overrides, subprocess_env
+from utils.grad_checkpoint import frozen_running_stats
+from utils.registry import NETWORKS
+
+
+def _pair():
+    torch.manual_seed(0)
+    plain = NETWORKS.build("classifier", num_classes=10, backbone_args={"widths": [8, 16, 16]}, dropout=0.2)
+    ckpt = copy.deepcopy(plain)
+    ckpt.set_grad_checkpointing(True)
+    return plain, ckpt
+
+
+def _step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, seed: int) -> None:
+    torch.manual_seed(seed)  # the same dropout masks for both networks
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+
+
+def test_checkpointed_network_matches_plain_gradients_and_bn_stats():
+    plain, ckpt = _pair()
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (plain, ckpt)]
+    for step in range(3):
+        x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 10, (16,))
+        for model, opt in zip((plain, ckpt), opts):
+            _step(model, opt, x, y, seed=step)
+        for (name, p), q in zip(plain.named_parameters(), ckpt.parameters()):
+            assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6), name
+        for opt in opts:
+            opt.step()
+    plain_buffers, ckpt_buffers = dict(plain.named_buffers()), dict(ckpt.named_buffers())
+    assert any(name.endswith("num_batches_tracked") for name in plain_buffers)
+    for name, value in plain_buffers.items():
+        if name.endswith("num_batches_tracked"):
+            assert int(value) == 3 and int(ckpt_buffers[name]) == 3, name  # one update per step, not two
+        else:
+            assert torch.allclose(value, ckpt_buffers[name], rtol=1e-5, atol=1e-6), name
+
+
+def _saved_bytes(model: nn.Module, x: torch.Tensor) -> int:
+    total = 0
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x).sum().backward()
+    return total
+
+
+def test_checkpointing_saves_less_for_backward_in_training_only():
+    plain, ckpt = _pair()
+    x = torch.randn(8, 1, 16, 16)
+    assert _saved_bytes(ckpt, x) < 0.5 * _saved_bytes(plain, x)
+    ckpt.eval(), plain.eval()
+    assert _saved_bytes(ckpt, x) == _saved_bytes(plain, x)  # eval: no checkpointing
+
+
+def test_frozen_running_stats_restores_after_an_error():
+    bn = nn.BatchNorm2d(3)
+    before = {k: v.clone() for k, v in bn.state_dict().items()}
+    with pytest.raises(RuntimeError):
+        with frozen_running_stats(bn):
+            bn(torch.randn(4, 3, 2, 2) + 5)
+            raise RuntimeError("stop early")
+    for key, value in bn.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(240)
+def test_grad_checkpointing_trains_under_ddp(out_root):
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
+        "main.py", *fast_overrides(out_root, "gc_ddp", epochs=1), "model.grad_checkpointing=true",
+        "dist.static_graph=false", "data.batch_size=32",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=220)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "marked ready twice" not in output
+    assert "test:" in proc.stdout
+    state = torch.load(out_root / "gc_ddp" / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
+    steps = state["global_step"]
+    assert steps > 0
+    for name, value in state["model"].items():
+        if name.endswith("num_batches_tracked"):
+            assert int(value) == steps, name  # the recomputation in backward did not count a second update

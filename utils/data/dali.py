@@ -1,0 +1,121 @@
+"""NVIDIA DALI loader for image-folder data (``data.loader=dali``).
+
+CPU pipelines (decode -> resize -> crop-mirror-normalize), so they also run
+without a GPU; each rank reads its own shard (``shard_id``/``num_shards``).
+DALI is optional: ``pip install -e ".[dali]"`` (package nvidia-dali-cuda130);
+it is imported only when this loader is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence, Tuple
+
+import torch
+
+from utils.config import DataConfig
+
+log = logging.getLogger(__name__)
+
+READER = "reader"
+
+
+def _import_dali() -> Any:
+    try:
+        import nvidia.dali as dali  # noqa: F401
+        import nvidia.dali.fn  # noqa: F401
+        import nvidia.dali.types  # noqa: F401
+        from nvidia.dali.plugin import pytorch  # noqa: F401
+    except ImportError as err:
+        raise ValueError(
+            f'data.loader=dali needs NVIDIA DALI, which is not installed ({err}); run pip install -e ".[dali]" or use data.loader=torch'
+        ) from err
+    return dali
+
+
+def _build_pipeline(
+    folder: str, batch_size: int, num_threads: int, train: bool, size: int, mean: Sequence[float], std: Sequence[float],
+    shard_id: int, num_shards: int, seed: int,
+) -> Any:
+    dali = _import_dali()
+    fn, types = dali.fn, dali.types
+
+    @dali.pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=None, seed=seed)
+    def pipeline() -> Tuple[Any, Any]:
+        # The same seed on every rank: one global permutation per epoch, split into disjoint shards.
+        jpegs, labels = fn.readers.file(
+            file_root=folder, shard_id=shard_id, num_shards=num_shards, shuffle_after_epoch=train,
+            pad_last_batch=False, name=READER, seed=seed,
+        )
+        images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+        images = fn.resize(images, resize_shorter=size)
+        crop = {"crop_pos_x": fn.random.uniform(range=(0.0, 1.0)), "crop_pos_y": fn.random.uniform(range=(0.0, 1.0)),
+                "mirror": fn.random.coin_flip()} if train else {}
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT, output_layout="CHW", crop=(size, size),
+            mean=[255.0 * m for m in mean], std=[255.0 * s for s in std], **crop,
+        )
+        return images, labels
+
+    pipe = pipeline()
+    pipe.build()
+    return pipe
+
+
+class DaliLoader:
+    """Iterates ``(images, labels)`` like a DataLoader: float CHW images, int64 labels.
+
+    ``len()`` is the number of batches of this rank's shard; ``sampler.set_epoch``
+    exists for the training loop (DALI reshuffles by itself after every epoch,
+    from the pipeline seed, so the order does not depend on the epoch number).
+    """
+
+    def __init__(self, pipe: Any, train: bool, shard_size: int, batch_size: int) -> None:
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        policy = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
+        self._iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name=READER, last_batch_policy=policy, auto_reset=True)
+        self._len = shard_size // batch_size if train else math.ceil(shard_size / batch_size)
+        self.batch_size = batch_size
+        self.epoch = 0
+
+    @property
+    def sampler(self) -> "DaliLoader":
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        for out in self._iterator:
+            data = out[0]
+            # Copies: DALI may reuse its output buffers while a prefetcher still holds the batch.
+            yield data["images"].clone(), data["labels"].reshape(-1).long()
+
+
+def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, world_size: int, seed: int) -> DaliLoader:
+    """A DALI loader over the folder that the ``image_folder`` ``dataset`` reads."""
+    folder: Optional[str] = getattr(getattr(dataset, "inner", None), "root", None)
+    if cfg.name != "image_folder" or folder is None:
+        raise ValueError(f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch")
+    size = cfg.args.get("image_size")
+    if not size:
+        raise ValueError("data.loader=dali needs a fixed image size: set data.args.image_size (e.g. 224)")
+    _import_dali()
+    mean = cfg.mean if cfg.mean is not None else [0.0, 0.0, 0.0]
+    std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]
+    batch_size = cfg.batch_size if train else (cfg.eval_batch_size or cfg.batch_size)
+    pipe = _build_pipeline(str(Path(folder)), batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed)
+    shard_size = _shard_size(len(dataset), rank, world_size)
+    log.info("DALI loader on %s: %d samples in this shard (%d/%d)", folder, shard_size, rank, world_size)
+    return DaliLoader(pipe, train, shard_size, batch_size)
+
+
+def _shard_size(n: int, shard_id: int, num_shards: int) -> int:
+    """DALI's readers give shard i the samples [i*n//k, (i+1)*n//k)."""
+    return (shard_id + 1) * n // num_shards - shard_id * n // num_shards

@@ -1,0 +1,235 @@
+"""Prefetching: load the next batches while the current one is trained on.
+
+``thread``: a background thread (prefetch_generator's ``BackgroundGenerator``)
+pulls batches from the loader into a bounded queue. ``cuda``: the next batch is
+copied to the GPU on a side stream while the current one is computed.
+``PrefetchLoader`` wraps a loader and keeps ``len()``, ``sampler``, ``dataset``
+and ``batch_size`` of the wrapped loader, so the training loop does not change.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
+
+import torch
+from prefetch_generator import BackgroundGenerator
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.05  # how often a blocked producer or consumer looks at the other side
+
+
+class _Done:
+    """Queue marker: the source is exhausted."""
+
+
+class ThreadPrefetcher(BackgroundGenerator):
+    """``BackgroundGenerator`` that forwards every error and stops when asked.
+
+    The base class puts exceptions on the queue but blocks forever on a full
+    queue once the consumer is gone (a ``break`` in the training loop leaves the
+    thread, and the loader's workers behind it, alive), and turns a
+    ``BaseException`` in the producer into a silent end of data. Here the
+    producer puts with a timeout and checks a halt flag, every exception raised
+    by the source re-raises in the consumer (with its traceback), and
+    ``close()`` ends the thread.
+    """
+
+    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
+        self._halt = threading.Event()  # not ``_stop``: threading.Thread has a method of that name
+        super().__init__(iterable, max_prefetch=max(int(depth), 1))
+        self.name = "regtrain-prefetch"
+
+    def _put(self, item: Tuple[bool, Any]) -> bool:
+        while not self._halt.is_set():
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(self) -> None:
+        try:
+            for item in self.generator:
+                if not self._put((True, item)):
+                    return
+        except BaseException as err:  # noqa: BLE001 - forwarded to the consumer, which re-raises it
+            self._put((False, err))
+            return
+        finally:
+            self.generator = None  # release the loader's iterator (and its workers) from this thread
+        self._put((False, _Done()))
+
+    def next(self) -> Any:
+        if not self.Continue:
+            raise StopIteration
+        while True:
+            try:
+                ok, item = self.queue.get(timeout=_POLL_S)
+                break
+            except queue.Empty:
+                if not self.is_alive() and self.queue.empty():
+                    self.Continue = False
+                    raise RuntimeError("the prefetch thread ended without a result; see the log for its error") from None
+        if ok:
+            return item
+        self.Continue = False
+        if isinstance(item, _Done):
+            raise StopIteration
+        raise item
+
+    __next__ = next
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the producer and wait for it (it finishes the batch it is loading)."""
+        self.Continue = False
+        self._halt.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
+            if self.is_alive():
+                log.warning("prefetch thread still loading a batch after %.0f s; leaving it as a daemon", timeout)
+
+
+def thread_prefetch(iterable: Iterable, depth: int = 2) -> Iterator[Any]:
+    """Iterate ``iterable`` with ``depth`` items loaded ahead in a thread.
+
+    A generator, so that leaving the loop early (``break``, an exception, the
+    generator being dropped) runs ``close()`` and ends the thread.
+    """
+    producer = ThreadPrefetcher(iter(iterable), depth)
+    try:
+        yield from producer
+    finally:
+        producer.close()
+
+
+class CudaPrefetcher:
+    """Copies batch i+1 to the GPU on a side stream while batch i is computed.
+
+    One stream per loader (made once, reused every epoch). The compute stream
+    waits for the copy, and ``record_stream`` tells the caching allocator that
+    the compute stream uses the memory, so it is not reused too early. Host
+    tensors should be pinned (``pin_memory=True``) for the copy to be async.
+    ``mean``/``std`` normalize the inputs on the GPU, on the side stream.
+    """
+
+    def __init__(self, device: torch.device, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None) -> None:
+        if device.type != "cuda" or not torch.cuda.is_available():
+            raise ValueError(f"data.prefetch=cuda needs a CUDA device, got {device}; use data.prefetch=thread")
+        self.device = device
+        self.stream = torch.cuda.Stream(device)
+        self.normalize = Normalize(mean, std, device)
+
+    def _load(self, it: Iterator[Any]) -> Any:
+        batch = next(it, _Done)
+        if batch is _Done:
+            return _Done
+        with torch.cuda.stream(self.stream):
+            batch = _to_device(batch, self.device)
+            batch = self.normalize(batch)
+        return batch
+
+    def __call__(self, iterable: Iterable) -> Iterator[Any]:
+        it = iter(iterable)
+        nxt = self._load(it)
+        while nxt is not _Done:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_stream(self.stream)
+            batch = nxt
+            _record_stream(batch, current)
+            nxt = self._load(it)
+            yield batch
+
+
+class Normalize:
+    """``(inputs - mean) / std`` per channel on the first element of a batch (no-op without mean/std)."""
+
+    def __init__(self, mean: Optional[Sequence[float]], std: Optional[Sequence[float]], device: torch.device = torch.device("cpu")) -> None:
+        if (mean is None) != (std is None):
+            raise ValueError("data.mean and data.std go together; set both or neither")
+        self.mean = self.std = None
+        if mean is not None:
+            self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+            self.std = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+
+    def __call__(self, batch: Any) -> Any:
+        if self.mean is None or not isinstance(batch, (list, tuple)) or not isinstance(batch[0], torch.Tensor):
+            return batch
+        inputs = batch[0]
+        inputs = (inputs.float() - self.mean.to(inputs.device)) / self.std.to(inputs.device)
+        return type(batch)([inputs, *batch[1:]])
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _record_stream(batch: Any, stream: "torch.cuda.Stream") -> None:
+    if isinstance(batch, torch.Tensor):
+        if batch.is_cuda:
+            batch.record_stream(stream)
+    elif isinstance(batch, dict):
+        for v in batch.values():
+            _record_stream(v, stream)
+    elif isinstance(batch, (list, tuple)):
+        for v in batch:
+            _record_stream(v, stream)
+
+
+def resolve_mode(mode: str, device: Optional[torch.device]) -> str:
+    """``auto``: ``cuda`` on a GPU, ``thread`` otherwise."""
+    if mode == "auto":
+        return "cuda" if device is not None and device.type == "cuda" else "thread"
+    if mode == "cuda" and (device is None or device.type != "cuda"):
+        raise ValueError(f"data.prefetch=cuda needs device=cuda (the run uses {device}); use data.prefetch=thread or auto")
+    return mode
+
+
+class PrefetchLoader:
+    """A loader that prefetches; every other attribute is the wrapped loader's."""
+
+    def __init__(
+        self,
+        loader: Any,
+        mode: str = "thread",
+        depth: int = 2,
+        device: Optional[torch.device] = None,
+        mean: Optional[Sequence[float]] = None,
+        std: Optional[Sequence[float]] = None,
+    ) -> None:
+        if mode not in ("none", "thread", "cuda"):
+            raise ValueError(f"data.prefetch must be none, thread, cuda or auto, got {mode!r}")
+        self.loader = loader
+        self.mode = mode
+        self.depth = depth
+        # Built once: a CUDA stream per loader, not per epoch.
+        self.cuda = CudaPrefetcher(device, mean, std) if mode == "cuda" else None
+        self.normalize = Normalize(mean, std) if mode != "cuda" else None
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not yet set (e.g. during unpickling): avoid recursing
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        source: Iterable = self.loader
+        if self.normalize is not None and self.normalize.mean is not None:
+            source = map(self.normalize, source)
+        if self.mode == "thread":
+            return thread_prefetch(source, self.depth)
+        if self.mode == "cuda":
+            return self.cuda(source)
+        return iter(source)
