@@ -113,3 +113,19 @@ def test_multi_scale_batches_share_one_random_size():
     assert sizes == {16, 32, 48}
     with pytest.raises(ValueError, match="multi_scale"):
         MaskBatchCollate([0.0, 1.0])
+
+
+def test_duts_config_reads_the_downloaded_layout(tmp_path):
+    """DUTS ships DUTS-TE/DUTS-TE-Image and DUTS-TE/DUTS-TE-Mask: ``{folder}`` names them."""
+    from utils.config import load_config
+    from utils.data.datasets.shapes_sod import write_split
+
+    (tmp_path / "DUTS-TE").mkdir()
+    write_split(tmp_path / "tmp", "test", 3, image_dir="DUTS-TE-Image", mask_dir="DUTS-TE-Mask")
+    (tmp_path / "tmp" / "test").rename(tmp_path / "DUTS-TE" / "x")
+    for sub in ("DUTS-TE-Image", "DUTS-TE-Mask"):
+        (tmp_path / "DUTS-TE" / "x" / sub).rename(tmp_path / "DUTS-TE" / sub)
+    cfg = load_config("configs/minet_resnet50_duts.yaml", [f"data.root={tmp_path}"])
+    dataset = build_dataset(cfg.data, "test")
+    image, target = dataset[0]
+    assert len(dataset) == 3 and image.shape == (3, 320, 320) and target["original"].ndim == 2

@@ -17,9 +17,6 @@ import torch.nn.functional as F
 from torchvision import tv_tensors
 from torchvision.transforms.v2 import functional as TF
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
 Size = Union[int, Sequence[int]]
 
 
@@ -37,24 +34,18 @@ class PairPipeline:
     ``transform`` (torchvision.transforms.v2, e.g. from ``data.train_transforms``)
     receives ``(tv_tensors.Image, tv_tensors.Mask)`` as floats in [0, 1], so random
     flips, crops and scales draw one set of parameters for both. Afterwards both
-    are resized to ``size`` (the mask with nearest neighbours, as v2 does for masks)
-    and the image is normalized when ``mean``/``std`` are given.
+    are resized to ``size`` (the mask with nearest neighbours, as v2 does for masks).
+    Normalization is the loader's job (``data.mean``/``data.std``).
     """
 
     def __init__(
         self,
         size: Optional[Size],
         transform: Optional[Callable] = None,
-        mean: Optional[Sequence[float]] = None,
-        std: Optional[Sequence[float]] = None,
         keep_original: bool = True,
     ) -> None:
-        if (mean is None) != (std is None):
-            raise ValueError("give both data.args.mean and data.args.std (e.g. ImageNet's) or neither")
         self.size = _pair(size) if size else None
         self.transform = transform
-        self.mean = list(mean) if mean is not None else None
-        self.std = list(std) if std is not None else None
         self.keep_original = keep_original
 
     def __call__(self, image: np.ndarray, mask: np.ndarray, name: str) -> Tuple[torch.Tensor, Dict[str, Any]]:
@@ -67,8 +58,6 @@ class PairPipeline:
         if self.size is not None:
             img = TF.resize(img, list(self.size), antialias=True)
             msk = TF.resize(msk, list(self.size))
-        if self.mean is not None:
-            img = TF.normalize(img, self.mean, self.std)
         target: Dict[str, Any] = {"mask": msk.as_subclass(torch.Tensor), "name": name}
         if self.keep_original:
             target["original"] = mask

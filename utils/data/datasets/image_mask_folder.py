@@ -88,8 +88,6 @@ class ImageMaskFolder(Dataset):
         mask_dir: str = "Mask",
         multi_scale: Optional[List[float]] = None,
         size_divisor: int = 32,
-        mean: Optional[List[float]] = None,
-        std: Optional[List[float]] = None,
     ) -> None:
         if root is None:
             raise FileNotFoundError(f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>")
@@ -99,7 +97,7 @@ class ImageMaskFolder(Dataset):
         folder = folders[split]
         base = Path(root) / folder
         self.files = pair_files(base / image_dir.format(folder=folder), base / mask_dir.format(folder=folder))
-        self.pipeline = PairPipeline(size, transform, mean, std, keep_original=split != "train")
+        self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
         self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor)
 
     def __len__(self) -> int:

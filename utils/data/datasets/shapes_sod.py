@@ -107,8 +107,6 @@ class ShapesSOD(Dataset):
         max_shapes: int = 3,
         multi_scale: Optional[List[float]] = None,
         size_divisor: int = 8,
-        mean: Optional[List[float]] = None,
-        std: Optional[List[float]] = None,
     ) -> None:
         if split not in SPLIT_IDS:
             raise ValueError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
@@ -117,7 +115,7 @@ class ShapesSOD(Dataset):
         self.split = split
         self.count = int({**DEFAULT_COUNTS, **(counts or {})}[split])
         self.scene_args = {"seed": seed, "min_side": min_side, "max_side": max_side, "max_shapes": max_shapes}
-        self.pipeline = PairPipeline(size, transform, mean, std, keep_original=split != "train")
+        self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
         self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor)
         self._cache: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}  # scenes are small; drawing them is not free
 
