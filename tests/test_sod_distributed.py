@@ -39,7 +39,10 @@ def test_two_rank_evaluation_equals_one_process(tmp_path):
     assert dist.pop("world_size") == 2
     assert set(dist) == set(single) >= {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f", "loss"}
     for name, value in single.items():
-        assert dist[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+        # metrics are float64 sums of per-image values; the loss is a float32 batch mean, and
+        # the shards batch the images differently, so it agrees to float32 rounding only
+        tolerance = 1e-6 if name == "loss" else 1e-9
+        assert dist[name] == pytest.approx(value, rel=tolerance, abs=1e-12), name
 
     single_maps, dist_maps = read_pngs(tmp_path / "single"), read_pngs(tmp_path / "dist")
     assert len(single_maps) == TEST_COUNT and single_maps.keys() == dist_maps.keys()
