@@ -312,7 +312,10 @@ def validate(cfg: Config) -> None:
             hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
             raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
     if cfg.amp.loss_scale not in ("auto", "dynamic") and not isinstance(cfg.amp.loss_scale, (int, float)):
-        raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}")
+        try:  # YAML reads 1e30 (no dot) as a string
+            cfg.amp.loss_scale = float(cfg.amp.loss_scale)
+        except ValueError:
+            raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}") from None
     for key in ("data.batch_size", "train.epochs", "train.accumulate", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
