@@ -57,7 +57,7 @@ class Setup:
         self.optimizer.zero_grad(set_to_none=True)
 
     def saved_bytes(self, x: torch.Tensor, y: torch.Tensor) -> Tuple[int, int]:
-        """Bytes autograd keeps for backward in one forward, each storage once: (activations, weight copies).
+        """Bytes autograd keeps for backward in one forward, each storage once: (activations, parameter-shaped).
 
         The parameters themselves are not counted; tensors shaped like a
         parameter are the low-precision weight copies autocast makes (O1).
@@ -106,7 +106,7 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
                 "step_time_ratio": step_s / base_time,
                 "saved_activation_bytes": memory[level][0],
                 "activation_memory_ratio": memory[level][0] / base_mem,
-                "saved_weight_copy_bytes": memory[level][1],
+                "saved_param_shaped_bytes": memory[level][1],
                 "repeats": repeats,
                 "threads": torch.get_num_threads(),
             }
@@ -123,11 +123,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     rows = run(args.quick)
     print(f"{rows[0]['model']}, AdamW, CPU, {rows[0]['threads']} thread(s), median of {rows[0]['repeats']} interleaved repeats")
-    print(f"{'level':<14}{'step ms':>10}{'time vs O0':>12}{'activations MiB':>17}{'memory vs O0':>14}{'weight copies MiB':>19}")
+    print(f"{'level':<14}{'step ms':>10}{'time vs O0':>12}{'activations MiB':>17}{'memory vs O0':>14}{'param-shaped MiB':>19}")
     for r in rows:
         print(
             f"{r['name']:<14}{r['step_s'] * 1e3:>10.1f}{r['step_time_ratio']:>12.2f}{r['saved_activation_bytes'] / 2**20:>17.1f}"
-            f"{r['activation_memory_ratio']:>14.2f}{r['saved_weight_copy_bytes'] / 2**20:>19.1f}"
+            f"{r['activation_memory_ratio']:>14.2f}{r['saved_param_shaped_bytes'] / 2**20:>19.1f}"
         )
 
 

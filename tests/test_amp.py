@@ -12,7 +12,7 @@ from utils.amp import Amp, LossScaler, apex_amp_available
 from utils.amp.apex_backend import ApexAmp
 from utils.amp.native import NativeAmp
 from utils.checkpoint import atomic_save, load_file
-from utils.config import AmpConfig, ConfigError
+from utils.config import AmpConfig, ConfigError, load_config
 from utils.registry import NETWORKS
 
 CPU = torch.device("cpu")
@@ -100,6 +100,9 @@ def test_policy_defaults_per_device_and_level():
         Amp(AmpConfig(opt_level="O1", keep_batchnorm_fp32=True), CPU)
     with pytest.raises(ConfigError, match="loss_scale must be"):
         Amp(AmpConfig(opt_level="O2", loss_scale=-1.0), CPU)
+    assert load_config(overrides=["amp.loss_scale=1e30"]).amp.loss_scale == 1e30  # YAML reads 1e30 as a string
+    with pytest.raises(ConfigError, match="'amp.loss_scale' must be auto, dynamic or a number"):
+        load_config(overrides=["amp.loss_scale=big"])
 
 
 def test_apex_backend_drives_apex_amp_calls(monkeypatch):

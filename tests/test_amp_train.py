@@ -1,5 +1,7 @@
 """Mixed precision through main.py on the default digits experiment (CPU, real bf16/fp16)."""
 
+import json
+import re
 import subprocess
 import sys
 
@@ -9,10 +11,18 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
-from tests.test_train import printed_metrics, read_rows
 from utils.amp import apex_amp_available
 from utils.checkpoint import load_file
 from utils.registry import NETWORKS
+
+
+def read_rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def printed_metrics(text: str) -> dict:
+    line = [l for l in text.splitlines() if l.startswith("test: ")][-1]
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
 
 
 @pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3"])
