@@ -190,6 +190,7 @@ def test(cfg: Config, info: DistInfo, checkpoint: str) -> Dict[str, float]:
         raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}': {str(err).splitlines()[0]} (see the config it was saved with)") from err
     model.to(info.device)
     amp = Amp(cfg.amp, info.device)
+    model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
     criterion = build_criterion(cfg.loss).to(info.device)
     writer = RunWriter(cfg.output_dir, info.is_main)
     try:
