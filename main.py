@@ -103,9 +103,9 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
+    ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
     amp = Amp(cfg.amp, info.device)
     model, optimizer = amp.initialize(model, optimizer)
-    ema = build_ema(model, cfg.train.ema)
     model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)
