@@ -31,13 +31,12 @@ def render_video(seed: Sequence[int], label: int, num_frames: int, size: int, no
     """One video as uint8 ``[T, 3, size, size]``; the same ``seed`` gives the same pixels."""
     rng = np.random.default_rng(list(seed))
     kind = rng.integers(3)  # ellipse, rectangle, triangle
-    half_len = rng.uniform(0.16, 0.26) * size
-    half_wid = half_len * rng.uniform(0.35, 0.55)
+    half_len = rng.uniform(0.22, 0.32) * size
+    half_wid = half_len * rng.uniform(0.4, 0.55)
     cx, cy, theta0 = rng.uniform(0, size), rng.uniform(0, size), rng.uniform(0, 2 * math.pi)
-    speed, omega = rng.uniform(1.0, 2.0), rng.uniform(0.15, 0.3)  # pixels and radians per frame
-    background = rng.uniform(0.15, 0.85, size=3)
-    contrast = rng.uniform(0.4, 0.7, size=3)  # per channel, away from the background
-    foreground = np.clip(np.where(background < 0.5, background + contrast, background - contrast), 0, 1)
+    speed, omega = rng.uniform(0.05, 0.08) * size, rng.uniform(0.2, 0.35)  # pixels and radians per frame
+    background = rng.uniform(0.0, 0.4, size=3)
+    foreground = np.clip(background + rng.uniform(0.4, 0.6), 0, 1)  # brighter than the background
 
     t = np.arange(num_frames, dtype=np.float64)[:, None, None]
     name = CLASSES[label]
@@ -77,11 +76,11 @@ class MovingShapes(ClipDataset):
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
         videos: Optional[Dict[str, int]] = None,
-        num_frames: int = 16,
-        size: int = 32,
-        noise: float = 0.1,
+        num_frames: int = 12,
+        size: int = 16,
+        noise: float = 0.05,
         seed: int = 0,
-        clip_len: int = 8,
+        clip_len: int = 6,
         frame_stride: int = 1,
         num_clips: int = 3,
         pad_short: bool = False,
