@@ -9,7 +9,7 @@ from PIL import Image
 
 import main
 from tests.conftest import ROOT
-from utils.config import load_config
+from utils.config import ConfigError, load_config
 from utils.data import build_dataset
 
 TINY = [
@@ -30,7 +30,9 @@ def rows(path):
 )
 def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, config, model_override):
     args = ["--config", str(ROOT / "configs" / config), f"experiment.output_root={out_root}", "experiment.name=v", model_override, *TINY]
+    torch.set_num_threads(2)
     assert main.main(args) == 0
+    assert torch.get_num_threads() == 1  # the configs' `threads: 1`
     printed = capsys.readouterr().out
     run = out_root / "v"
     history = rows(run / "metrics.jsonl")
@@ -58,3 +60,8 @@ def test_ucf101_config_reads_frame_folders_into_16x112x112_clips(tmp_path):
     assert clip.shape == (3, 16, 112, 112) and target == {"label": 1, "video": 1}
     assert len(test) == 10 and test[9][1] == {"label": 1, "video": 0}  # 10 clips of the 20-frame (padded) video
     assert torch.isfinite(test[0][0]).all()
+
+
+def test_threads_must_be_positive():
+    with pytest.raises(ConfigError, match="'threads' must be >= 1"):
+        load_config(overrides=["threads=0"])

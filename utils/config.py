@@ -135,6 +135,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
+    threads: Optional[int] = None  # CPU intra-op threads per process (None: torch's default, one per core)
     custom_imports: List[str] = field(default_factory=list)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -313,6 +314,8 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
     if cfg.amp.loss_scale != "dynamic" and not isinstance(cfg.amp.loss_scale, (int, float)):
         raise ConfigError(f"config key 'amp.loss_scale' must be 'dynamic' or a number, got {cfg.amp.loss_scale!r}")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ConfigError(f"config key 'threads' must be >= 1 or null, got {cfg.threads}")
     for key in ("data.batch_size", "train.epochs", "train.accumulate", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")

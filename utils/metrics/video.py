@@ -5,7 +5,8 @@ Clip top-k counts every clip on its own; video top-k averages the softmax
 probabilities of all clips of a video and ranks that average. The per-video
 state is additive (a ``[num_videos, num_classes]`` sum of probabilities, and per
 video a clip count and a label sum), so summing it over ranks is exact even
-when the clips of one video are spread over several ranks.
+when the clips of one video are spread over several ranks. The state is
+8 bytes per video and class (Kinetics-400 validation: about 64 MB).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from utils.dist import all_gather_objects
 from utils.metrics.base import Metric
 from utils.registry import METRICS
+
 
 def _grow(tensor: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     """``tensor`` zero-padded at the end of each dimension up to ``shape``."""
