@@ -140,6 +140,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
+    threads: Optional[int] = None  # CPU intra-op threads per process (None: torch's default, one per core)
     custom_imports: List[str] = field(default_factory=list)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -322,6 +323,8 @@ def validate(cfg: Config) -> None:
             cfg.amp.loss_scale = float(cfg.amp.loss_scale)
         except ValueError:
             raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}") from None
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ConfigError(f"config key 'threads' must be >= 1 or null, got {cfg.threads}")
     for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
