@@ -103,9 +103,9 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
+    ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
     amp = Amp(cfg.amp, info.device)
     model, optimizer = amp.initialize(model, optimizer)
-    ema = build_ema(model, cfg.train.ema)
     model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)
@@ -113,6 +113,9 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
+    # A step budget only when the length is given in steps: an epoch-based run resumed with
+    # another train.accumulate has a different step count per epoch and still runs its epochs.
+    step_limit = total_steps if cfg.train.iterations is not None else None
 
     start_epoch, step = 0, 0
     tracker = BestTracker(cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience)
@@ -125,19 +128,19 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     monitor = ("ema_" if cfg.eval.use_ema else "") + cfg.eval.monitor
     try:
         for epoch in range(start_epoch, epochs):
-            if tracker.should_stop or step >= total_steps:  # also when resuming a run that had stopped
+            if tracker.should_stop or (step_limit is not None and step >= step_limit):  # also when resuming a finished run
                 break
             train_loader.sampler.set_epoch(epoch)
             stats = train_one_epoch(
                 model, train_loader, criterion, optimizer, scheduler, amp, info.device, epoch, step, writer,
                 num_batches=len(train_loader), accumulate=cfg.train.accumulate, clip_grad_norm=cfg.train.clip_grad_norm,
                 clip_grad_value=cfg.train.clip_grad_value, log_every=cfg.train.log_every, show_progress=info.is_main,
-                ema=ema, max_steps=total_steps,
+                ema=ema, max_steps=step_limit,
             )
             step = int(stats.pop("global_step"))
             log.info("epoch %d train: %s", epoch, format_metrics(stats))
             is_best = False
-            if should_validate(epoch, cfg.eval.every, epochs, step >= total_steps):
+            if should_validate(epoch, cfg.eval.every, epochs, step_limit is not None and step >= step_limit):
                 broadcast_buffers(model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
                 results = evaluate(without_ddp(model), val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
                 if ema is not None:  # the average is evaluated alongside the raw weights
@@ -192,6 +195,7 @@ def test(cfg: Config, info: DistInfo, checkpoint: str) -> Dict[str, float]:
         raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}': {str(err).splitlines()[0]} (see the config it was saved with)") from err
     model.to(info.device)
     amp = Amp(cfg.amp, info.device)
+    model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
     criterion = build_criterion(cfg.loss).to(info.device)
     writer = RunWriter(cfg.output_dir, info.is_main)
     try:
@@ -205,6 +209,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     info = None
     try:
         cfg = resolve_config(args)
+        if cfg.threads is not None:
+            torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(cfg.output_dir, info.rank)
         log.info("framework %s, torch %s, %d process(es), device %s", __version__, torch.__version__, info.world_size, info.device)

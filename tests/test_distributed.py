@@ -145,7 +145,7 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     for k, (p, (_, err)) in enumerate(zip(procs, outputs)):
         assert p.returncode == 0, f"node {k}: {err[-3000:]}"
     resumed = (run_dir / "log.txt").read_text().split("resumed from")
-    assert len(resumed) == 2 and f"at epoch {epochs} " in resumed[1]
+    assert len(resumed) == 2 and f"(epoch {epochs})" in resumed[1]
     assert re.search(r"replicas identical on 2 rank\(s\)", resumed[1])
     assert [r["epoch"] for r in rows(run_dir) if r["split"] == "val"] == list(range(epochs + 1))
     assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["epoch"] == epochs + 1

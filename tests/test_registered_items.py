@@ -23,6 +23,14 @@ EXAMPLES: Dict[str, Tuple[Dict[str, Any], Any]] = {
     "module/sim": ({"channels": 8, "low_channels": 4}, (2, 8, 9, 7)),
     "network/minet": ({**SMALL_SOD, "sim_channels": 4}, (2, 3, 21, 19)),
     "network/fpn_sod": (SMALL_SOD, (2, 3, 21, 19)),
+    # video: clips [B, C, T, H, W]; torchvision's video ResNets on tiny clips keep the test fast
+    "backbone/small_3d_cnn": ({"in_channels": 3, "widths": [4, 8]}, (2, 3, 4, 16, 16)),
+    "backbone/r3d_18": ({}, (1, 3, 4, 32, 32)),
+    "backbone/mc3_18": ({}, (1, 3, 4, 32, 32)),
+    "backbone/r2plus1d_18": ({"in_channels": 2}, (1, 2, 4, 32, 32)),
+    "module/conv3d_bn_act": ({"in_channels": 3, "out_channels": 4, "stride": [1, 2, 2]}, (2, 3, 4, 8, 8)),
+    "network/video_classifier": ({"num_classes": 5, "backbone_args": {"widths": [4, 8]}, "temporal_pool": "max"}, (2, 3, 4, 16, 16)),
+    "network/frame_classifier": ({"num_classes": 5, "backbone_args": {"in_channels": 3, "widths": [4, 8]}, "frames": "all"}, (2, 3, 4, 16, 16)),
 }
 
 # loss name -> (kwargs, outputs, targets) builders

@@ -122,7 +122,7 @@ class AmpConfig:
     opt_level: str = "O0"
     backend: str = "auto"  # auto | native | apex
     dtype: str = "auto"  # auto | float16 | bfloat16
-    loss_scale: Union[str, float] = "dynamic"
+    loss_scale: Union[str, float] = "auto"  # auto (dynamic for fp16 at O1/O2, else none) | dynamic | <float>
     keep_batchnorm_fp32: Optional[bool] = None
 
 
@@ -140,6 +140,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
+    threads: Optional[int] = None  # CPU intra-op threads per process (None: torch's default, one per core)
     custom_imports: List[str] = field(default_factory=list)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -317,8 +318,13 @@ def validate(cfg: Config) -> None:
         if value not in choices:
             hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
             raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
-    if cfg.amp.loss_scale != "dynamic" and not isinstance(cfg.amp.loss_scale, (int, float)):
-        raise ConfigError(f"config key 'amp.loss_scale' must be 'dynamic' or a number, got {cfg.amp.loss_scale!r}")
+    if cfg.amp.loss_scale not in ("auto", "dynamic") and not isinstance(cfg.amp.loss_scale, (int, float)):
+        try:  # YAML reads 1e30 (no dot) as a string
+            cfg.amp.loss_scale = float(cfg.amp.loss_scale)
+        except ValueError:
+            raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}") from None
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ConfigError(f"config key 'threads' must be >= 1 or null, got {cfg.threads}")
     for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")

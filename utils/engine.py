@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
+from utils.batch import batch_size_of, to_device
 from utils.dist import all_reduce_sums
 from utils.log import RunWriter, progress
 from utils.metrics.base import Metric
@@ -21,25 +22,6 @@ log = logging.getLogger(__name__)
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or inf."""
-
-
-def to_device(batch: Any, device: torch.device) -> Any:
-    """Move tensors (also inside lists, tuples and dicts) to ``device``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(v, device) for v in batch)
-    return batch
-
-
-def batch_size_of(inputs: Any) -> int:
-    if isinstance(inputs, torch.Tensor):
-        return inputs.shape[0]
-    if isinstance(inputs, dict):
-        return batch_size_of(next(iter(inputs.values())))
-    return batch_size_of(inputs[0])
 
 
 def train_one_epoch(

@@ -73,5 +73,5 @@ def restore_training_state(state: Dict[str, Any], optimizer: Any, scheduler: Any
         else:
             log.warning("the resume checkpoint has no EMA weights; the average starts from the resumed weights")
     tracker.load_state_dict(state["best"])
-    log.info("resumed from epoch %d (step %d)", state["epoch"], state["global_step"])
+    log.info("training state restored: epoch %d, step %d", state["epoch"], state["global_step"])
     return state["epoch"], state["global_step"]

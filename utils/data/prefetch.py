@@ -17,6 +17,8 @@ from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
 import torch
 from prefetch_generator import BackgroundGenerator
 
+from utils.batch import to_device
+
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.05  # how often a blocked producer or consumer looks at the other side
@@ -129,7 +131,7 @@ class CudaPrefetcher:
         if batch is _Done:
             return _Done
         with torch.cuda.stream(self.stream):
-            batch = _to_device(batch, self.device)
+            batch = to_device(batch, self.device)
             batch = self.normalize(batch)
         return batch
 
@@ -162,16 +164,6 @@ class Normalize:
         inputs = batch[0]
         inputs = (inputs.float() - self.mean.to(inputs.device)) / self.std.to(inputs.device)
         return type(batch)([inputs, *batch[1:]])
-
-
-def _to_device(batch: Any, device: torch.device) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_device(v, device) for v in batch)
-    return batch
 
 
 def _record_stream(batch: Any, stream: "torch.cuda.Stream") -> None:

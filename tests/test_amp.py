@@ -1,0 +1,294 @@
+"""Mixed precision with real dtypes on CPU: policy, O2 master weights, loss scaling, clipping, state."""
+
+import sys
+import types
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from utils.amp import Amp, LossScaler, apex_amp_available
+from utils.amp.apex_backend import ApexAmp
+from utils.amp.native import NativeAmp
+from utils.checkpoint import atomic_save, load_file
+from utils.config import AmpConfig, ConfigError, load_config
+from utils.registry import NETWORKS
+
+CPU = torch.device("cpu")
+
+
+def make(opt_level="O0", lr=0.1, optim="sgd", seed=0, **amp_cfg):
+    """A small conv net with BatchNorm, an optimizer and an initialized Amp."""
+    torch.manual_seed(seed)
+    model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [8, 16]})
+    params = [{"params": [p for n, p in model.named_parameters() if p.ndim > 1]}, {"params": [p for n, p in model.named_parameters() if p.ndim <= 1]}]
+    optimizer = torch.optim.SGD(params, lr=lr) if optim == "sgd" else torch.optim.AdamW(params, lr=lr)
+    amp = Amp(AmpConfig(opt_level=opt_level, **amp_cfg), CPU)
+    model, optimizer = amp.initialize(model, optimizer)
+    return model, optimizer, amp
+
+
+def batch(seed=1, n=16):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def forward_backward(model, amp, x, y, divide=1):
+    with amp.autocast():
+        loss = nn.functional.cross_entropy(model(x), y)
+    amp.backward(loss / divide)
+    return loss
+
+
+def train_steps(model, optimizer, amp, steps, clip=None):
+    for i in range(steps):
+        forward_backward(model, amp, *batch(seed=i))
+        amp.step(optimizer, clip)
+        optimizer.zero_grad(set_to_none=True)
+
+
+def flat(tensors):
+    return torch.cat([t.detach().float().flatten() for t in tensors])
+
+
+def snapshot(tensors):
+    return [t.detach().clone() for t in tensors]
+
+
+# ---- backend selection and policy ----------------------------------------------------------
+
+
+def fake_apex(monkeypatch):
+    apex, apex_amp = types.ModuleType("apex"), types.ModuleType("apex.amp")
+    apex.amp = apex_amp
+    monkeypatch.setitem(sys.modules, "apex", apex)
+    monkeypatch.setitem(sys.modules, "apex.amp", apex_amp)
+    return apex_amp
+
+
+def test_auto_backend_is_native_here_and_apex_only_with_apex_amp_on_cuda(monkeypatch):
+    assert Amp(AmpConfig(opt_level="O2"), CPU).policy.backend == "native"
+    fake_apex(monkeypatch)
+    assert apex_amp_available()
+    assert Amp(AmpConfig(opt_level="O2"), CPU).policy.backend == "native"  # apex amp is CUDA-only
+    cuda = torch.device("cuda", 0)  # only the policy is resolved: no GPU needed
+    amp = Amp(AmpConfig(opt_level="O2"), cuda)
+    assert amp.policy.backend == "apex" and isinstance(amp.backend, ApexAmp)
+    assert Amp(AmpConfig(opt_level="O2", dtype="bfloat16"), cuda).policy.backend == "native"  # apex has no bf16
+
+
+@pytest.mark.skipif(apex_amp_available(), reason="apex.amp is installed here")
+def test_apex_backend_without_apex_amp_is_one_clear_error():
+    with pytest.raises(ConfigError, match=r"apex >= 25.07 has no amp.*amp.backend=native"):
+        Amp(AmpConfig(opt_level="O1", backend="apex"), CPU)
+
+
+def test_policy_defaults_per_device_and_level():
+    cuda = torch.device("cuda", 0)
+    o1 = Amp(AmpConfig(opt_level="O1"), CPU).policy
+    assert o1.dtype == torch.bfloat16 and o1.loss_scale is None
+    assert Amp(AmpConfig(opt_level="O1", backend="native"), cuda).policy.dtype == torch.float16
+    assert Amp(AmpConfig(opt_level="O1", backend="native"), cuda).policy.loss_scale == "dynamic"
+    assert Amp(AmpConfig(opt_level="O2", dtype="float16"), CPU).policy.loss_scale == "dynamic"
+    assert Amp(AmpConfig(opt_level="O3", dtype="float16"), CPU).policy.loss_scale is None
+    assert Amp(AmpConfig(opt_level="O3", dtype="bfloat16", loss_scale="dynamic"), CPU).policy.loss_scale == "dynamic"
+    assert Amp(AmpConfig(opt_level="O2", loss_scale=128.0), CPU).policy.loss_scale == 128.0
+    assert Amp(AmpConfig(opt_level="O2"), CPU).policy.keep_batchnorm_fp32
+    assert not Amp(AmpConfig(opt_level="O3"), CPU).policy.keep_batchnorm_fp32
+    with pytest.raises(ConfigError, match="keep_batchnorm_fp32 applies to O2 and O3"):
+        Amp(AmpConfig(opt_level="O1", keep_batchnorm_fp32=True), CPU)
+    with pytest.raises(ConfigError, match="loss_scale must be"):
+        Amp(AmpConfig(opt_level="O2", loss_scale=-1.0), CPU)
+    assert load_config(overrides=["amp.loss_scale=1e30"]).amp.loss_scale == 1e30  # YAML reads 1e30 as a string
+    with pytest.raises(ConfigError, match="'amp.loss_scale' must be auto, dynamic or a number"):
+        load_config(overrides=["amp.loss_scale=big"])
+
+
+def test_apex_backend_drives_apex_amp_calls(monkeypatch):
+    """The apex path cannot run without a GPU build of apex; this checks its calls on a stand-in."""
+    calls = []
+    apex_amp = fake_apex(monkeypatch)
+    apex_amp.initialize = lambda model, optimizer, **kw: calls.append(("initialize", kw)) or (model, optimizer)
+
+    class ScaleLoss:
+        def __init__(self, loss, optimizer):
+            self.loss = loss
+
+        def __enter__(self):
+            calls.append(("scale_loss",))
+            return self.loss * 4
+
+        def __exit__(self, *exc):
+            return False
+
+    apex_amp.scale_loss = ScaleLoss
+    apex_amp.master_params = lambda opt: [p for g in opt.param_groups for p in g["params"]]
+    apex_amp.state_dict = lambda: {"loss_scaler0": {"loss_scale": 8.0}}
+    apex_amp.load_state_dict = lambda state: calls.append(("load", state))
+    amp = Amp(AmpConfig(opt_level="O2"), torch.device("cuda", 0))
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    amp.initialize(model, optimizer)
+    assert calls[0] == ("initialize", {"opt_level": "O2", "verbosity": 0, "keep_batchnorm_fp32": True, "loss_scale": "dynamic"})
+    amp.backward(model(torch.ones(1, 3)).sum())
+    assert ("scale_loss",) in calls and torch.equal(model.bias.grad, torch.tensor([4.0]))
+    assert amp.step(optimizer) is True
+    optimizer._amp_stash = types.SimpleNamespace(already_patched=True)  # apex's mark of an overflow
+    optimizer.step = lambda: None
+    assert amp.step(optimizer) is False and amp.skipped_steps == 1
+    state = amp.state_dict()
+    assert state["apex"] == {"loss_scaler0": {"loss_scale": 8.0}}
+    amp.load_state_dict(state)
+    assert calls[-1] == ("load", state["apex"])
+
+
+# ---- O0: unchanged ---------------------------------------------------------------------------
+
+
+def test_o0_is_the_plain_fp32_loop_bit_for_bit():
+    model, optimizer, amp = make("O0", dtype="float16", loss_scale=128.0)
+    assert isinstance(amp.backend, NativeAmp) and amp.backend.scaler is None and amp.backend.masters is None
+    assert not model._forward_pre_hooks and not model._forward_hooks
+    train_steps(model, optimizer, amp, 3, clip=0.5)
+    ref, ref_opt, _ = make("O0")
+    for i in range(3):
+        x, y = batch(seed=i)
+        nn.functional.cross_entropy(ref(x), y).backward()
+        nn.utils.clip_grad_norm_([p for g in ref_opt.param_groups for p in g["params"]], 0.5)
+        ref_opt.step()
+        ref_opt.zero_grad()
+    for a, b in zip(model.state_dict().values(), ref.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+# ---- O2 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_o2_low_precision_model_fp32_masters_and_model_equals_rounded_masters(dtype):
+    low = getattr(torch, dtype)
+    model, optimizer, amp = make("O2", dtype=dtype, optim="adamw", lr=1e-2)
+    backbone, head = model.backbone, model.head
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            assert p.dtype == (torch.float32 if isinstance(module, _BatchNorm) else low)
+        for b in module.buffers(recurse=False):
+            if b.is_floating_point():
+                assert b.dtype == (torch.float32 if isinstance(module, _BatchNorm) else low)
+    opt_params = [p for g in optimizer.param_groups for p in g["params"]]
+    assert all(p.dtype == torch.float32 for p in opt_params)
+    pairs = amp.backend.masters.pairs
+    assert {id(m) for _, m in pairs} <= {id(p) for p in opt_params}
+    assert not any(p is m for p, m in pairs) and len(pairs) == sum(p.dtype == low for p in model.parameters())
+    x, y = batch()
+    assert model(x).dtype == torch.float32  # inputs cast at the entry, outputs back to fp32
+    before = snapshot(m for _, m in pairs)
+    train_steps(model, optimizer, amp, 3)
+    assert model.backbone is backbone and model.head is head
+    for (param, master), old in zip(pairs, before):
+        assert master.dtype == torch.float32 and not torch.equal(master, old)
+        assert torch.equal(param, master.to(low))
+
+
+def test_o2_training_follows_the_fp32_run():
+    ref, ref_opt, ref_amp = make("O0")
+    model, optimizer, amp = make("O2")
+    init = snapshot(ref.parameters())
+    train_steps(ref, ref_opt, ref_amp, 5)
+    train_steps(model, optimizer, amp, 5)
+    masters = {id(p): m for p, m in amp.backend.masters.pairs}
+    o2 = flat(masters.get(id(p), p) for p in model.parameters())
+    fp32, start = flat(ref.parameters()), flat(init)
+    # the O2 weights moved the way fp32 moved them, up to bf16 rounding of the gradients
+    assert torch.linalg.vector_norm(o2 - fp32) < 0.1 * torch.linalg.vector_norm(fp32 - start)
+
+
+# ---- loss scaling ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_fp16_injected_inf_skips_exactly_that_step_and_halves_the_scale(level):
+    model, optimizer, amp = make(level, dtype="float16", optim="adamw", lr=1e-2)
+    train_steps(model, optimizer, amp, 2)
+    scale, skipped = amp.backend.loss_scale, amp.skipped_steps
+    weights = snapshot(model.parameters())  # BatchNorm running stats do move: the forward ran
+    opt_weights = snapshot(p for g in optimizer.param_groups for p in g["params"])
+    opt_state = {k: snapshot(v.values()) for k, v in enumerate(optimizer.state.values())}
+    forward_backward(model, amp, *batch(seed=7))
+    next(p for p in model.parameters() if p.grad is not None).grad.view(-1)[0] = float("inf")
+    assert amp.step(optimizer) is False
+    optimizer.zero_grad(set_to_none=True)
+    assert amp.backend.loss_scale == scale / 2 and amp.skipped_steps == skipped + 1
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), weights))
+    assert all(torch.equal(a, b) for a, b in zip((p for g in optimizer.param_groups for p in g["params"]), opt_weights))
+    assert all(torch.equal(a, b) for k, v in enumerate(optimizer.state.values()) for a, b in zip(v.values(), opt_state[k]))
+    forward_backward(model, amp, *batch(seed=8))
+    assert amp.step(optimizer) is True  # the next clean step is taken at the halved scale
+    assert amp.backend.loss_scale == scale / 2 and amp.skipped_steps == skipped + 1
+    assert not all(torch.equal(a, b) for a, b in zip(model.parameters(), weights))
+
+
+def test_dynamic_scale_grows_after_clean_steps_and_static_never_changes():
+    scaler = LossScaler(init_scale=8.0, growth_interval=3)
+    for finite, expected in [(True, 8), (True, 8), (True, 16), (False, 8), (True, 8), (True, 8), (True, 16)]:
+        scaler.update(finite)
+        assert scaler.scale == expected
+    static = LossScaler.from_setting(64.0)
+    grads = [torch.tensor([64.0, float("nan")], dtype=torch.float16)]
+    assert static.unscale_(grads) is False
+    static.update(False)
+    assert static.scale == 64.0 and grads[0][0].item() == 1.0
+
+
+def test_loss_scale_and_masters_survive_a_checkpoint_round_trip(tmp_path):
+    model, optimizer, amp = make("O2", dtype="float16", optim="adamw", lr=1e-2)
+    train_steps(model, optimizer, amp, 2)
+    forward_backward(model, amp, *batch(seed=7))
+    next(p for p in model.parameters() if p.grad is not None).grad.view(-1)[0] = float("nan")
+    amp.step(optimizer)
+    optimizer.zero_grad()
+    atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "amp": amp.state_dict()}, tmp_path / "c.pt")
+    state = load_file(tmp_path / "c.pt")
+    fresh, fresh_opt, fresh_amp = make("O2", dtype="float16", optim="adamw", lr=1e-2, seed=5)
+    assert fresh_amp.backend.loss_scale == 2.0**16
+    fresh.load_state_dict(state["model"])
+    fresh_opt.load_state_dict(state["optimizer"])
+    fresh_amp.load_state_dict(state["amp"])
+    assert fresh_amp.backend.loss_scale == amp.backend.loss_scale == 2.0**15 and fresh_amp.skipped_steps == 1
+    for (_, a), (_, b) in zip(amp.backend.masters.pairs, fresh_amp.backend.masters.pairs):
+        assert torch.equal(a, b)
+    train_steps(model, optimizer, amp, 2)
+    train_steps(fresh, fresh_opt, fresh_amp, 2)
+    for a, b in zip(model.state_dict().values(), fresh.state_dict().values()):
+        assert torch.equal(a, b), "the resumed run diverged from the uninterrupted one"
+
+
+# ---- clipping and accumulation at every level --------------------------------------------------
+
+
+def test_clipping_under_o2_fp16_uses_the_unscaled_gradient_norm():
+    model, optimizer, amp = make("O2", dtype="float16", loss_scale=1024.0)
+    forward_backward(model, amp, *batch())
+    unscaled = [p.grad.float() / 1024.0 for p in model.parameters() if p.grad is not None]
+    true_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in unscaled])).item()
+    assert amp.step(optimizer, clip_grad_norm=true_norm / 4) is True
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    assert all(g.dtype == torch.float32 for g in grads)
+    clipped = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()
+    assert clipped == pytest.approx(true_norm / 4, rel=1e-3)  # on scaled grads it would be true_norm / 4 / 1024
+
+
+@pytest.mark.parametrize("level,dtype", [("O1", "bfloat16"), ("O1", "float16"), ("O2", "bfloat16"), ("O2", "float16"), ("O3", "bfloat16")])
+def test_accumulated_unscaled_gradients_match_the_fp32_gradients(level, dtype):
+    ref, ref_opt, ref_amp = make("O0", lr=0.0)
+    model, optimizer, amp = make(level, dtype=dtype, lr=0.0)
+    for net, net_amp in ((ref, ref_amp), (model, amp)):
+        for part in range(2):  # two micro-batches, each loss divided by 2, as the engine accumulates
+            forward_backward(net, net_amp, *batch(seed=part), divide=2)
+    assert ref_amp.step(ref_opt, clip_grad_norm=1e6) is True
+    assert amp.step(optimizer, clip_grad_norm=1e6) is True
+    ref_grads = flat(p.grad for g in ref_opt.param_groups for p in g["params"])
+    grads = flat(p.grad for g in optimizer.param_groups for p in g["params"])
+    assert nn.functional.cosine_similarity(ref_grads, grads, dim=0) > 0.99
+    assert torch.linalg.vector_norm(grads).item() == pytest.approx(torch.linalg.vector_norm(ref_grads).item(), rel=0.02)

@@ -1,0 +1,120 @@
+"""Videos extracted to frames: ``<class>/<video>/<frame>.jpg`` (UCF101, Kinetics, HMDB51 dumps).
+
+Two ways to say which videos form a split:
+
+- split folders: ``<root>/<split>/<class>/<video>/<frame>.jpg``;
+- split files (``split_files: {train: trainlist01.txt, test: testlist01.txt}``,
+  paths relative to ``root``): one video per line, ``<class>/<video>[.avi] [anything]``,
+  frames under ``<root>/<class>/<video>/``. UCF101's official lists work as they are.
+
+Frames are sorted by the numbers in their names (``img_2`` before ``img_10``).
+Class indices follow ``classes`` when given, else the sorted class names found
+in all split folders or all listed split files (so every split agrees).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from PIL import Image
+
+from utils.data.clips import ClipDataset
+from utils.registry import DATASETS
+
+EXTENSIONS = (".jpg", ".jpeg", ".png")
+
+
+def natural_key(name: str) -> List:
+    """``frame10.jpg`` sorts after ``frame9.jpg``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def list_frames(folder: Path) -> List[str]:
+    """The image file names in ``folder`` in frame order."""
+    with os.scandir(folder) as entries:
+        names = [e.name for e in entries if e.is_file() and e.name.lower().endswith(EXTENSIONS)]
+    return sorted(names, key=natural_key)
+
+
+def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
+    """``(class, video folder)`` for every line of a split list."""
+    if not path.is_file():
+        raise FileNotFoundError(f"split file '{path}' does not exist; data.args.split_files paths are relative to data.root")
+    videos = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        rel = Path(line.split()[0])
+        if len(rel.parts) < 2:
+            raise ValueError(f"{path}:{number}: '{rel}' is not <class>/<video>; every line must name the class folder")
+        folder = root / rel if (root / rel).is_dir() else root / rel.with_suffix("")
+        videos.append((rel.parts[-2], folder))
+    return videos
+
+
+def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"data folder '{folder}' does not exist; expected <root>/<split>/<class>/<video>/<frame>.jpg, "
+            "or give data.args.split_files={split: list file}"
+        )
+    return [(c.name, v) for c in sorted(folder.iterdir()) if c.is_dir() for v in sorted(c.iterdir()) if v.is_dir()]
+
+
+@DATASETS.register("video_frames_folder")
+class VideoFramesFolder(ClipDataset):
+    """Clips of ``clip_len`` frames, ``frame_stride`` apart, from frame folders (see the module doc)."""
+
+    def __init__(
+        self,
+        split: str = "train",
+        root: Optional[str] = None,
+        transform: Optional[Callable] = None,
+        split_files: Optional[Dict[str, str]] = None,
+        classes: Optional[List[str]] = None,
+        clip_len: int = 16,
+        frame_stride: int = 1,
+        num_clips: int = 3,
+        pad_short: bool = False,
+    ) -> None:
+        super().__init__(split, transform, clip_len, frame_stride, num_clips, pad_short)
+        if root is None:
+            raise FileNotFoundError("dataset video_frames_folder needs data.root=<folder of <class>/<video>/<frame>.jpg>")
+        base = Path(root)
+        if split_files:
+            if split not in split_files:
+                raise ValueError(f"data.args.split_files has no entry for split '{split}'; add one (it may name the test list)")
+            lists = {s: read_split_file(base, base / f) for s, f in split_files.items()}
+            videos = lists[split]
+            known = sorted({c for entries in lists.values() for c, _ in entries})
+        else:
+            videos = scan_split_folder(base / split)
+            splits = {split, *(s for s in ("train", "val", "test") if (base / s).is_dir())}
+            known = sorted({c.name for s in splits for c in (base / s).iterdir() if c.is_dir()})
+        self.classes = list(classes) if classes else known
+        index = {name: i for i, name in enumerate(self.classes)}
+        unknown = sorted({c for c, _ in videos if c not in index})
+        if unknown:
+            raise ValueError(f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos")
+        self.num_classes = len(self.classes)
+        for _, folder in videos:
+            if not folder.is_dir():
+                raise FileNotFoundError(f"video folder '{folder}' does not exist; extract its frames there or drop it from the split")
+        self.folders = [folder for _, folder in videos]
+        counts = [len(list_frames(folder)) for folder in self.folders]
+        self.set_videos([index[c] for c, _ in videos], counts, [str(f) for f in self.folders])
+
+    def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
+        folder = self.folders[video]
+        names = list_frames(folder)  # listed again here: keeping every path of a large dataset costs GBs
+        frames = []
+        for i in indices:
+            with Image.open(folder / names[i]) as image:
+                frames.append(np.asarray(image.convert("RGB")))
+        return torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2)  # [T, H, W, C] -> [T, C, H, W]
