@@ -170,7 +170,12 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
 def run_test(cfg: Config, info: DistInfo, model, amp: Amp, criterion, writer: RunWriter, epoch: Optional[int]) -> Dict[str, float]:
     """Evaluate on the test split, log the row, print the metrics (rank 0)."""
     loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
-    results = evaluate(without_ddp(model), loader, criterion, build_metric(cfg.eval.metric), amp, info.device, len(loader), info.is_main)
+    metric = build_metric(cfg.eval.metric)
+    # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
+    on_batch = metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
+    if cfg.eval.save_predictions and on_batch is None:
+        log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
+    results = evaluate(without_ddp(model), loader, criterion, metric, amp, info.device, len(loader), info.is_main, on_batch=on_batch)
     writer.metrics({"split": "test", "epoch": epoch, **results})
     writer.flush()
     if info.is_main:

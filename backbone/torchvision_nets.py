@@ -1,4 +1,4 @@
-"""torchvision's ResNets and VGG16-BN as multi-scale backbones.
+"""torchvision's ResNets and VGG16 (with and without BN) as multi-scale backbones.
 
 Weights come only from a local file (``pretrained: path``) holding torchvision's
 state_dict for that architecture; nothing is downloaded at run time.
@@ -74,13 +74,12 @@ ResNet34 = _resnet("resnet34")
 ResNet50 = _resnet("resnet50")
 
 
-@BACKBONES.register("vgg16_bn")
-class VGG16BN(Backbone):
+class VGGBackbone(Backbone):
     """Stages with strides 1, 2, 4, 8, 16 (the five conv blocks; the last max-pool dropped)."""
 
-    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, arch: str, in_channels: int = 3, pretrained: str = "") -> None:
         super().__init__()
-        features = _load_torchvision(torchvision.models.vgg16_bn, pretrained).features
+        features = _load_torchvision(getattr(torchvision.models, arch), pretrained).features
         if in_channels != 3:
             features[0] = nn.Conv2d(in_channels, 64, kernel_size=3, padding=1)
         pools = [i for i, layer in enumerate(features) if isinstance(layer, nn.MaxPool2d)]
@@ -89,3 +88,19 @@ class VGG16BN(Backbone):
         self.stages.extend(nn.Sequential(*features[s:e]) for s, e in zip(starts, ends))
         self.out_channels = [64, 128, 256, 512, 512]
         self.strides = [1, 2, 4, 8, 16]
+
+
+@BACKBONES.register("vgg16_bn")
+class VGG16BN(VGGBackbone):
+    """torchvision vgg16_bn as a 5-stage backbone."""
+
+    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+        super().__init__("vgg16_bn", in_channels, pretrained)
+
+
+@BACKBONES.register("vgg16")
+class VGG16(VGGBackbone):
+    """torchvision vgg16 (no BatchNorm, as in MINet-VGG16) as a 5-stage backbone."""
+
+    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+        super().__init__("vgg16", in_channels, pretrained)

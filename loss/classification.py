@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.metrics.base import target_labels
+from utils.metrics.base import target_labels, target_tensor
 from utils.registry import LOSSES
 
 
@@ -26,14 +26,18 @@ class CrossEntropy(nn.Module):
 
 @LOSSES.register("bce_with_logits")
 class BCEWithLogits(nn.Module):
-    """Binary cross entropy on logits; integer class targets become one-hot."""
+    """Binary cross entropy on logits.
+
+    Targets: float maps of the outputs' shape (dense prediction, also as ``{mask: ...}``),
+    or integer class labels (also as ``{label: ...}``), which become one-hot.
+    """
 
     def __init__(self, pos_weight: Optional[float] = None) -> None:
         super().__init__()
         self.pos_weight = pos_weight
 
     def forward(self, outputs: torch.Tensor, targets: Any) -> torch.Tensor:
-        targets = target_labels(targets)
+        targets = target_tensor(targets, "mask", "label")
         if targets.dtype in (torch.int64, torch.int32) and targets.dim() == outputs.dim() - 1:
             targets = F.one_hot(targets, outputs.shape[1])
         pos_weight = None if self.pos_weight is None else torch.tensor(self.pos_weight, device=outputs.device)

@@ -11,11 +11,18 @@ import torch
 
 from utils.registry import BACKBONES, LOSSES, MODULES, NETWORKS
 
-# name -> (constructor kwargs, input shape)
-EXAMPLES: Dict[str, Tuple[Dict[str, Any], Tuple[int, ...]]] = {
+SMALL_SOD = {"backbone": "small_cnn", "backbone_args": {"widths": [8, 16, 16]}, "channels": 8, "head_channels": 8}
+
+# name -> (constructor kwargs, input shape or a function returning the input(s))
+EXAMPLES: Dict[str, Tuple[Dict[str, Any], Any]] = {
     "backbone/*": ({"in_channels": 3}, (2, 3, 32, 32)),
     "module/conv_bn_act": ({"in_channels": 3, "out_channels": 4}, (2, 3, 8, 8)),
     "network/classifier": ({"num_classes": 5, "backbone": "small_cnn", "backbone_args": {"in_channels": 3}}, (2, 3, 16, 16)),
+    # AIM takes a pyramid (fine to coarse; odd sizes on purpose); SIM a single map
+    "module/aim": ({"in_channels": [4, 8, 16], "out_channels": 6}, lambda: [torch.randn(2, 4, 17, 15), torch.randn(2, 8, 9, 8), torch.randn(2, 16, 5, 4)]),
+    "module/sim": ({"channels": 8, "low_channels": 4}, (2, 8, 9, 7)),
+    "network/minet": ({**SMALL_SOD, "sim_channels": 4}, (2, 3, 21, 19)),
+    "network/fpn_sod": (SMALL_SOD, (2, 3, 21, 19)),
     # video: clips [B, C, T, H, W]; torchvision's video ResNets on tiny clips keep the test fast
     "backbone/small_3d_cnn": ({"in_channels": 3, "widths": [4, 8]}, (2, 3, 4, 16, 16)),
     "backbone/r3d_18": ({}, (1, 3, 4, 32, 32)),
@@ -30,6 +37,8 @@ EXAMPLES: Dict[str, Tuple[Dict[str, Any], Tuple[int, ...]]] = {
 LOSS_EXAMPLES = {
     "cross_entropy": ({"label_smoothing": 0.1}, lambda: torch.randn(4, 5), lambda: torch.tensor([0, 1, 2, 4])),
     "bce_with_logits": ({}, lambda: torch.randn(4, 5), lambda: torch.tensor([0, 1, 2, 4])),
+    "iou": ({}, lambda: torch.randn(2, 1, 9, 7), lambda: {"mask": (torch.rand(2, 1, 9, 7) > 0.5).float()}),
+    "cel": ({"per_image": False}, lambda: torch.randn(2, 1, 9, 7), lambda: {"mask": (torch.rand(2, 1, 9, 7) > 0.5).float()}),
 }
 
 
@@ -55,13 +64,21 @@ def outputs_of(result: Any):
     return [t for v in result for t in outputs_of(v)]
 
 
-def check_forward_backward(model: torch.nn.Module, shape) -> None:
+def make_input(spec):
+    """A tensor of the given shape, or what the example's function returns."""
+    x = spec() if callable(spec) else torch.randn(*spec)
+    for t in outputs_of(x):
+        t.requires_grad_(True)
+    return x
+
+
+def check_forward_backward(model: torch.nn.Module, spec) -> None:
     torch.manual_seed(0)
-    x = torch.randn(*shape, requires_grad=True)
+    x = make_input(spec)
     outs = outputs_of(model(x))
     assert outs and all(torch.isfinite(o).all() for o in outs)
     sum(o.float().mean() for o in outs).backward()
-    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in outputs_of(x))
     trainable = [p for p in model.parameters() if p.requires_grad]
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in trainable)
 
@@ -70,7 +87,7 @@ def check_forward_backward(model: torch.nn.Module, shape) -> None:
 def test_backbone(name):
     kwargs, shape = example("backbone", name)
     model = BACKBONES.build(name, **kwargs)
-    feats = model(torch.randn(*shape))
+    feats = model(make_input(shape))
     assert len(feats) == len(model.out_channels)
     assert [f.shape[1] for f in feats] == list(model.out_channels)
     check_forward_backward(model, shape)

@@ -24,9 +24,11 @@ def build_dataset(cfg: DataConfig, split: str) -> Dataset:
     return dataset
 
 
-def _loader_options(cfg: DataConfig, mode: str) -> Dict[str, Any]:
+def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, Any]:
     # Copies to the GPU on a side stream are only asynchronous from pinned memory.
-    options: Dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory or mode == "cuda"}
+    # A dataset whose items do not stack with default_collate (e.g. masks kept at their
+    # original, differing sizes) batches them itself through a ``collate_fn`` attribute.
+    options: Dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory or mode == "cuda", "collate_fn": getattr(dataset, "collate_fn", None)}
     if cfg.num_workers > 0:
         options["persistent_workers"] = cfg.persistent_workers
         if cfg.prefetch_factor is not None:
@@ -57,7 +59,7 @@ def build_train_loader(
         return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
-    loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, **_loader_options(cfg, mode))
+    loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, **_loader_options(dataset, cfg, mode))
     return _prefetching(loader, cfg, mode, device)
 
 
@@ -70,5 +72,5 @@ def build_eval_loader(dataset: Dataset, cfg: DataConfig, rank: int, world_size: 
         return _prefetching(build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device)
     sampler = ShardSampler(len(dataset), rank, world_size)
     batch_size = cfg.eval_batch_size or cfg.batch_size
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(cfg, mode))
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode))
     return _prefetching(loader, cfg, mode, device)

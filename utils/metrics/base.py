@@ -7,7 +7,8 @@ gives exactly the state one process would have built on the whole split.
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -41,7 +42,27 @@ class Metric:
         """Reduce the sums over all ranks and compute the final values (same on every rank)."""
         return self.compute(all_reduce_sums(dict(self.sums)))
 
+    def prediction_writer(self, folder: Path) -> Optional[Callable[[Any, Any, Any], None]]:
+        """An ``on_batch(inputs, outputs, targets)`` callback for ``evaluate`` that writes this
+        task's predictions under ``folder``, or None when the task has nothing to write."""
+        return None
+
+
+def target_tensor(targets: Any, *keys: str) -> torch.Tensor:
+    """A tensor target as is, or the first of ``keys`` found in a dict target."""
+    if not isinstance(targets, dict):
+        return targets
+    for key in keys:
+        if key in targets:
+            return targets[key]
+    raise KeyError(f"dict target has keys {sorted(targets)}; expected one of {list(keys)}")
+
 
 def target_labels(targets: Any) -> torch.Tensor:
     """Class labels from a tensor target or a dict target with a ``label`` entry."""
-    return targets["label"] if isinstance(targets, dict) else targets
+    return target_tensor(targets, "label")
+
+
+def target_mask(targets: Any) -> torch.Tensor:
+    """A dense target (e.g. a saliency mask ``[B, 1, H, W]``) from a tensor or a ``{mask: ...}`` dict."""
+    return target_tensor(targets, "mask")

@@ -1,0 +1,47 @@
+"""main.py on the synthetic SOD config: a shortened run in the suite, the full acceptance run on request."""
+
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import main
+from tests.test_train import printed_metrics, read_rows
+from utils.data.datasets.shapes_sod import render_scene
+
+SOD_NAMES = {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f"}
+
+
+def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, capsys):
+    args = [
+        "--config", "configs/sod_shapes.yaml", f"experiment.output_root={out_root}", "experiment.name=sod",
+        "data.args.counts={train: 320, val: 8, test: 9}", "train.epochs=2",
+    ]
+    assert main.main(args) == 0
+    trained = printed_metrics(capsys.readouterr().out)
+    assert SOD_NAMES <= set(trained)
+    assert trained["max_f"] > 0.6 and trained["mae"] < 0.25  # learned something in 40 steps
+
+    run = out_root / "sod"
+    rows = read_rows(run / "metrics.jsonl")
+    assert [r["split"] for r in rows] == ["val", "val", "test"] and SOD_NAMES <= set(rows[-1])
+    maps = sorted((run / "predictions").glob("*.png"))
+    assert [p.stem for p in maps] == [f"test_{i:05d}" for i in range(9)]
+    for i, path in enumerate(maps):
+        saliency = np.asarray(Image.open(path))
+        assert saliency.dtype == np.uint8 and saliency.shape == render_scene(0, "test", i)[1].shape
+
+    # test mode reproduces the numbers from the checkpoint alone and rewrites the maps
+    for path in maps:
+        path.unlink()
+    assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
+    assert printed_metrics(capsys.readouterr().out) == trained
+    assert len(list((run / "predictions").glob("*.png"))) == 9
+
+
+@pytest.mark.skipif(not os.environ.get("REGTRAIN_FULL_SOD"), reason="the full demo takes minutes; set REGTRAIN_FULL_SOD=1")
+def test_full_sod_demo_reaches_the_acceptance_numbers(out_root, capsys):
+    assert main.main(["--config", "configs/sod_shapes.yaml", f"experiment.output_root={out_root}"]) == 0
+    metrics = printed_metrics(capsys.readouterr().out)
+    assert metrics["mae"] <= 0.05 and metrics["max_f"] >= 0.90

@@ -1,0 +1,109 @@
+"""Salient-object-detection layout: ``<root>/<split folder>/<image_dir>/*.jpg`` with masks of
+the same stems in ``<root>/<split folder>/<mask_dir>/*.png`` (e.g. DUTS-TR/Image, DUTS-TR/Mask)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from utils.data.masks import MaskBatchCollate, PairPipeline, Size
+from utils.registry import DATASETS
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+MASK_EXTS = (".png", ".bmp", ".jpg", ".jpeg", ".tif", ".tiff")
+SHOW = 10  # names listed in an error message
+
+
+def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, Path]:
+    files: Dict[str, Path] = {}
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path.suffix.lower() not in exts:
+            continue
+        if path.stem in files:
+            raise ValueError(f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one")
+        files[path.stem] = path
+    return files
+
+
+def _listing(names: List[str]) -> str:
+    more = f" ... and {len(names) - SHOW} more" if len(names) > SHOW else ""
+    return ", ".join(names[:SHOW]) + more
+
+
+def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, Path]]:
+    """``(stem, image, mask)`` for every stem; an error lists unmatched files on either side."""
+    for folder in (image_folder, mask_folder):
+        if not folder.is_dir():
+            raise FileNotFoundError(f"folder '{folder}' does not exist; expected <data.root>/<split folder>/{{image_dir, mask_dir}} (see data.args.splits)")
+    images, masks = _by_stem(image_folder, IMAGE_EXTS), _by_stem(mask_folder, MASK_EXTS)
+    no_mask = sorted(set(images) - set(masks))
+    no_image = sorted(set(masks) - set(images))
+    if no_mask or no_image:
+        parts = []
+        if no_mask:
+            parts.append(f"{len(no_mask)} image(s) in '{image_folder}' have no mask in '{mask_folder}': {_listing(no_mask)}")
+        if no_image:
+            parts.append(f"{len(no_image)} mask(s) in '{mask_folder}' have no image in '{image_folder}': {_listing(no_image)}")
+        raise ValueError("; ".join(parts) + "; every image needs a mask with the same file stem")
+    if not images:
+        raise FileNotFoundError(f"folder '{image_folder}' holds no images (extensions {', '.join(IMAGE_EXTS)})")
+    return [(stem, images[stem], masks[stem]) for stem in sorted(images)]
+
+
+def load_pair(image_path: Path, mask_path: Path) -> Tuple[np.ndarray, np.ndarray]:
+    """``(H, W, 3)`` uint8 RGB image and ``(H, W)`` uint8 grey mask."""
+    from PIL import Image
+
+    with Image.open(image_path) as im:
+        image = np.array(im.convert("RGB"))  # writable, as torch.from_numpy wants
+    with Image.open(mask_path) as im:
+        mask = np.array(im.convert("L"))
+    return image, mask
+
+
+@DATASETS.register("image_mask_folder")
+class ImageMaskFolder(Dataset):
+    """Image/mask pairs matched by file stem; items as described in ``utils/data/masks.py``.
+
+    ``splits`` maps the framework's split names to folders under ``root``
+    (default ``{train: train, val: val, test: test}``; for DUTS e.g.
+    ``{train: DUTS-TR, val: DUTS-TE, test: DUTS-TE}``). ``multi_scale`` resizes
+    each training batch by a random factor from the list. ``image_dir`` and
+    ``mask_dir`` may name the split folder as ``{folder}``: DUTS as downloaded
+    (``DUTS-TR/DUTS-TR-Image``) is ``image_dir: "{folder}-Image"``.
+    """
+
+    def __init__(
+        self,
+        split: str = "train",
+        root: Optional[str] = None,
+        transform: Optional[Callable] = None,
+        size: Optional[Size] = 320,
+        splits: Optional[Dict[str, str]] = None,
+        image_dir: str = "Image",
+        mask_dir: str = "Mask",
+        multi_scale: Optional[List[float]] = None,
+        size_divisor: int = 32,
+    ) -> None:
+        if root is None:
+            raise FileNotFoundError(f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>")
+        folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
+        if split not in folders:
+            raise ValueError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
+        folder = folders[split]
+        base = Path(root) / folder
+        self.files = pair_files(base / image_dir.format(folder=folder), base / mask_dir.format(folder=folder))
+        self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
+        self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, Dict[str, Any]]:
+        stem, image_path, mask_path = self.files[index]
+        image, mask = load_pair(image_path, mask_path)
+        return self.pipeline(image, mask, stem)
