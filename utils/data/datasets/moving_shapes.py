@@ -6,10 +6,12 @@ torus): a shape's position and orientation are uniform in every frame for every
 class, and shape, size, colours and speed are drawn independently of the class,
 so a single frame says nothing about the class; the order of frames does.
 ``export_frame_folders`` writes the same videos as ``<root>/<split>/<class>/<video>/<frame>.png``
-(the ``video_frames_folder`` layout; see tools/export_moving_shapes.py).
+(the ``video_frames_folder`` layout; ``python -m utils.data.datasets.moving_shapes --help``).
 """
 
 from __future__ import annotations
+
+import argparse
 
 import math
 from pathlib import Path
@@ -117,3 +119,27 @@ def export_frame_folders(root: str, splits: Sequence[str] = ("train", "val", "te
                 Image.fromarray(frame.transpose(1, 2, 0)).save(folder / f"{t + 1:05d}.{image_format}")
         written[split] = data.num_videos
     return written
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """``python -m utils.data.datasets.moving_shapes data/moving_shapes [--format jpg]`` writes
+    ``<root>/{train,val,test}/<class>/<video>/<frame>.png``, which
+    ``data.name=video_frames_folder data.root=<root>`` reads back."""
+    parser = argparse.ArgumentParser(description="Write moving_shapes videos as frame folders (the video_frames_folder layout).")
+    parser.add_argument("root", help="output folder")
+    parser.add_argument("--format", choices=("png", "jpg"), default="png", help="png is lossless; jpg like extracted datasets")
+    parser.add_argument("--videos", type=int, nargs=3, default=(600, 120, 240), metavar=("TRAIN", "VAL", "TEST"))
+    parser.add_argument("--num-frames", type=int, default=16)
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--noise", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    videos = dict(zip(("train", "val", "test"), args.videos))
+    written = export_frame_folders(
+        args.root, image_format=args.format, videos=videos, num_frames=args.num_frames, size=args.size, noise=args.noise, seed=args.seed
+    )
+    print(f"wrote {written} videos to {args.root}")
+
+
+if __name__ == "__main__":
+    main()
