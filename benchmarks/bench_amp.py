@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
 from utils.amp import Amp  # noqa: E402
 from utils.config import AmpConfig  # noqa: E402
 from utils.registry import NETWORKS  # noqa: E402
+from benchmarks.common import ratios, row  # noqa: E402
 
 LEVELS = ("O0", "O1", "O2")
 
@@ -78,7 +79,7 @@ class Setup:
 
 
 def run(quick: bool = False) -> List[Dict[str, object]]:
-    """Rows per level: median step seconds, saved-activation bytes, and both as ratios to O0."""
+    """O1 and O2 (bf16) against O0: per-round step-time ratios and saved-activation ratios."""
     batch, size, repeats, steps = (4, 32, 2, 1) if quick else (32, 64, 5, 3)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(batch, 3, size, size, generator=g), torch.randint(0, 10, (batch,), generator=g)
@@ -93,24 +94,13 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
                 setup.step(x, y)
             times[level].append((time.perf_counter() - start) / steps)
     memory = {level: setup.saved_bytes(x, y) for level, setup in setups.items()}
-    base_time, base_mem = statistics.median(times["O0"]), memory["O0"][0]
+    model = f"resnet18 {size}x{size} batch {batch}, AdamW"
     rows = []
-    for level in LEVELS:
-        step_s = statistics.median(times[level])
-        rows.append(
-            {
-                "name": f"amp_{level}_bf16" if level != "O0" else "amp_O0_fp32",
-                "opt_level": level,
-                "model": f"resnet18 {size}x{size} batch {batch}",
-                "step_s": step_s,
-                "step_time_ratio": step_s / base_time,
-                "saved_activation_bytes": memory[level][0],
-                "activation_memory_ratio": memory[level][0] / base_mem,
-                "saved_param_shaped_bytes": memory[level][1],
-                "repeats": repeats,
-                "threads": torch.get_num_threads(),
-            }
-        )
+    for level in LEVELS[1:]:
+        rows.append(row("4 amp on CPU", f"step time {level} bf16 / O0 fp32", ratios(times[level], times["O0"]),
+                        note=f"{model}; O0 step {statistics.median(times['O0']) * 1e3:.0f} ms"))
+        rows.append(row("4 amp on CPU", f"bytes saved for backward {level} / O0", [memory[level][0] / memory["O0"][0]],
+                        note=f"O0 {memory['O0'][0] / 2**20:.1f} MiB; {level} also keeps {memory[level][1] / 2**20:.1f} MiB of weight copies"))
     return rows
 
 
@@ -121,14 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = run(args.quick)
-    print(f"{rows[0]['model']}, AdamW, CPU, {rows[0]['threads']} thread(s), median of {rows[0]['repeats']} interleaved repeats")
-    print(f"{'level':<14}{'step ms':>10}{'time vs O0':>12}{'activations MiB':>17}{'memory vs O0':>14}{'param-shaped MiB':>19}")
-    for r in rows:
-        print(
-            f"{r['name']:<14}{r['step_s'] * 1e3:>10.1f}{r['step_time_ratio']:>12.2f}{r['saved_activation_bytes'] / 2**20:>17.1f}"
-            f"{r['activation_memory_ratio']:>14.2f}{r['saved_param_shaped_bytes'] / 2**20:>19.1f}"
-        )
+    for r in run(args.quick):
+        print(f"{r['measure']:<40} {r['value']:>7}  [{r['spread']}]  {r['note']}")
 
 
 if __name__ == "__main__":
