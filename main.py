@@ -34,7 +34,7 @@ from utils.optim import build_optimizer, build_scheduler
 from utils.parallel import convert_sync_bn, without_ddp, wrap_model
 from utils.preempt import PREEMPTED_EXIT, Preempted
 from utils.restore import find_resume, init_weights, restore_training_state
-from utils.resume_guard import check_resume_config
+from utils.resume_guard import check_resume_config, weight_mismatch
 from utils.trainer import LoopOptions, Trainer
 
 log = logging.getLogger("main")
@@ -54,7 +54,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     if args.mode == "test" and not args.checkpoint:
@@ -158,7 +158,7 @@ def test(cfg: Config, info: DistInfo, checkpoint: str) -> Dict[str, float]:
     try:
         model.load_state_dict(state_dict_of(state))  # the EMA weights when the run selected with them
     except RuntimeError as err:
-        raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}': {str(err).splitlines()[0]} (see the config it was saved with)") from err
+        raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, state_dict_of(state))}); it was saved by another network, see the config it was saved with") from err
     model.to(info.device)
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
