@@ -2,6 +2,9 @@
 
 Launch the same command under ``torchrun --nproc_per_node=N`` or
 ``python -m torch.distributed.launch --nproc_per_node=N`` for N processes.
+
+Exit codes: 0 done; 2 bad input (one ``error:`` line); 143 stopped by SIGTERM/SIGINT
+after writing a checkpoint (resume with ``--resume``); 1 any other failure.
 """
 
 from __future__ import annotations

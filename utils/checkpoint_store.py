@@ -95,13 +95,16 @@ class CheckpointStore:
             paths.append(last)
         return paths
 
+    def path_for(self, epoch: int, batch: int) -> Path:
+        return self.directory / f"epoch{epoch:04d}_batch{batch:06d}.pt"
+
     def save(self, state: Dict[str, Any], epoch: int, batch: int) -> Path:
         """Write ``state`` as the checkpoint of (epoch, batches consumed); returns its path.
 
         A failed write (disk full, no permission) removes its temporary file,
         keeps every earlier checkpoint as it was and raises CheckpointError.
         """
-        path = self.directory / f"epoch{epoch:04d}_batch{batch:06d}.pt"
+        path = self.path_for(epoch, batch)
         try:
             atomic_save(state, path)
             _write_text_atomic(_sidecar(path), file_digest(path))

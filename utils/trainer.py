@@ -94,12 +94,12 @@ class Trainer:
             raise NonFiniteLossError(f"the weights became NaN/inf by step {step} (epoch {epoch}); no checkpoint written, the last good one '{self.last_saved}' is kept; lower optim.lr or enable train.clip_grad_norm")
         state = self.state(epoch, batch, step)
         if is_main():
-            self.last_saved = str(self.store.save(state, epoch, batch))
-            log.info("checkpoint %s (epoch %d, batch %d, step %d)", self.last_saved, epoch, batch, step)
+            self.store.save(state, epoch, batch)
+            log.info("checkpoint %s (epoch %d, batch %d, step %d)", self.store.path_for(epoch, batch), epoch, batch, step)
             if best:
                 self.store.save_as(state, "best.pt")
         barrier()
-        self.last_saved = self.last_saved or f"{self.store.directory}/epoch{epoch:04d}_batch{batch:06d}.pt"
+        self.last_saved = str(self.store.path_for(epoch, batch))
 
     def resume(self, state: Dict[str, Any], same_data: bool) -> int:
         """Random states, non-finite count and the batch to continue from (0 when the data changed)."""
