@@ -37,7 +37,7 @@ from utils.optim import build_optimizer, build_scheduler
 from utils.parallel import convert_sync_bn, without_ddp, wrap_model
 from utils.preempt import PREEMPTED_EXIT, Preempted
 from utils.restore import find_resume, init_weights, restore_training_state
-from utils.resume_guard import check_resume_config, weight_mismatch
+from utils.resume_guard import check_resume_config, resume_differences, weight_mismatch
 from utils.trainer import LoopOptions, Trainer
 
 log = logging.getLogger("main")
@@ -77,8 +77,6 @@ def resolve_config(args: argparse.Namespace) -> Config:
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
     ckpt_dir = out / "checkpoints"
-    if info.is_main:
-        save_config(cfg, out / "config.yaml")
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
@@ -90,9 +88,10 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     flops = count_flops(model, cfg.model.input_size) if info.is_main else float("nan")
     log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", cfg.model.name, total / 1e6, trainable / 1e6, flops / 1e9, cfg.model.input_size)
     resume_path = find_resume(ckpt_dir, resume, cfg.train.auto_resume)
-    same_data = []  # the guard refuses a changed model or data shape, unless --resume-force
-    guard = lambda state: same_data.append(check_resume_config(state, to_dict(cfg), info.world_size, force, resume_path))  # noqa: E731
-    resume_state = init_weights(model, cfg.model, resume_path, guard)
+    # a changed model or data shape is refused before any weight is loaded, unless --resume-force
+    resume_state = init_weights(model, cfg.model, resume_path, lambda state: check_resume_config(state, to_dict(cfg), info.world_size, force, resume_path))
+    if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
+        save_config(cfg, out / "config.yaml")
     model.to(info.device)
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
@@ -128,7 +127,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     start_epoch, start_batch, step = 0, 0, 0
     if resume_state is not None:
         start_epoch, step = restore_training_state(resume_state, optimizer, scheduler, amp, ema, tracker)
-        start_batch = trainer.resume(resume_state, all(same_data))
+        start_batch = trainer.resume(resume_state, same_data=not resume_differences(resume_state, to_dict(cfg), info.world_size))
         del resume_state
     try:
         trainer.fit(start_epoch, start_batch, step)

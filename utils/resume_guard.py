@@ -49,15 +49,18 @@ def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], sav
     return diffs
 
 
+def resume_differences(state: Mapping[str, Any], current: Mapping[str, Any], world_size: int) -> List[str]:
+    """The guarded differences between a checkpoint's run and this one (none for a checkpoint without a config)."""
+    saved = state.get("config")
+    return config_differences(saved, current, state.get("world_size"), world_size) if isinstance(saved, Mapping) else []
+
+
 def check_resume_config(state: Mapping[str, Any], current: Mapping[str, Any], world_size: int, force: bool, path: Any) -> bool:
     """CheckpointError naming the differing keys, unless ``force`` (then a warning).
 
     Returns True when the data order of the checkpoint still holds (nothing differs).
     """
-    saved = state.get("config")
-    if not isinstance(saved, Mapping):
-        return True
-    diffs = config_differences(saved, current, state.get("world_size"), world_size)
+    diffs = resume_differences(state, current, world_size)
     if not diffs:
         return True
     listing = "; ".join(diffs)
