@@ -15,8 +15,7 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import numpy as np
 import pytest
