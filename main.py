@@ -2,6 +2,9 @@
 
 Launch the same command under ``torchrun --nproc_per_node=N`` or
 ``python -m torch.distributed.launch --nproc_per_node=N`` for N processes.
+
+Exit codes: 0 done; 2 bad input (one ``error:`` line); 143 stopped by SIGTERM/SIGINT
+after writing a checkpoint (resume with ``--resume``); 1 any other failure.
 """
 
 from __future__ import annotations
@@ -12,26 +15,29 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 
 from utils import __version__
 from utils.amp import Amp
 from utils.build import build_criterion, build_metric, build_network, count_flops, count_parameters
-from utils.checkpoint import CheckpointError, atomic_save, load_file, state_dict_of
+from utils.checkpoint import CheckpointError, load_file, state_dict_of
+from utils.checkpoint_store import CheckpointStore
 from utils.config import Config, ConfigError, load_config, save_config, to_dict
-from utils.control import BestTracker, monitored_value, should_validate, steps_per_epoch, training_length
+from utils.control import BestTracker, steps_per_epoch, training_length
 from utils.data import build_dataset, build_eval_loader, build_train_loader
-from utils.dist import DistInfo, barrier, broadcast_buffers, check_replicas, cleanup, exit_now, init_distributed, is_dist, seed_everything, unwrap
-from utils.ema import ModelEma, build_ema
-from utils.engine import NonFiniteLossError, evaluate, train_one_epoch
+from utils.dist import DistInfo, check_replicas, cleanup, exit_now, init_distributed, is_dist, seed_everything, unwrap
+from utils.ema import build_ema
+from utils.engine import NonFiniteLossError, NonFinitePolicy, evaluate
 from utils.freeze import apply_freeze
 from utils.log import RunWriter, format_metrics, setup_logging
 from utils.optim import build_optimizer, build_scheduler
 from utils.parallel import convert_sync_bn, without_ddp, wrap_model
+from utils.preempt import PREEMPTED_EXIT, Preempted
 from utils.restore import find_resume, init_weights, restore_training_state
+from utils.resume_guard import check_resume_config, resume_differences, weight_mismatch
+from utils.trainer import LoopOptions, Trainer
 
 log = logging.getLogger("main")
 
@@ -44,12 +50,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
     parser.add_argument("--mode", choices=("train", "test"), default="train")
     parser.add_argument("--checkpoint", help="test mode: checkpoint to evaluate (its saved config is the base)")
-    parser.add_argument("--resume", action="store_true", help="continue from output/<experiment>/checkpoints/last.pt")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in output/<experiment>/checkpoints/")
+    parser.add_argument("--resume-force", action="store_true", help="resume even though the model or data config changed")
     # torch.distributed.launch passes --local-rank=N (older PyTorch: --local_rank N); torchrun sets LOCAL_RANK.
     parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     if args.mode == "test" and not args.checkpoint:
@@ -66,27 +73,9 @@ def resolve_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def checkpoint_state(model, optimizer, scheduler, amp: Amp, ema: Optional[ModelEma], cfg: Config, epoch: int, step: int, best: Dict[str, Any]) -> Dict[str, Any]:
-    return {
-        "model": unwrap(model).state_dict(),
-        "ema": ema.state_dict() if ema is not None else None,
-        "ema_updates": ema.updates if ema is not None else 0,
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "amp": amp.state_dict(),
-        "epoch": epoch,
-        "global_step": step,
-        "best": best,
-        "config": to_dict(cfg),
-        "version": __version__,
-    }
-
-
-def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
+def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
     ckpt_dir = out / "checkpoints"
-    if info.is_main:
-        save_config(cfg, out / "config.yaml")
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
@@ -97,7 +86,11 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     total, trainable = count_parameters(model)
     flops = count_flops(model, cfg.model.input_size) if info.is_main else float("nan")
     log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", cfg.model.name, total / 1e6, trainable / 1e6, flops / 1e9, cfg.model.input_size)
-    resume_state = init_weights(model, cfg.model, find_resume(ckpt_dir, resume, cfg.train.auto_resume))
+    resume_path = find_resume(ckpt_dir, resume, cfg.train.auto_resume)
+    # a changed model or data shape is refused before any weight is loaded, unless --resume-force
+    resume_state = init_weights(model, cfg.model, resume_path, lambda state: check_resume_config(state, to_dict(cfg), info.world_size, force, resume_path))
+    if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
+        save_config(cfg, out / "config.yaml")
     model.to(info.device)
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
@@ -116,48 +109,27 @@ def train(cfg: Config, info: DistInfo, resume: bool) -> Dict[str, float]:
     # A step budget only when the length is given in steps: an epoch-based run resumed with
     # another train.accumulate has a different step count per epoch and still runs its epochs.
     step_limit = total_steps if cfg.train.iterations is not None else None
-
-    start_epoch, step = 0, 0
-    tracker = BestTracker(cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience)
-    if resume_state is not None:
-        start_epoch, step = restore_training_state(resume_state, optimizer, scheduler, amp, ema, tracker)
-        del resume_state
-
-    writer = RunWriter(out, info.is_main)
     # with eval.use_ema the EMA weights are monitored, select best.pt and are tested
     monitor = ("ema_" if cfg.eval.use_ema else "") + cfg.eval.monitor
+    options = LoopOptions(
+        epochs=epochs, step_limit=step_limit, accumulate=cfg.train.accumulate, clip_grad_norm=cfg.train.clip_grad_norm,
+        clip_grad_value=cfg.train.clip_grad_value, log_every=cfg.train.log_every, checkpoint_every_steps=cfg.train.checkpoint_every_steps,
+        eval_every=cfg.eval.every, monitor=monitor, show_progress=info.is_main,
+    )
+    tracker = BestTracker(cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience)
+    writer = RunWriter(out, info.is_main)
+    trainer = Trainer(
+        model, optimizer, scheduler, amp, ema, criterion, metric, train_loader, val_loader, writer, tracker,
+        CheckpointStore(ckpt_dir, cfg.train.keep_checkpoints), NonFinitePolicy(cfg.train.nonfinite, cfg.train.max_nonfinite_skips),
+        options, info.device, to_dict(cfg), info.world_size,
+    )
+    start_epoch, start_batch, step = 0, 0, 0
+    if resume_state is not None:
+        start_epoch, step = restore_training_state(resume_state, optimizer, scheduler, amp, ema, tracker)
+        start_batch = trainer.resume(resume_state, same_data=not resume_differences(resume_state, to_dict(cfg), info.world_size))
+        del resume_state
     try:
-        for epoch in range(start_epoch, epochs):
-            if tracker.should_stop or (step_limit is not None and step >= step_limit):  # also when resuming a finished run
-                break
-            train_loader.sampler.set_epoch(epoch)
-            stats = train_one_epoch(
-                model, train_loader, criterion, optimizer, scheduler, amp, info.device, epoch, step, writer,
-                num_batches=len(train_loader), accumulate=cfg.train.accumulate, clip_grad_norm=cfg.train.clip_grad_norm,
-                clip_grad_value=cfg.train.clip_grad_value, log_every=cfg.train.log_every, show_progress=info.is_main,
-                ema=ema, max_steps=step_limit,
-            )
-            step = int(stats.pop("global_step"))
-            log.info("epoch %d train: %s", epoch, format_metrics(stats))
-            is_best = False
-            if should_validate(epoch, cfg.eval.every, epochs, step_limit is not None and step >= step_limit):
-                broadcast_buffers(model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
-                results = evaluate(without_ddp(model), val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
-                if ema is not None:  # the average is evaluated alongside the raw weights
-                    ema_results = evaluate(ema.module, val_loader, criterion, metric, amp, info.device, len(val_loader), info.is_main)
-                    results.update({f"ema_{k}": v for k, v in ema_results.items()})
-                log.info("epoch %d val: %s", epoch, format_metrics(results))
-                writer.scalars("val", results, epoch)
-                writer.metrics({"split": "val", "epoch": epoch, **results})
-                is_best = tracker.update(monitored_value(results, monitor), epoch)
-                if tracker.should_stop:
-                    log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, monitor, tracker.evals_since_best)
-            if info.is_main:
-                state = checkpoint_state(model, optimizer, scheduler, amp, ema, cfg, epoch + 1, step, tracker.state_dict())
-                atomic_save(state, ckpt_dir / "last.pt")
-                if is_best:
-                    atomic_save(state, ckpt_dir / "best.pt")
-            barrier()
+        trainer.fit(start_epoch, start_batch, step)
         check_replicas(model)
         best_path = ckpt_dir / "best.pt"
         log.info("best %s=%s at epoch %s; testing %s", monitor, tracker.value, tracker.epoch, best_path)
@@ -192,7 +164,7 @@ def test(cfg: Config, info: DistInfo, checkpoint: str) -> Dict[str, float]:
     try:
         model.load_state_dict(state_dict_of(state))  # the EMA weights when the run selected with them
     except RuntimeError as err:
-        raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}': {str(err).splitlines()[0]} (see the config it was saved with)") from err
+        raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, state_dict_of(state))}); it was saved by another network, see the config it was saved with") from err
     model.to(info.device)
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
@@ -215,9 +187,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         setup_logging(cfg.output_dir, info.rank)
         log.info("framework %s, torch %s, %d process(es), device %s", __version__, torch.__version__, info.world_size, info.device)
         if args.mode == "train":
-            train(cfg, info, args.resume)
+            train(cfg, info, args.resume or args.resume_force, args.resume_force)
         else:
             test(cfg, info, args.checkpoint)
+    except Preempted as stop:
+        print(f"stopped: {stop}", file=sys.stderr, flush=True)
+        cleanup()
+        return PREEMPTED_EXIT
     except USER_ERRORS as err:
         if args.debug and not is_dist():
             raise

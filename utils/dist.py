@@ -50,6 +50,22 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
+def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> Dict[str, Any]:
+    """After a ``torchrun --max-restarts`` restart, the launcher's store under a per-attempt prefix.
+
+    The restarted workers join through the same store as the failed attempt, whose
+    keys (the gloo addresses of the dead processes among them) are still there; a
+    new worker could read one and fail with "connection refused".
+    """
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if attempt == 0:
+        return {}
+    from torch.distributed.rendezvous import rendezvous
+
+    store, _, _ = next(rendezvous("env://", rank, world_size, timeout=timeout))
+    return {"store": dist.PrefixStore(f"restart{attempt}/", store), "rank": rank, "world_size": world_size}
+
+
 def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int = 1800) -> DistInfo:
     """Join the process group the launcher described, or run as one process."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -59,9 +75,11 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
     if world_size > 1 and not dist.is_initialized():
         if backend == "auto":
             backend = "nccl" if dev.type == "cuda" else "gloo"
+        timeout = datetime.timedelta(seconds=timeout_s)
         dist.init_process_group(
             backend=backend,
-            timeout=datetime.timedelta(seconds=timeout_s),
+            timeout=timeout,
+            **_restart_store(rank, world_size, timeout),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
         log.info("process group: backend=%s rank=%d/%d local_rank=%d device=%s", backend, rank, world_size, local_rank, dev)
@@ -232,3 +250,13 @@ def check_replicas(model: torch.nn.Module) -> bool:
         return True
     log.error("replicas differ across ranks (sha256 per rank: %s)", ", ".join(d[:12] for d in digests))
     return False
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on at least one (a one-number all-reduce)."""
+    if not is_dist():
+        return bool(flag)
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
@@ -13,7 +14,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.batch import batch_size_of, to_device
-from utils.dist import all_reduce_sums
+from utils.dist import all_reduce_sums, any_rank
 from utils.log import RunWriter, progress
 from utils.metrics.base import Metric
 
@@ -21,7 +22,55 @@ log = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or inf."""
+    """The loss became NaN or inf (``train.nonfinite=stop``, or too many skips in a row)."""
+
+
+class NonFinitePolicy:
+    """``train.nonfinite``: ``stop`` at the first NaN/inf loss, or ``skip`` the step, up to
+    ``max_skips`` consecutive ones. The count survives epochs and resumes (``state_dict``)."""
+
+    def __init__(self, mode: str = "stop", max_skips: int = 10) -> None:
+        if mode not in ("stop", "skip"):
+            raise ValueError(f"train.nonfinite must be 'stop' or 'skip', got '{mode}'")
+        self.mode, self.max_skips, self.consecutive, self.total = mode, int(max_skips), 0, 0
+
+    def is_bad(self, loss: torch.Tensor) -> bool:
+        """Whether to skip this micro-batch; under ``skip`` all ranks agree, so none desyncs."""
+        bad = not bool(torch.isfinite(loss.detach()).all())
+        return any_rank(bad) if self.mode == "skip" else bad
+
+    def on_bad(self, loss: torch.Tensor, epoch: int, step: int) -> None:
+        hint = "lower optim.lr, enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
+        if self.mode == "stop":
+            raise NonFiniteLossError(f"loss is {loss.item()} at epoch {epoch}, step {step} (train.nonfinite=stop); {hint}")
+        self.consecutive += 1
+        self.total += 1
+        if self.consecutive > self.max_skips:
+            raise NonFiniteLossError(f"non-finite loss in {self.consecutive} consecutive steps at epoch {epoch}, step {step} (train.max_nonfinite_skips={self.max_skips}); {hint}")
+        log.warning("loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)", loss.item(), epoch, step, self.consecutive, self.max_skips)
+
+    def on_good(self) -> None:
+        self.consecutive = 0
+
+    def state_dict(self) -> Dict[str, int]:
+        return {"consecutive": self.consecutive, "total": self.total}
+
+    def load_state_dict(self, state: Dict[str, int]) -> None:
+        self.consecutive, self.total = int(state.get("consecutive", 0)), int(state.get("total", 0))
+
+
+_CHANNELS = re.compile(r"expected input\[([^\]]*)\] to have (\d+) channels, but got (\d+) channels")
+
+
+def input_error(err: RuntimeError) -> Exception:
+    """A first-batch channel mismatch as a ValueError saying what to change; other errors unchanged."""
+    match = _CHANNELS.search(str(err))
+    if not match:
+        return err
+    return ValueError(
+        f"the data has {match.group(3)} channel(s) per input but the network's first layer expects {match.group(2)}; "
+        "set the backbone's in_channels (e.g. model.args.backbone_args={in_channels: " + match.group(3) + "}) or change the data"
+    )
 
 
 def train_one_epoch(
@@ -43,6 +92,9 @@ def train_one_epoch(
     show_progress: bool = True,
     ema: Optional[Any] = None,
     max_steps: Optional[int] = None,
+    start_batch: int = 0,
+    on_step: Optional[Callable[[int, int], bool]] = None,
+    nonfinite: Optional[NonFinitePolicy] = None,
 ) -> Dict[str, float]:
     """One pass over ``loader``; returns the mean loss, throughput and the new global step.
 
@@ -52,13 +104,21 @@ def train_one_epoch(
     before one step; DDP synchronizes only on the last. ``ema`` (a ModelEma)
     follows the weights after each step taken; the epoch ends early once
     ``global_step`` reaches ``max_steps``.
+
+    A resumed epoch passes ``start_batch`` (batches consumed before; ``loader``
+    yields the rest) so accumulation groups line up with the first run.
+    ``on_step(batches consumed, global_step)`` runs after each optimizer step
+    (checkpoints, preemption); True ends the epoch there (``stopped`` is 1).
+    ``nonfinite`` decides what a NaN/inf loss does (default: stop).
     """
     model.train()
-    loss_sum, samples, steps_taken = 0.0, 0, 0
+    nonfinite = nonfinite or NonFinitePolicy()
+    loss_sum, samples, steps_taken, stopped, group_bad = 0.0, 0, 0, False, False
     start = time.perf_counter()
-    bar = progress(loader, num_batches, f"epoch {epoch}", show_progress)
+    total = None if num_batches is None else num_batches - start_batch
+    bar = progress(loader, total, f"epoch {epoch}", show_progress)
     optimizer.zero_grad(set_to_none=True)
-    for i, (inputs, targets) in enumerate(bar):
+    for i, (inputs, targets) in enumerate(bar, start=start_batch):
         inputs, targets = to_device(inputs, device), to_device(targets, device)
         last_micro = (i + 1) % accumulate == 0 or (num_batches is not None and i + 1 == num_batches)
         group_start = i - i % accumulate
@@ -66,21 +126,26 @@ def train_one_epoch(
         sync = contextlib.nullcontext() if last_micro or not hasattr(model, "no_sync") else model.no_sync()
         with sync:
             with amp.autocast():
-                outputs = model(inputs)
+                try:
+                    outputs = model(inputs)
+                except RuntimeError as err:
+                    raise (input_error(err) if i == start_batch else err) from err
                 loss = criterion(outputs, targets)
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"loss is {loss.item()} at epoch {epoch}, step {global_step}; lower optim.lr, "
-                    "enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
-                )
-            amp.backward(loss / group_size)  # the step sees the mean over the group
-        n = batch_size_of(inputs)
-        loss_sum += loss.item() * n
-        samples += n
+            if nonfinite.is_bad(loss):
+                nonfinite.on_bad(loss, epoch, global_step)
+                group_bad = True  # the whole accumulation group is dropped
+            else:
+                amp.backward(loss / group_size)  # the step sees the mean over the group
+                n = batch_size_of(inputs)
+                loss_sum += loss.item() * n
+                samples += n
         if not last_micro:
             continue
-        taken = amp.step(optimizer, clip_grad_norm, clip_grad_value)
+        taken = not group_bad and amp.step(optimizer, clip_grad_norm, clip_grad_value)
         optimizer.zero_grad(set_to_none=True)
+        if not group_bad:
+            nonfinite.on_good()
+        group_bad = False
         if taken:
             scheduler.step()
             steps_taken += 1
@@ -92,6 +157,9 @@ def train_one_epoch(
             writer.scalars("train", {"loss": loss.item(), "lr": lr}, global_step)
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}")
+        if on_step is not None and on_step(i + 1, global_step):
+            stopped = True
+            break
         if max_steps is not None and global_step >= max_steps:
             break
     elapsed = time.perf_counter() - start
@@ -103,6 +171,7 @@ def train_one_epoch(
     }
     writer.scalars("train_epoch", stats, epoch)
     stats["global_step"] = global_step
+    stats["stopped"] = float(stopped)
     return stats
 
 

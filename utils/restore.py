@@ -4,37 +4,44 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from torch import nn
 
-from utils.checkpoint import CheckpointError, load_file, load_weights
+from utils.checkpoint import CheckpointError, load_weights
+from utils.checkpoint_store import CheckpointStore, load_verified
 from utils.config import ModelConfig
 from utils.control import BestTracker
-from utils.dist import barrier, broadcast_object
+from utils.dist import barrier, broadcast_object, get_rank
 from utils.ema import ModelEma
+from utils.resume_guard import weight_mismatch
 
 log = logging.getLogger(__name__)
 
 
 def find_resume(ckpt_dir: Path, resume: bool, auto_resume: bool) -> Optional[Path]:
-    """``last.pt`` when ``--resume`` asks for it (it must exist) or ``train.auto_resume`` finds it.
+    """The newest usable checkpoint when ``--resume`` asks for one (it must exist) or
+    ``train.auto_resume`` finds one; a corrupt newest file falls back to the one before.
 
     Every rank takes rank 0's answer, after a barrier, so all resume from the same
     file and none reads one that is still being written.
     """
-    last = Path(ckpt_dir) / "last.pt"
     if not (resume or auto_resume):
         return None
     barrier()
-    if broadcast_object(last.is_file()):
-        return last
+    found = None
+    if get_rank() == 0:
+        latest = CheckpointStore(Path(ckpt_dir)).latest_usable()
+        found = str(latest) if latest else None
+    found = broadcast_object(found)
+    if found is not None:
+        return Path(found)
     if resume:
-        raise CheckpointError(f"--resume: no checkpoint at '{last}'; train without --resume first")
+        raise CheckpointError(f"--resume: no checkpoint in '{ckpt_dir}'; train without --resume first")
     return None
 
 
-def init_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path]) -> Optional[Dict[str, Any]]:
+def init_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], guard: Optional[Callable[[Dict[str, Any]], Any]] = None) -> Optional[Dict[str, Any]]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 
     1. a resume checkpoint: all of its weights (the rest of its state is
@@ -44,14 +51,19 @@ def init_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path]
        dropped and keep the network's init, unless ``model.pretrained_strict``;
     3. otherwise the network's own initialisation.
 
+    ``guard(state)`` checks a resume checkpoint before its weights are loaded.
     Returns the resume checkpoint, or None.
     """
     if resume_path is not None:
-        state = load_file(resume_path)
+        state = load_verified(Path(resume_path))
+        if guard is not None:
+            guard(state)
+        if not isinstance(state.get("model"), dict):
+            raise CheckpointError(f"cannot resume from '{resume_path}': it has no 'model' entry; it is not a checkpoint of this framework")
         try:
             model.load_state_dict(state["model"])
-        except (KeyError, RuntimeError) as err:
-            raise CheckpointError(f"cannot resume from '{resume_path}': it does not fit network '{cfg.name}' ({str(err).splitlines()[0]}); move it away to start afresh") from err
+        except RuntimeError as err:
+            raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, state['model'])}); move it away to start afresh") from err
         log.info("weights: resumed from %s (epoch %s)%s", resume_path, state.get("epoch"), "; model.pretrained is not used" if cfg.pretrained else "")
         return state
     if cfg.pretrained:

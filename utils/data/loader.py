@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional
 
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
 from utils.config import DataConfig
 from utils.data.prefetch import PrefetchLoader, resolve_mode
-from utils.data.samplers import ShardSampler
+from utils.data.samplers import ResumableSampler, ShardSampler
 from utils.data.transforms import build_transforms
 from utils.registry import DATASETS
 
@@ -45,8 +45,9 @@ def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch
 def build_train_loader(
     dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None
 ) -> PrefetchLoader:
-    """Shuffled per epoch by a seeded ``DistributedSampler`` (also with one process,
-    so the order depends only on seed and epoch: reproducible and resumable).
+    """Shuffled per epoch by a seeded ``ResumableSampler`` (a ``DistributedSampler``, also
+    with one process, so the order depends only on seed and epoch: reproducible, and a
+    resume can skip the batches an epoch had consumed).
 
     Wrapped in the configured prefetcher (``data.prefetch``); ``len()`` and
     ``.sampler.set_epoch()`` work as on the DataLoader. ``data.loader=dali``
@@ -57,9 +58,10 @@ def build_train_loader(
         from utils.data.dali import build_dali_loader
 
         return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device)
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
+    sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
-    loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, **_loader_options(dataset, cfg, mode))
+    loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, generator=generator, **_loader_options(dataset, cfg, mode))
     return _prefetching(loader, cfg, mode, device)
 
 

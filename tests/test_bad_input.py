@@ -1,0 +1,104 @@
+"""Bad input gets one ``error:`` line naming the problem and the fix, exit code 2, no traceback.
+
+Each case is a row of the README's "Reliability" table.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import main
+from tests.conftest import fast_overrides
+
+SMALL = "model.args.backbone_args={widths: [8, 16]}"
+
+
+def image_tree(root: Path, bad: bool = False) -> Path:
+    """``root/{train,val}/{a,b}/*.png``, 8x8 RGB; ``bad`` adds a file that is not an image."""
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for label in ("a", "b"):
+            folder = root / split / label
+            folder.mkdir(parents=True)
+            for i in range(3):
+                Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+    if bad:
+        (root / "train" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
+    return root
+
+
+def rgb_folder(root: Path, *extra: str) -> List[str]:
+    return ["data.name=image_folder", f"data.root={root}", "model.input_size=[3,8,8]", "model.args={num_classes: 2, backbone: small_cnn, backbone_args: {in_channels: 3, widths: [8]}}", "data.batch_size=2", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A finished 1-epoch digits run to resume or test against."""
+    out = tmp_path_factory.mktemp("trained")
+    assert main.main(fast_overrides(out, "run", epochs=1)) == 0
+    return out
+
+
+def _corrupt_all(ckpt_dir: Path) -> None:
+    for path in ckpt_dir.glob("*.pt"):
+        path.write_bytes(path.read_bytes()[:100])
+
+
+# name -> (arguments given the tmp folder and the trained run's output root, expected message)
+CASES: Dict[str, tuple] = {
+    "unknown network": (lambda tmp, run: ["model.name=resnet_typo"], r"unknown network 'resnet_typo'; known: classifier"),
+    "unknown loss": (lambda tmp, run: ["loss=[{name: focal_typo}]"], r"unknown loss 'focal_typo'; known: .*cross_entropy"),
+    "unknown config key": (lambda tmp, run: ["train.epoch=3"], r"unknown config key 'train.epoch'; did you mean 'train.epochs'\?"),
+    "wrong value type": (lambda tmp, run: ["train.epochs=three"], r"config key 'train.epochs' must be int, got 'three'"),
+    "missing data folder": (lambda tmp, run: rgb_folder(tmp / "nowhere"), r"data folder '.*nowhere/train' does not exist; expected <root>/train/<class>/<image>"),
+    "empty data folder": (lambda tmp, run: (tmp / "empty" / "train").mkdir(parents=True) or rgb_folder(tmp / "empty"), r"data folder '.*empty/train' holds no images"),
+    "unreadable image": (lambda tmp, run: rgb_folder(image_tree(tmp / "imgs", bad=True)), r"cannot read image '.*broken.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip"),
+    "wrong channel count": (lambda tmp, run: [SMALL.replace("widths", "in_channels: 3, widths")], r"the data has 1 channel\(s\) per input but the network's first layer expects 3; set the backbone's in_channels"),
+    "checkpoint path missing": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(tmp / "missing.pt")], r"checkpoint '.*missing.pt' does not exist; check the path"),
+    "corrupt checkpoint": (lambda tmp, run: (tmp / "c.pt").write_bytes(b"garbage") and ["--mode", "test", "--checkpoint", str(tmp / "c.pt")], r"checkpoint '.*c.pt' is corrupt or not a PyTorch file"),
+    "--resume without a checkpoint": (lambda tmp, run: ["--resume"], r"--resume: no checkpoint in '.*'; train without --resume first"),
+    "resume with a changed model": (lambda tmp, run: [*fast_overrides(run, "run", epochs=2), "--resume", "model.args.backbone_args={widths: [8, 32]}", "data.batch_size=32"],
+                                    r"cannot resume from '.*': the config changed the model or the data \(model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]; data.batch_size: 64 -> 32\); .*--resume-force"),
+    "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
+                                      r"does not fit network 'classifier' \(.*shape \(checkpoint vs network\): backbone.*\); it was saved by another network"),
+    "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
+}
+
+
+def _copy_corrupt(run: Path, tmp: Path) -> List[str]:
+    shutil.copytree(run / "run", tmp / "out" / "broken")
+    _corrupt_all(tmp / "out" / "broken" / "checkpoints")
+    return fast_overrides(tmp / "out", "broken", epochs=2)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_one_line_and_exit_code_2(case, tmp_path, trained, capsys):
+    make_args, expected = CASES[case]
+    args = make_args(tmp_path, trained)
+    if not any(a.startswith("experiment.output_root") for a in args):
+        args = [*fast_overrides(tmp_path / "out", "bad", epochs=1), *args]
+    assert main.main(args) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert re.search(expected, errors[0]), errors[0]
+    assert "Traceback" not in err
+
+
+def test_unreadable_images_are_skipped_with_a_warning_when_asked(tmp_path, caplog):
+    args = [*fast_overrides(tmp_path / "out", "skip", epochs=1), *rgb_folder(image_tree(tmp_path / "imgs", bad=True), "data.args={on_bad_sample: skip}")]
+    assert main.main(args) == 0
+    assert re.search(r"skipping unreadable image '.*broken.png'", caplog.text)
+
+
+def test_resume_force_accepts_a_changed_data_config(trained, caplog):
+    args = [*fast_overrides(trained, "run", epochs=2), "--resume-force", "data.batch_size=32"]
+    assert main.main(args) == 0
+    assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text

@@ -1,0 +1,87 @@
+"""Checkpoint files: keep the last K, fall back from a truncated or corrupt file, survive a failed write."""
+
+from __future__ import annotations
+
+
+import pytest
+import torch
+
+import main
+from tests.conftest import fast_overrides
+from utils.checkpoint import CheckpointError
+from utils.checkpoint_store import CheckpointStore, load_verified
+from utils.restore import find_resume
+
+
+def state(value: float) -> dict:
+    return {"model": {"w": torch.full((64, 64), value)}, "epoch": int(value)}
+
+
+def test_keeps_the_last_k_and_points_last_at_the_newest(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    for epoch in range(1, 5):
+        store.save(state(epoch), epoch, 0)
+    assert [p.name for p in store.numbered()] == ["epoch0004_batch000000.pt", "epoch0003_batch000000.pt"]
+    assert load_verified(tmp_path / "last.pt")["epoch"] == 4
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["epoch0003_batch000000.pt.sha256", "epoch0004_batch000000.pt.sha256", "last.pt.sha256"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog, damage):
+    store = CheckpointStore(tmp_path, keep=3)
+    store.save(state(1), 1, 0)
+    newest = store.save(state(2), 1, 5)
+    data = bytearray(newest.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    else:  # one flipped byte in the tensor data: the file still loads, the checksum catches it
+        data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    chosen = find_resume(tmp_path, resume=True, auto_resume=False)
+    assert chosen == tmp_path / "epoch0001_batch000000.pt"
+    assert load_verified(chosen)["epoch"] == 1
+    assert "checksum mismatch" in caplog.text and "falling back" in caplog.text
+
+
+def test_only_corrupt_checkpoints_is_one_clear_error(tmp_path):
+    store = CheckpointStore(tmp_path)
+    path = store.save(state(1), 1, 0)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="no usable checkpoint"):
+        find_resume(tmp_path, resume=True, auto_resume=False)
+
+
+def test_a_failed_write_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path)
+    first = store.save(state(1), 1, 0)
+
+    def disk_full(obj, fh, *args, **kwargs):
+        fh.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(CheckpointError, match=r"No space left on device.*'.*epoch0001_batch000000.pt' is intact"):
+        store.save(state(2), 2, 0)
+    monkeypatch.undo()
+    assert load_verified(first)["epoch"] == 1 and load_verified(tmp_path / "last.pt")["epoch"] == 1
+    assert [p.name for p in store.numbered()] == [first.name]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_run_whose_checkpoint_write_fails_stops_with_one_message(out_root, monkeypatch, capsys):
+    args = fast_overrides(out_root, "full", epochs=2)
+    assert main.main(args) == 0
+    ckpt_dir = out_root / "full" / "checkpoints"
+    before = load_verified(ckpt_dir / "last.pt")
+
+    def no_permission(obj, fh, *a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(torch, "save", no_permission)
+    assert main.main([*args, "train.epochs=3", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "error: could not write checkpoint" in err and "Permission denied" in err and "Traceback" not in err
+    monkeypatch.undo()
+    after = load_verified(ckpt_dir / "last.pt")
+    assert after["epoch"] == before["epoch"] == 2
+    assert all(torch.equal(after["model"][k], v) for k, v in before["model"].items())

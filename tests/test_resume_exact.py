@@ -1,0 +1,175 @@
+"""Exact resume: a run killed at a random step (mid-epoch included) and resumed ends
+bit-identical to an uninterrupted run, in one process and in 2 gloo processes; a
+killed rank under ``torchrun --max-restarts=1`` and SIGTERM preemption too."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, subprocess_env
+from tests.dist_utils import PYTHON, free_port
+from utils.preempt import PREEMPTED_EXIT
+
+# Dropout and a random crop draw from the global generators at every step: a resume that
+# did not restore them would diverge. 3 epochs of 22 steps, a checkpoint every 4 steps.
+SETTINGS = [
+    "train.epochs=3",
+    "data.batch_size=64",
+    "data.prefetch=none",
+    "model.args.backbone_args={widths: [8, 16]}",
+    "model.args.dropout=0.3",
+    "data.train_transforms=[{name: RandomCrop, size: 8, padding: 1}]",
+    "train.checkpoint_every_steps=4",
+    "train.keep_checkpoints=3",
+]
+TIMEOUT = 240
+
+
+def single(out: Path, name: str, *extra: str) -> List[str]:
+    return [PYTHON, "main.py", f"experiment.output_root={out}", f"experiment.name={name}", *SETTINGS, *extra]
+
+
+def torchrun(out: Path, name: str, *extra: str, restarts: int = 0) -> List[str]:
+    # The c10d rendezvous opens a new round on a restart (the static one would reuse stale
+    # gloo addresses of the dead round).
+    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--max-restarts={restarts}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{free_port()}", "main.py", f"experiment.output_root={out}", f"experiment.name={name}", *SETTINGS, *extra]
+
+
+def start(cmd: List[str]) -> subprocess.Popen:
+    env = subprocess_env()
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, expect: int = 0) -> str:
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"run hung:\n{out[-3000:]}")
+    assert proc.returncode == expect, out[-3000:]
+    return out
+
+
+def numbered(run: Path) -> List[Path]:
+    folder = run / "checkpoints"
+    return sorted(folder.glob("epoch*_batch*.pt")) if folder.is_dir() else []
+
+
+def wait_for_checkpoints(proc: subprocess.Popen, run: Path, count: int) -> None:
+    """Block until ``count`` numbered checkpoints were written (the run keeps going meanwhile)."""
+    seen: set = set()
+    deadline = time.monotonic() + TIMEOUT
+    while len(seen) < count:
+        assert proc.poll() is None, f"the run ended before {count} checkpoints:\n{proc.stdout.read()[-3000:]}"
+        assert time.monotonic() < deadline, "no checkpoint in time"
+        seen.update(p.name for p in numbered(run))
+        time.sleep(0.005)
+
+
+def outcome(run: Path) -> Dict[str, object]:
+    """Final weights (and EMA), optimizer state, and the last val and test rows."""
+    state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    last = {split: [r for r in rows if r["split"] == split][-1] for split in ("val", "test")}
+    for row in last.values():
+        row.pop("time", None)
+    return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["global_step"], "rows": last}
+
+
+def assert_identical(a: Dict[str, object], b: Dict[str, object]) -> None:
+    assert a["step"] == b["step"]
+    assert a["model"].keys() == b["model"].keys()
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    for index in a["optimizer"]:
+        for name, value in a["optimizer"][index].items():
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"][index][name])), (index, name)
+    assert a["rows"] == b["rows"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Dict[str, object]:
+    out = tmp_path_factory.mktemp("reference")
+    finish(start(single(out, "ref")))
+    return outcome(out / "ref")
+
+
+@pytest.fixture(scope="module")
+def reference_2ranks(tmp_path_factory) -> Dict[str, object]:
+    out = tmp_path_factory.mktemp("reference2")
+    finish(start(torchrun(out, "ref")))
+    return outcome(out / "ref")
+
+
+@pytest.mark.timeout(600)
+def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference):
+    count = random.Random().randint(1, 10)  # a random point of the first 2 epochs, often mid-epoch
+    proc = start(single(tmp_path, "killed"))
+    wait_for_checkpoints(proc, tmp_path / "killed", count)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    resumed = finish(start(single(tmp_path, "killed", "--resume")))
+    assert "training state restored" in resumed
+    assert_identical(outcome(tmp_path / "killed"), reference)
+
+
+@pytest.mark.timeout(600)
+def test_two_rank_job_killed_and_resumed_is_bit_identical(tmp_path, reference_2ranks):
+    proc = start(torchrun(tmp_path, "killed"))
+    wait_for_checkpoints(proc, tmp_path / "killed", random.Random().randint(2, 8))
+    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks
+    proc.wait(timeout=30)
+    finish(start(torchrun(tmp_path, "killed", "--resume")))
+    assert_identical(outcome(tmp_path / "killed"), reference_2ranks)
+
+
+def worker_pids(launcher: int) -> List[int]:
+    """The training processes under a torchrun launcher (those running main.py)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == launcher and b"main.py" in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_rank_restarts_under_max_restarts_and_ends_identical(tmp_path, reference_2ranks):
+    proc = start(torchrun(tmp_path, "restart", "train.auto_resume=true", restarts=1))
+    wait_for_checkpoints(proc, tmp_path / "restart", random.Random().randint(2, 6))
+    workers = worker_pids(proc.pid)
+    assert len(workers) == 2, workers
+    os.kill(max(workers), signal.SIGKILL)  # one rank dies; torchrun restarts the group
+    finish(proc)
+    assert "training state restored" in (tmp_path / "restart" / "log.txt").read_text()
+    assert_identical(outcome(tmp_path / "restart"), reference_2ranks)
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_checkpoints_exits_with_the_preemption_code_and_resumes_identically(tmp_path, reference):
+    proc = start(single(tmp_path, "term"))
+    wait_for_checkpoints(proc, tmp_path / "term", 2)
+    proc.send_signal(signal.SIGTERM)
+    out = finish(proc, expect=PREEMPTED_EXIT)
+    assert "received SIGTERM" in out and "stopped: stopped by SIGTERM" in out
+    finish(start(single(tmp_path, "term", "--resume")))
+    assert_identical(outcome(tmp_path / "term"), reference)

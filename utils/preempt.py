@@ -1,0 +1,64 @@
+"""Preemption: SIGTERM/SIGINT ask the run to checkpoint at the next step and leave.
+
+Schedulers (SLURM, Kubernetes, spot instances) send SIGTERM some time before
+they kill a job. The handler only sets a flag; the training loop looks at it at
+each optimizer-step boundary, where the state is consistent. Under DDP the flag
+is all-reduced (max) so every rank stops after the same step, even when the
+signal reached only some of them. The process then exits with PREEMPTED_EXIT.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import FrameType
+from typing import Dict, Optional
+
+from utils.dist import any_rank
+
+log = logging.getLogger(__name__)
+
+# 128 + SIGTERM: what a shell reports for a process ended by SIGTERM, so schedulers
+# and torchrun treat the exit as "stopped on request", not as a bug of the run.
+PREEMPTED_EXIT = 143
+
+
+class Preempted(Exception):
+    """Raised by the training loop after the preemption checkpoint was written."""
+
+    def __init__(self, signum: int, checkpoint: Optional[str]) -> None:
+        name = signal.Signals(signum).name if signum else "a peer rank's signal"
+        super().__init__(f"stopped by {name}; checkpoint '{checkpoint}' written; resume with --resume (or train.auto_resume=true)")
+        self.signum = signum
+
+
+class StopFlag:
+    """Installs SIGTERM/SIGINT handlers for its lifetime (a context manager)."""
+
+    def __init__(self, signals=(signal.SIGTERM, signal.SIGINT)) -> None:
+        self.signals = signals
+        self.signum = 0
+        self._previous: Dict[int, object] = {}
+
+    def _handler(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self.signum:  # a second signal: the user insists, stop without a checkpoint
+            raise KeyboardInterrupt
+        self.signum = signum
+        log.warning("received %s: saving a checkpoint at the next step boundary, then exiting with code %d", signal.Signals(signum).name, PREEMPTED_EXIT)
+
+    def __enter__(self) -> "StopFlag":
+        for sig in self.signals:
+            try:
+                self._previous[sig] = signal.signal(sig, self._handler)
+            except ValueError:  # not the main thread: signals cannot be caught here
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+    def agreed(self) -> bool:
+        """True on every rank when any rank received a signal (one small all-reduce under DDP)."""
+        return any_rank(bool(self.signum))

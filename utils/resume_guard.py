@@ -1,0 +1,83 @@
+"""Resume guards: a checkpoint continues only the run it was written by.
+
+Resuming with another model or another data shape silently trains something
+else (and a mid-epoch resume would skip the wrong samples), so those config
+keys, and the world size, must match; ``--resume-force`` overrides.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Mapping
+
+import torch
+
+from utils.checkpoint import CheckpointError
+
+log = logging.getLogger(__name__)
+
+# What fixes the network's parameters and the data each step sees.
+GUARDED = ("model.name", "model.args", "model.input_size", "data.name", "data.args", "data.batch_size", "seed")
+
+
+def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _leaves(value: Any, prefix: str) -> Dict[str, Any]:
+    if isinstance(value, Mapping) and value:
+        out: Dict[str, Any] = {}
+        for key, sub in value.items():
+            out.update(_leaves(sub, f"{prefix}.{key}"))
+        return out
+    return {prefix: list(value) if isinstance(value, tuple) else value}
+
+
+def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: Any, world_size: int) -> List[str]:
+    """``"key: checkpoint value -> current value"`` for every guarded key that differs."""
+    diffs = []
+    for key in GUARDED:
+        old, new = _leaves(_lookup(saved, key), key), _leaves(_lookup(current, key), key)
+        for leaf in sorted(set(old) | set(new)):
+            if old.get(leaf) != new.get(leaf):
+                diffs.append(f"{leaf}: {old.get(leaf)!r} -> {new.get(leaf)!r}")
+    if saved_world is not None and saved_world != world_size:
+        diffs.append(f"world size: {saved_world} -> {world_size}")
+    return diffs
+
+
+def resume_differences(state: Mapping[str, Any], current: Mapping[str, Any], world_size: int) -> List[str]:
+    """The guarded differences between a checkpoint's run and this one (none for a checkpoint without a config)."""
+    saved = state.get("config")
+    return config_differences(saved, current, state.get("world_size"), world_size) if isinstance(saved, Mapping) else []
+
+
+def check_resume_config(state: Mapping[str, Any], current: Mapping[str, Any], world_size: int, force: bool, path: Any) -> bool:
+    """CheckpointError naming the differing keys, unless ``force`` (then a warning).
+
+    Returns True when the data order of the checkpoint still holds (nothing differs).
+    """
+    diffs = resume_differences(state, current, world_size)
+    if not diffs:
+        return True
+    listing = "; ".join(diffs)
+    if not force:
+        raise CheckpointError(f"cannot resume from '{path}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
+    log.warning("--resume-force: resuming '%s' although %s", path, listing)
+    return False
+
+
+def weight_mismatch(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> str:
+    """What keeps ``weights`` from loading into ``model``: missing, unexpected and shape-mismatched keys."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in weights]
+    unexpected = [k for k in weights if k not in own]
+    shapes = [f"{k} {tuple(weights[k].shape)} vs {tuple(v.shape)}" for k, v in own.items() if k in weights and tuple(weights[k].shape) != tuple(v.shape)]
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape (checkpoint vs network)", shapes)):
+        if keys:
+            parts.append(f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''} ({len(keys)})")
+    return "; ".join(parts) or "no key differs"

@@ -1,0 +1,51 @@
+"""Capture and restore the random number generators a training step draws from.
+
+Dropout, data augmentation in the main process and ``random``/``numpy`` calls in
+user code all draw from process-global generators. Restoring the state captured
+at a checkpoint makes the continuation draw exactly what an uninterrupted run
+would have drawn from that point on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def capture_rng() -> Dict[str, Any]:
+    """The state of python's, numpy's, torch's CPU and every CUDA device's generator."""
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
+    }
+
+
+def restore_rng(state: Dict[str, Any]) -> None:
+    """Put back what ``capture_rng`` returned (CUDA states only for devices that exist here)."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    cuda: List[torch.Tensor] = state.get("cuda") or []
+    if cuda and torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        if len(cuda) != count:
+            log.warning("the checkpoint holds %d CUDA generator states, this process sees %d devices; restoring the first %d", len(cuda), count, min(len(cuda), count))
+        for index, value in enumerate(cuda[:count]):
+            torch.cuda.set_rng_state(value, index)
+
+
+def restore_rank_rng(states: Optional[List[Dict[str, Any]]], rank: int) -> bool:
+    """Restore rank ``rank``'s entry of the per-rank list a checkpoint keeps; False when it has none."""
+    if not states or rank >= len(states) or states[rank] is None:
+        log.warning("the checkpoint has no random state for rank %d; the random streams continue from the seed, so the run is not bit-identical to an uninterrupted one", rank)
+        return False
+    restore_rng(states[rank])
+    return True
