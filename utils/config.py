@@ -10,16 +10,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A bad config key or value; the message names the key and the fix."""
+from utils.typed_merge import ConfigError, merge_into, apply_override, parse_value  # noqa: F401 (ConfigError is re-exported)
 
 
 @dataclass
@@ -157,108 +154,6 @@ class Config:
         return Path(self.experiment.output_root) / self.experiment.name
 
 
-def _type_ok(value: Any, tp: Any) -> bool:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return True
-    if origin is Union:
-        return any(_type_ok(value, arg) for arg in typing.get_args(tp))
-    if tp is type(None):
-        return value is None
-    if origin in (list, List):
-        (item,) = typing.get_args(tp) or (Any,)
-        return isinstance(value, (list, tuple)) and all(_type_ok(v, item) for v in value)
-    if origin in (dict, Dict):
-        return isinstance(value, dict)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, tp)
-
-
-def _coerce(value: Any, tp: Any) -> Any:
-    if tp is float or (typing.get_origin(tp) is Union and float in typing.get_args(tp)):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-    if typing.get_origin(tp) in (list, List) and isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, Any]:
-    out = dict(target)
-    for key, value in updates.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_update(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _merge(section: Any, updates: Dict[str, Any], prefix: str) -> None:
-    """Write ``updates`` into the dataclass ``section``, checking keys and types.
-
-    A mapping given for a dict field (``model.args``) replaces it whole.
-    """
-    hints = typing.get_type_hints(type(section))
-    for key, value in updates.items():
-        path = f"{prefix}{key}"
-        if key not in hints:
-            hint = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.4)
-            fix = f"; did you mean '{prefix}{hint[0]}'?" if hint else f"; valid keys: {', '.join(hints)}"
-            raise ConfigError(f"unknown config key '{path}'{fix}")
-        tp = hints[key]
-        current = getattr(section, key)
-        if dataclasses.is_dataclass(current):
-            if not isinstance(value, dict):
-                raise ConfigError(f"config key '{path}' is a section; give a mapping of its keys, got {value!r}")
-            _merge(current, value, path + ".")
-            continue
-        if not _type_ok(value, tp):
-            raise ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
-        setattr(section, key, _coerce(value, tp))
-
-
-def _nest(dotted: str, value: Any) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    node = out
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
-    return out
-
-
-def apply_override(cfg: Config, dotted: str, value: Any) -> None:
-    """Set ``a.b.c = value``; a path that goes into a dict field (``model.args.num_classes``)
-    changes that one key and keeps the others."""
-    parts = dotted.split(".")
-    node: Any = cfg
-    for i, part in enumerate(parts):
-        prefix = ".".join(parts[:i]) + "." if i else ""
-        current = getattr(node, part, None) if part in typing.get_type_hints(type(node)) else None
-        rest = parts[i + 1 :]
-        if rest and isinstance(current, dict):
-            value, rest = _deep_update(current, _nest(".".join(rest), value)), []
-        if not rest or not dataclasses.is_dataclass(current):
-            _merge(node, _nest(".".join([part, *rest]), value), prefix)
-            return
-        node = current
-
-
-def parse_value(text: str) -> Any:
-    """Parse an override's value as YAML (``3`` -> int, ``[1,2]`` -> list, ``null`` -> None)."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
 def load_config(
     path: Optional[Union[str, Path]] = None,
     overrides: Optional[List[str]] = None,
@@ -267,7 +162,7 @@ def load_config(
     """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides."""
     cfg = Config()
     if base:
-        _merge(cfg, copy.deepcopy(base), "")
+        merge_into(cfg, copy.deepcopy(base), "")
     if path is not None:
         path = Path(path)
         if not path.is_file():
@@ -278,7 +173,7 @@ def load_config(
             raise ConfigError(f"config file '{path}' is not valid YAML: {err}") from err
         if not isinstance(data, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(data).__name__}")
-        _merge(cfg, data, "")
+        merge_into(cfg, data, "")
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError(f"override '{item}' must look like key.sub=value")
