@@ -87,8 +87,9 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     flops = count_flops(model, cfg.model.input_size) if info.is_main else float("nan")
     log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", cfg.model.name, total / 1e6, trainable / 1e6, flops / 1e9, cfg.model.input_size)
     resume_path = find_resume(ckpt_dir, resume, cfg.train.auto_resume)
+    config = to_dict(cfg)  # what checkpoints store and resume guards compare against
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
-    resume_state = init_weights(model, cfg.model, resume_path, lambda state: check_resume_config(state, to_dict(cfg), info.world_size, force, resume_path))
+    resume_state = init_weights(model, cfg.model, resume_path, lambda state: check_resume_config(state, config, info.world_size, force, resume_path))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, out / "config.yaml")
     model.to(info.device)
@@ -121,12 +122,12 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     trainer = Trainer(
         model, optimizer, scheduler, amp, ema, criterion, metric, train_loader, val_loader, writer, tracker,
         CheckpointStore(ckpt_dir, cfg.train.keep_checkpoints), NonFinitePolicy(cfg.train.nonfinite, cfg.train.max_nonfinite_skips),
-        options, info.device, to_dict(cfg), info.world_size,
+        options, info.device, config, info.world_size,
     )
     start_epoch, start_batch, step = 0, 0, 0
     if resume_state is not None:
         start_epoch, step = restore_training_state(resume_state, optimizer, scheduler, amp, ema, tracker)
-        start_batch = trainer.resume(resume_state, same_data=not resume_differences(resume_state, to_dict(cfg), info.world_size))
+        start_batch = trainer.resume(resume_state, same_data=not resume_differences(resume_state, config, info.world_size))
         del resume_state
     try:
         trainer.fit(start_epoch, start_batch, step)
