@@ -21,23 +21,41 @@ import torch
 
 from utils import __version__
 from utils.amp import Amp
-from utils.build import build_criterion, build_metric, build_network, count_flops, count_parameters
-from utils.checkpoint import CheckpointError, load_file, state_dict_of
-from utils.checkpoint_store import CheckpointStore
+from utils.checkpoint.files import CheckpointError, load_file
+from utils.checkpoint.guard import (
+    check_resume_config,
+    resume_differences,
+    weight_mismatch,
+)
+from utils.checkpoint.restore import find_resume, init_weights, restore_training_state
+from utils.checkpoint.store import CheckpointStore
+from utils.checkpoint.weights import state_dict_of
 from utils.config import Config, ConfigError, load_config, save_config, to_dict
-from utils.control import BestTracker, steps_per_epoch, training_length
 from utils.data import build_dataset, build_eval_loader, build_train_loader
-from utils.dist import DistInfo, check_replicas, cleanup, exit_now, init_distributed, is_dist, seed_everything, unwrap
-from utils.ema import build_ema
-from utils.engine import NonFiniteLossError, NonFinitePolicy, evaluate
-from utils.freeze import apply_freeze
+from utils.distributed.ops import is_dist
+from utils.distributed.parallel import convert_sync_bn, unwrap, without_ddp, wrap_model
+from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
+from utils.distributed.process_group import (
+    DistInfo,
+    cleanup,
+    exit_now,
+    init_distributed,
+)
+from utils.distributed.replicas import check_replicas
+from utils.distributed.seed import seed_everything
+from utils.engine.control import BestTracker, steps_per_epoch, training_length
+from utils.engine.evaluate import evaluate
+from utils.engine.nonfinite import NonFiniteLossError, NonFinitePolicy
+from utils.engine.trainer import LoopOptions, Trainer
 from utils.log import RunWriter, format_metrics, setup_logging
-from utils.optim import build_optimizer, build_scheduler
-from utils.parallel import convert_sync_bn, without_ddp, wrap_model
-from utils.preempt import PREEMPTED_EXIT, Preempted
-from utils.restore import find_resume, init_weights, restore_training_state
-from utils.resume_guard import check_resume_config, resume_differences, weight_mismatch
-from utils.trainer import LoopOptions, Trainer
+from utils.metrics import build_metric
+from utils.model.build import build_network
+from utils.model.criterion import build_criterion
+from utils.model.summary import count_flops, count_parameters
+from utils.optim.ema import build_ema
+from utils.optim.freeze import apply_freeze
+from utils.optim.optimizers import build_optimizer
+from utils.optim.schedules import build_scheduler
 
 log = logging.getLogger("main")
 

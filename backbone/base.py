@@ -7,7 +7,7 @@ from typing import List
 import torch
 from torch import nn
 
-from utils.grad_checkpoint import run_checkpointed
+from utils.model.grad_checkpoint import run_checkpointed
 
 
 class Backbone(nn.Module):

@@ -30,6 +30,6 @@ class Small3DCNN(Backbone):
         self.strides = [2 ** (i + 1) for i in range(len(widths))]  # spatial
         self.temporal_strides = [2**i for i in range(len(widths))]
         if pretrained:
-            from utils.checkpoint import load_weights
+            from utils.checkpoint.weights import load_weights
 
             load_weights(self, pretrained)

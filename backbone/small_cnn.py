@@ -25,6 +25,6 @@ class SmallCNN(Backbone):
         self.out_channels = list(widths)
         self.strides = [2**i for i in range(len(widths))]
         if pretrained:
-            from utils.checkpoint import load_weights
+            from utils.checkpoint.weights import load_weights
 
             load_weights(self, pretrained)

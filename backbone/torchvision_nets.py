@@ -18,7 +18,7 @@ from utils.registry import BACKBONES
 def _load_torchvision(builder: Callable[..., nn.Module], pretrained: str) -> nn.Module:
     model = builder(weights=None)
     if pretrained:
-        from utils.checkpoint import load_weights
+        from utils.checkpoint.weights import load_weights
 
         load_weights(model, pretrained)
     return model

@@ -23,7 +23,7 @@ class VideoResNetBackbone(Backbone):
         temporal = [1, 1, 1, 1, 1] if arch == "mc3_18" else [1, 1, 2, 4, 8]
         net = getattr(torchvision.models.video, arch)(weights=None)
         if pretrained:
-            from utils.checkpoint import load_weights
+            from utils.checkpoint.weights import load_weights
 
             load_weights(net, pretrained)  # torchvision's keys: load before the net is split into stages
         if in_channels != 3:

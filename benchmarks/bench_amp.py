@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import ratios, row  # noqa: E402
 from utils.amp import Amp  # noqa: E402
 from utils.config import AmpConfig  # noqa: E402
 from utils.registry import NETWORKS  # noqa: E402
-from benchmarks.common import ratios, row  # noqa: E402
 
 LEVELS = ("O0", "O1", "O2")
 

@@ -43,7 +43,7 @@ def _train(model: nn.Module, data: List) -> float:
     """Seconds for one pass of the framework loop over ``data``."""
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine import train_one_epoch
+    from utils.engine.epoch import train_one_epoch
     from utils.log import RunWriter
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)

@@ -17,11 +17,11 @@ import torch.nn.functional as F
 
 from benchmarks.common import batches, interleaved, max_abs_diff, ratios, row, timed
 from utils.amp import Amp
-from utils.build import build_criterion
 from utils.config import AmpConfig, ScheduleConfig
-from utils.engine import train_one_epoch
+from utils.engine.epoch import train_one_epoch
 from utils.log import RunWriter
-from utils.optim import build_scheduler, lr_factor_fn
+from utils.model.criterion import build_criterion
+from utils.optim.schedules import build_scheduler, lr_factor_fn
 from utils.registry import NETWORKS
 
 DEVICE = torch.device("cpu")

@@ -20,7 +20,7 @@ from benchmarks.common import batches, interleaved, ratios, row, timed
 from utils.amp import Amp
 from utils.config import AmpConfig
 from utils.data.prefetch import PrefetchLoader
-from utils.engine import train_one_epoch
+from utils.engine.epoch import train_one_epoch
 from utils.log import RunWriter
 from utils.registry import NETWORKS
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from module.conv import ConvBNAct
-from utils.grad_checkpoint import run_checkpointed
+from utils.model.grad_checkpoint import run_checkpointed
 from utils.registry import BACKBONES
 
 

@@ -47,7 +47,7 @@ def main(out: str) -> None:
 
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine import train_one_epoch
+    from utils.engine.epoch import train_one_epoch
     from utils.log import RunWriter
 
     torch.set_num_threads(1)

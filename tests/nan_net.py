@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import torch
 
 from network.classifier import Classifier
-from utils.dist import get_rank
+from utils.distributed.ops import get_rank
 from utils.registry import NETWORKS
 
 

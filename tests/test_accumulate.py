@@ -11,7 +11,7 @@ from tests import accumulate_worker as worker
 from tests.conftest import ROOT, subprocess_env
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.engine import train_one_epoch
+from utils.engine.epoch import train_one_epoch
 from utils.log import RunWriter
 
 

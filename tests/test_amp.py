@@ -11,7 +11,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from utils.amp import Amp, LossScaler, apex_amp_available
 from utils.amp.apex_backend import ApexAmp
 from utils.amp.native import NativeAmp
-from utils.checkpoint import atomic_save, load_file
+from utils.checkpoint.files import atomic_save, load_file
 from utils.config import AmpConfig, ConfigError, load_config
 from utils.registry import NETWORKS
 

@@ -12,7 +12,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.amp import apex_amp_available
-from utils.checkpoint import load_file
+from utils.checkpoint.files import load_file
 from utils.registry import NETWORKS
 
 
@@ -87,7 +87,7 @@ def test_resume_continues_the_loss_scale_and_the_fp32_masters(out_root):
     model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [8, 16]})
     names = {id(p): n for n, p in model.named_parameters()}
     bn = {id(p) for m in model.modules() if isinstance(m, _BatchNorm) for p in m.parameters()}
-    from utils.optim import param_groups
+    from utils.optim.optimizers import param_groups
 
     order = [names[id(p)] for g in param_groups(model, 1e-4) for p in g["params"] if id(p) not in bn]
     masters = resumed["amp"]["master_params"]

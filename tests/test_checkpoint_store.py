@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
 import main
 from tests.conftest import fast_overrides
-from utils.checkpoint import CheckpointError
-from utils.checkpoint_store import CheckpointStore, load_verified
-from utils.restore import find_resume
+from utils.checkpoint.files import CheckpointError
+from utils.checkpoint.restore import find_resume
+from utils.checkpoint.store import CheckpointStore, load_verified
 
 
 def state(value: float) -> dict:

@@ -17,13 +17,16 @@ import main
 from tests.conftest import ROOT, subprocess_env
 from tests.dist_utils import PYTHON, free_port, launch, run, torchrun
 from utils.amp import Amp
-from utils.build import build_criterion, build_metric, build_network
-from utils.checkpoint import load_file
+from utils.checkpoint.files import load_file
 from utils.config import DistConfig, load_config
 from utils.data import build_dataset
-from utils.dist import DistInfo, state_checksum
-from utils.engine import evaluate
-from utils.parallel import wrap_model
+from utils.distributed.parallel import wrap_model
+from utils.distributed.process_group import DistInfo
+from utils.distributed.replicas import state_checksum
+from utils.engine.evaluate import evaluate
+from utils.metrics import build_metric
+from utils.model.build import build_network
+from utils.model.criterion import build_criterion
 
 # 32 per rank: the global batch of 2 ranks is the single-process default of 64
 EPOCHS = 6

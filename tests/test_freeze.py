@@ -8,10 +8,10 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.config import AmpConfig, ConfigError, OptimConfig
-from utils.engine import train_one_epoch
-from utils.freeze import apply_freeze
+from utils.engine.epoch import train_one_epoch
 from utils.log import RunWriter
-from utils.optim import build_optimizer
+from utils.optim.freeze import apply_freeze
+from utils.optim.optimizers import build_optimizer
 from utils.registry import NETWORKS
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from tests.conftest import ROOT, fast_overrides, subprocess_env
-from utils.grad_checkpoint import frozen_running_stats
+from utils.model.grad_checkpoint import frozen_running_stats
 from utils.registry import NETWORKS
 
 

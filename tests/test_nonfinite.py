@@ -11,7 +11,7 @@ import torch
 import main
 from tests.conftest import fast_overrides
 from tests.dist_utils import run, torchrun
-from utils.checkpoint_store import CheckpointStore, load_verified
+from utils.checkpoint.store import CheckpointStore, load_verified
 
 NAN = ["custom_imports=[tests.nan_net]", "model.name=nan_classifier"]
 

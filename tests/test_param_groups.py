@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from utils.config import ConfigError, OptimConfig, ScheduleConfig
-from utils.optim import build_optimizer, build_scheduler, lr_factor_fn
+from utils.optim.optimizers import build_optimizer
+from utils.optim.schedules import build_scheduler, lr_factor_fn
 from utils.registry import BACKBONES, NETWORKS
 
 

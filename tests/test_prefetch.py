@@ -85,7 +85,7 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
 
 @pytest.mark.timeout(20)
 def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
-    from utils.engine import train_one_epoch
+    from utils.engine.epoch import train_one_epoch
 
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=10, delay=0.001), batch_size=4), "thread", depth=2)
     model = torch.nn.Linear(2, 40)

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from utils.checkpoint.guard import config_differences
+from utils.checkpoint.rng import capture_rng, restore_rank_rng
 from utils.data.samplers import ResumableSampler
-from utils.resume_guard import config_differences
-from utils.rng import capture_rng, restore_rank_rng
 
 
 def draws():

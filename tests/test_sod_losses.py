@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils.build import build_criterion
+from utils.model.criterion import build_criterion
 from utils.registry import LOSSES
 
 BIG = 40.0  # sigmoid(+-BIG) is 0 or 1 to float32 precision

@@ -4,10 +4,10 @@ pysodmetrics run directly on the same arrays; exact aggregation over split shard
 import warnings
 
 import numpy as np
+import py_sod_metrics as psm
 import pytest
 import torch
 
-import py_sod_metrics as psm
 from utils.metrics.sod import SODMetrics, saliency_maps
 from utils.registry import METRICS
 

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from tests.dist_utils import spawn
-from utils.dist import all_reduce_sums
-from utils.sync_bn import CPUSyncBatchNorm, convert_batchnorm
+from utils.distributed.ops import all_reduce_sums
+from utils.distributed.sync_bn import CPUSyncBatchNorm, convert_batchnorm
 
 # (rows per rank, feature shape after N, momentum)
 CASES: List[Tuple[Sequence[int], Tuple[int, ...], Optional[float]]] = [

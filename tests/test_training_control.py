@@ -10,12 +10,14 @@ from torch import nn
 import main
 from tests.conftest import fast_overrides
 from utils.amp import Amp
-from utils.build import build_criterion, build_metric, build_network
 from utils.config import AmpConfig, ConfigError, load_config
-from utils.control import BestTracker
 from utils.data import build_dataset, build_eval_loader
-from utils.ema import ModelEma
-from utils.engine import evaluate
+from utils.engine.control import BestTracker
+from utils.engine.evaluate import evaluate
+from utils.metrics import build_metric
+from utils.model.build import build_network
+from utils.model.criterion import build_criterion
+from utils.optim.ema import ModelEma
 
 
 def rows(run, split="val"):

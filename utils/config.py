@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Union
 
 import yaml
 
-from utils.typed_merge import ConfigError, merge_into, apply_override, parse_value  # noqa: F401 (ConfigError is re-exported)
+from utils.typed_merge import ConfigError, apply_override, merge_into, parse_value  # noqa: F401 (ConfigError is re-exported)
 
 
 @dataclass

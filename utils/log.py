@@ -57,7 +57,9 @@ class RunWriter:
         self._tb = None
         self._metrics_path = None
         if self.enabled:
-            from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
+            from torch.utils.tensorboard import (
+                SummaryWriter,  # heavy import, rank 0 only
+            )
 
             self._tb = SummaryWriter(log_dir=str(output_dir / "tb"))
             self._metrics_path = output_dir / "metrics.jsonl"

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple
 import torch
 from prefetch_generator import BackgroundGenerator
 
-from utils.batch import to_device
+from utils.data.batch import to_device
 
 log = logging.getLogger(__name__)
 

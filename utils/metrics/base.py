@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 
-from utils.dist import all_reduce_sums
+from utils.distributed.ops import all_reduce_sums
 
 
 class Metric:

@@ -16,7 +16,7 @@ from typing import Any, Dict, Sequence
 import torch
 import torch.nn.functional as F
 
-from utils.dist import all_gather_objects
+from utils.distributed.ops import all_gather_objects
 from utils.metrics.base import Metric
 from utils.registry import METRICS
 

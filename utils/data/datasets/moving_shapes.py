@@ -12,7 +12,6 @@ so a single frame says nothing about the class; the order of frames does.
 from __future__ import annotations
 
 import argparse
-
 import math
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence

@@ -14,7 +14,7 @@ import signal
 from types import FrameType
 from typing import Dict, Optional
 
-from utils.dist import any_rank
+from utils.distributed.ops import any_rank
 
 log = logging.getLogger(__name__)
 

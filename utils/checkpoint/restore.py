@@ -8,13 +8,14 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from torch import nn
 
-from utils.checkpoint import CheckpointError, load_weights
-from utils.checkpoint_store import CheckpointStore, load_verified
+from utils.checkpoint.files import CheckpointError
+from utils.checkpoint.guard import weight_mismatch
+from utils.checkpoint.store import CheckpointStore, load_verified
+from utils.checkpoint.weights import load_weights
 from utils.config import ModelConfig
-from utils.control import BestTracker
-from utils.dist import barrier, broadcast_object, get_rank
-from utils.ema import ModelEma
-from utils.resume_guard import weight_mismatch
+from utils.distributed.ops import barrier, broadcast_object, get_rank
+from utils.engine.control import BestTracker
+from utils.optim.ema import ModelEma
 
 log = logging.getLogger(__name__)
 

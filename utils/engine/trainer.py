@@ -18,14 +18,23 @@ from typing import Any, Dict, Optional
 import torch
 
 from utils import __version__
-from utils.checkpoint_store import CheckpointStore
-from utils.control import BestTracker, monitored_value, should_validate
-from utils.dist import all_gather_objects, any_rank, barrier, broadcast_buffers, get_rank, is_main, unwrap
-from utils.engine import NonFiniteLossError, NonFinitePolicy, evaluate, train_one_epoch
+from utils.checkpoint.rng import capture_rng, restore_rank_rng
+from utils.checkpoint.store import CheckpointStore
+from utils.distributed.ops import (
+    all_gather_objects,
+    any_rank,
+    barrier,
+    get_rank,
+    is_main,
+)
+from utils.distributed.parallel import unwrap, without_ddp
+from utils.distributed.preempt import Preempted, StopFlag
+from utils.distributed.replicas import broadcast_buffers
+from utils.engine.control import BestTracker, monitored_value, should_validate
+from utils.engine.epoch import train_one_epoch
+from utils.engine.evaluate import evaluate
+from utils.engine.nonfinite import NonFiniteLossError, NonFinitePolicy
 from utils.log import RunWriter, format_metrics
-from utils.parallel import without_ddp
-from utils.preempt import Preempted, StopFlag
-from utils.rng import capture_rng, restore_rank_rng
 
 log = logging.getLogger(__name__)
 

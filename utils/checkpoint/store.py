@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.checkpoint import CheckpointError, atomic_save, load_file
+from utils.checkpoint.files import CheckpointError, atomic_save, load_file
 
 log = logging.getLogger(__name__)
 

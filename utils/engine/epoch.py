@@ -1,4 +1,4 @@
-"""The training and evaluation loops, written once for 1 or N processes."""
+"""One training epoch, written once for 1 or N processes."""
 
 from __future__ import annotations
 
@@ -13,50 +13,11 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.batch import batch_size_of, to_device
-from utils.dist import all_reduce_sums, any_rank
+from utils.data.batch import batch_size_of, to_device
+from utils.engine.nonfinite import NonFinitePolicy
 from utils.log import RunWriter, progress
-from utils.metrics.base import Metric
 
 log = logging.getLogger(__name__)
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or inf (``train.nonfinite=stop``, or too many skips in a row)."""
-
-
-class NonFinitePolicy:
-    """``train.nonfinite``: ``stop`` at the first NaN/inf loss, or ``skip`` the step, up to
-    ``max_skips`` consecutive ones. The count survives epochs and resumes (``state_dict``)."""
-
-    def __init__(self, mode: str = "stop", max_skips: int = 10) -> None:
-        if mode not in ("stop", "skip"):
-            raise ValueError(f"train.nonfinite must be 'stop' or 'skip', got '{mode}'")
-        self.mode, self.max_skips, self.consecutive, self.total = mode, int(max_skips), 0, 0
-
-    def is_bad(self, loss: torch.Tensor) -> bool:
-        """Whether to skip this micro-batch; under ``skip`` all ranks agree, so none desyncs."""
-        bad = not bool(torch.isfinite(loss.detach()).all())
-        return any_rank(bad) if self.mode == "skip" else bad
-
-    def on_bad(self, loss: torch.Tensor, epoch: int, step: int) -> None:
-        hint = "lower optim.lr, enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
-        if self.mode == "stop":
-            raise NonFiniteLossError(f"loss is {loss.item()} at epoch {epoch}, step {step} (train.nonfinite=stop); {hint}")
-        self.consecutive += 1
-        self.total += 1
-        if self.consecutive > self.max_skips:
-            raise NonFiniteLossError(f"non-finite loss in {self.consecutive} consecutive steps at epoch {epoch}, step {step} (train.max_nonfinite_skips={self.max_skips}); {hint}")
-        log.warning("loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)", loss.item(), epoch, step, self.consecutive, self.max_skips)
-
-    def on_good(self) -> None:
-        self.consecutive = 0
-
-    def state_dict(self) -> Dict[str, int]:
-        return {"consecutive": self.consecutive, "total": self.total}
-
-    def load_state_dict(self, state: Dict[str, int]) -> None:
-        self.consecutive, self.total = int(state.get("consecutive", 0)), int(state.get("total", 0))
 
 
 _CHANNELS = re.compile(r"expected input\[([^\]]*)\] to have (\d+) channels, but got (\d+) channels")
@@ -173,43 +134,3 @@ def train_one_epoch(
     stats["global_step"] = global_step
     stats["stopped"] = float(stopped)
     return stats
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    loader: Iterable,
-    criterion: Optional[Callable[[Any, Any], torch.Tensor]],
-    metric: Metric,
-    amp: Amp,
-    device: torch.device,
-    num_batches: Optional[int] = None,
-    show_progress: bool = True,
-    on_batch: Optional[Callable[[Any, Any, Any], None]] = None,
-) -> Dict[str, float]:
-    """Metrics of ``model`` over ``loader``, reduced exactly over all ranks.
-
-    Each rank sees a disjoint shard; metrics and the loss are kept as sums and
-    counts and summed across ranks, so the result equals a single-process run.
-    ``on_batch(inputs, outputs, targets)`` lets a task save predictions.
-    """
-    model.eval()
-    metric.reset()
-    loss_sums = {"loss_sum": torch.zeros((), dtype=torch.float64), "loss_count": torch.zeros((), dtype=torch.float64)}
-    for inputs, targets in progress(loader, num_batches, "eval", show_progress):
-        inputs, targets = to_device(inputs, device), to_device(targets, device)
-        n = batch_size_of(inputs)
-        loss_sums["loss_count"] += n
-        with amp.autocast():
-            outputs = model(inputs)
-            if criterion is not None:
-                loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-        metric.update(outputs, targets)
-        if on_batch is not None:
-            on_batch(inputs, outputs, targets)
-    results = metric.result()
-    reduced = all_reduce_sums(loss_sums)
-    if criterion is not None:
-        results["loss"] = (reduced["loss_sum"] / reduced["loss_count"].clamp_min(1)).item()
-    results["samples"] = int(reduced["loss_count"].item())  # over all ranks: each sample exactly once
-    return results

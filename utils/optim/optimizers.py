@@ -1,4 +1,4 @@
-"""Optimizers with parameter groups, and per-iteration learning-rate schedules."""
+"""Optimizers over parameter groups: no decay on norms and biases, LR multipliers by name pattern, layer-wise LR decay."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from utils.config import ConfigError, OptimConfig, ScheduleConfig
+from utils.config import ConfigError, OptimConfig
 
 log = logging.getLogger(__name__)
 
@@ -127,30 +127,3 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> 
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas))
     raise ValueError(f"unknown optimizer optim.name='{cfg.name}'; choose sgd, adam or adamw")
-
-
-def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> Callable[[int], float]:
-    """The factor on each group's base LR at iteration ``it``: linear warm-up, then the schedule."""
-    warmup = int(round(cfg.warmup_epochs * iters_per_epoch))
-    warmup = min(warmup, max(total_iters - 1, 0))
-    milestones = [m * iters_per_epoch for m in cfg.step_epochs]
-
-    def factor(it: int) -> float:
-        if it < warmup:
-            return cfg.warmup_start_factor + (1.0 - cfg.warmup_start_factor) * it / warmup
-        progress = (it - warmup) / max(total_iters - warmup, 1)
-        progress = min(progress, 1.0)
-        if cfg.name == "constant":
-            return 1.0
-        if cfg.name == "step":
-            return cfg.gamma ** sum(it >= m for m in milestones)
-        if cfg.name == "cosine":
-            return cfg.min_lr_factor + (1 - cfg.min_lr_factor) * 0.5 * (1 + math.cos(math.pi * progress))
-        return (1.0 - progress) ** cfg.power  # poly
-
-    return factor
-
-
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """A scheduler stepped once per optimizer step (not per epoch)."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor_fn(cfg, iters_per_epoch, total_iters))

@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 import torch
 from torch import nn
 
-from utils.dist import unwrap
+from utils.distributed.parallel import unwrap
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from utils.config import DistConfig
-from utils.dist import DistInfo
-from utils.sync_bn import CPUSyncBatchNorm, convert_batchnorm
+from utils.distributed.process_group import DistInfo
+from utils.distributed.sync_bn import CPUSyncBatchNorm, convert_batchnorm
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,14 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
         find_unused_parameters=cfg.find_unused_parameters,
         static_graph=cfg.static_graph,
     )
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The network inside DDP / DataParallel wrappers."""
+    wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
+    while isinstance(model, wrappers) or type(model).__module__.startswith("apex."):
+        model = model.module
+    return model
 
 
 def without_ddp(model: nn.Module) -> nn.Module:

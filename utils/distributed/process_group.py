@@ -1,0 +1,112 @@
+"""Process-group set-up and teardown from the launcher's environment (torchrun, torch.distributed.launch).
+
+The launchers describe the job in environment variables (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR/PORT); without them the run is a single process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, NoReturn, Optional
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_device(device: str, local_rank: int = 0) -> torch.device:
+    """``auto`` picks the GPU of this local rank when CUDA is available, else the CPU."""
+    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("config device=cuda but CUDA is not available; use device=cpu or device=auto")
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> Dict[str, Any]:
+    """After a ``torchrun --max-restarts`` restart, the launcher's store under a per-attempt prefix.
+
+    The restarted workers join through the same store as the failed attempt, whose
+    keys (the gloo addresses of the dead processes among them) are still there; a
+    new worker could read one and fail with "connection refused".
+    """
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if attempt == 0:
+        return {}
+    from torch.distributed.rendezvous import rendezvous
+
+    store, _, _ = next(rendezvous("env://", rank, world_size, timeout=timeout))
+    return {"store": dist.PrefixStore(f"restart{attempt}/", store), "rank": rank, "world_size": world_size}
+
+
+def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int = 1800) -> DistInfo:
+    """Join the process group the launcher described, or run as one process."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = resolve_device(device, local_rank)
+    if world_size > 1 and not dist.is_initialized():
+        if backend == "auto":
+            backend = "nccl" if dev.type == "cuda" else "gloo"
+        timeout = datetime.timedelta(seconds=timeout_s)
+        dist.init_process_group(
+            backend=backend,
+            timeout=timeout,
+            **_restart_store(rank, world_size, timeout),
+            **({"device_id": dev} if dev.type == "cuda" else {}),
+        )
+        log.info("process group: backend=%s rank=%d/%d local_rank=%d device=%s", backend, rank, world_size, local_rank, dev)
+    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+
+
+def cleanup() -> None:
+    """Leave the process group after a run that went well (safe to call when none exists)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def exit_now(code: int, err: Optional[BaseException] = None) -> NoReturn:
+    """End this rank at once after a failure in a distributed run (call it in an ``except`` block).
+
+    A rank that fails must not wait for its peers: ``destroy_process_group``,
+    a pending collective or interpreter shutdown (joining loader threads) can
+    block on ranks that are themselves blocked on this one. The launcher sees
+    the exit code and stops the other ranks; ``err`` goes to torchrun's error
+    file, so its summary names the root cause.
+    """
+    if err is not None:
+        try:
+            from torch.distributed.elastic.multiprocessing.errors import (
+                get_error_handler,
+            )
+
+            get_error_handler().record_exception(err)
+        except Exception:  # the report is a courtesy; exiting is what matters
+            pass
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,1 @@
+"""The training engine: the Trainer loop, evaluation, training control."""

@@ -1,0 +1,18 @@
+"""Build the configured network through the ``NETWORKS`` registry."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from utils.config import ModelConfig
+from utils.registry import NETWORKS
+
+
+def build_network(cfg: ModelConfig) -> nn.Module:
+    """The configured network, with gradient checkpointing switched as asked."""
+    model = NETWORKS.build(cfg.name, **cfg.args)
+    if cfg.grad_checkpointing:
+        if not hasattr(model, "set_grad_checkpointing"):
+            raise ValueError(f"network '{cfg.name}' has no set_grad_checkpointing(); set model.grad_checkpointing=false")
+        model.set_grad_checkpointing(True)
+    return model

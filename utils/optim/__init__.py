@@ -1,0 +1,1 @@
+"""Optimization: optimizers and parameter groups, LR schedules, freezing, EMA of weights."""

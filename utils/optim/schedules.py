@@ -1,0 +1,37 @@
+"""Learning-rate schedules stepped every optimizer step: linear warm-up, then constant, step, cosine or poly."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from utils.config import ScheduleConfig
+
+
+def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> Callable[[int], float]:
+    """The factor on each group's base LR at iteration ``it``: linear warm-up, then the schedule."""
+    warmup = int(round(cfg.warmup_epochs * iters_per_epoch))
+    warmup = min(warmup, max(total_iters - 1, 0))
+    milestones = [m * iters_per_epoch for m in cfg.step_epochs]
+
+    def factor(it: int) -> float:
+        if it < warmup:
+            return cfg.warmup_start_factor + (1.0 - cfg.warmup_start_factor) * it / warmup
+        progress = (it - warmup) / max(total_iters - warmup, 1)
+        progress = min(progress, 1.0)
+        if cfg.name == "constant":
+            return 1.0
+        if cfg.name == "step":
+            return cfg.gamma ** sum(it >= m for m in milestones)
+        if cfg.name == "cosine":
+            return cfg.min_lr_factor + (1 - cfg.min_lr_factor) * 0.5 * (1 + math.cos(math.pi * progress))
+        return (1.0 - progress) ** cfg.power  # poly
+
+    return factor
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """A scheduler stepped once per optimizer step (not per epoch)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor_fn(cfg, iters_per_epoch, total_iters))
