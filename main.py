@@ -3,8 +3,9 @@
 Launch the same command under ``torchrun --nproc_per_node=N`` or
 ``python -m torch.distributed.launch --nproc_per_node=N`` for N processes.
 
-Exit codes: 0 done; 2 bad input (one ``error:`` line); 143 stopped by SIGTERM/SIGINT
-after writing a checkpoint (resume with ``--resume``); 1 any other failure.
+Exit codes: 0 done; 2 bad input (a ``UserError``: one ``error:`` line); 143 stopped by
+SIGTERM/SIGINT after writing a checkpoint (resume with ``--resume``); 1 any other
+failure, with its traceback (under torchrun prefixed with the failing rank).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 
 from utils import __version__
 from utils.amp import Amp
-from utils.checkpoint.files import CheckpointError, load_file
+from utils.checkpoint.files import load_file
 from utils.checkpoint.guard import (
     check_resume_config,
     resume_differences,
@@ -30,7 +31,7 @@ from utils.checkpoint.guard import (
 from utils.checkpoint.restore import find_resume, init_weights, restore_training_state
 from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.weights import state_dict_of
-from utils.config import Config, ConfigError, load_config, save_config, to_dict
+from utils.config import Config, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, without_ddp, wrap_model
@@ -45,8 +46,9 @@ from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import BestTracker, steps_per_epoch, training_length
 from utils.engine.evaluate import evaluate
-from utils.engine.nonfinite import NonFiniteLossError, NonFinitePolicy
+from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.trainer import LoopOptions, Trainer
+from utils.errors import CheckpointError, ConfigError, UserError
 from utils.log import RunWriter, format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
@@ -58,10 +60,6 @@ from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
 
 log = logging.getLogger("main")
-
-# Bad input a user can fix: reported as one line, not a traceback (``--debug`` shows it).
-USER_ERRORS = (ConfigError, CheckpointError, NonFiniteLossError, FileNotFoundError, KeyError, ValueError, TypeError)
-
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,8 +85,22 @@ def resolve_config(args: argparse.Namespace) -> Config:
     base = load_file(args.checkpoint).get("config") if args.mode == "test" else None
     cfg = load_config(args.config, args.overrides, base=base)
     for name in cfg.custom_imports:
-        importlib.import_module(name)
+        import_custom(name)
     return cfg
+
+
+def import_custom(name: str) -> None:
+    """Import a ``custom_imports`` module; only a module that does not exist is bad input.
+
+    An ImportError raised by the module's own imports is a bug in that module and
+    keeps its traceback.
+    """
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name is None or not (name == err.name or name.startswith(err.name + ".")):
+            raise
+        raise ConfigError(f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH") from None
 
 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
@@ -213,18 +225,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()
         return PREEMPTED_EXIT
-    except USER_ERRORS as err:
+    except UserError as err:
         if args.debug and not is_dist():
             raise
-        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         rank = f"[rank{info.rank}] " if info is not None and info.distributed else ""
-        print(f"{rank}error: {message}", file=sys.stderr, flush=True)
+        print(f"{rank}error: {err}", file=sys.stderr, flush=True)
         if args.debug:
             traceback.print_exc()
         if is_dist():
             exit_now(2, err)
         return 2
-    except Exception as err:
+    except Exception as err:  # a bug, often in the user's own code: the traceback names its file and line
         if not is_dist():
             raise
         # One rank failed: report and leave now; waiting in teardown could hang the job.

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from utils.errors import ConfigError
 from utils.registry import MODULES
 
 
@@ -51,7 +52,7 @@ class BranchInteraction(nn.Module):
         super().__init__()
         n = len(in_channels)
         if n not in (2, 3) or not 0 <= main < n:
-            raise ValueError(f"BranchInteraction takes 2 or 3 branches and a main index among them, got {n} and {main}")
+            raise ConfigError(f"BranchInteraction takes 2 or 3 branches and a main index among them, got {n} and {main}")
         self.main = main
         mid = min(in_channels)
         self.stage0 = nn.ModuleList(nn.Sequential(conv3x3(c, mid), nn.BatchNorm2d(mid), nn.ReLU(inplace=True)) for c in in_channels)
@@ -84,7 +85,7 @@ class AggregateInteraction(nn.Module):
         super().__init__()
         n = len(in_channels)
         if n < 2:
-            raise ValueError(f"AIM needs at least 2 pyramid levels, got {n}")
+            raise ConfigError(f"AIM needs at least 2 pyramid levels, got {n}")
         self.levels = nn.ModuleList()
         for i in range(n):
             first, last = max(i - 1, 0), min(i + 1, n - 1)

@@ -8,12 +8,13 @@ import torch
 from torch import nn
 
 from network.classifier import Classifier
+from utils.errors import ConfigError
 from utils.registry import NETWORKS
 
 
 def _check_clip(x: torch.Tensor, network: str) -> None:
     if x.dim() != 5:
-        raise ValueError(
+        raise ConfigError(
             f"network '{network}' takes clips [B, C, T, H, W], got shape {list(x.shape)}; "
             "use a video dataset (video_frames_folder, moving_shapes)"
         )
@@ -25,7 +26,7 @@ class SpatioTemporalPool(nn.Module):
     def __init__(self, temporal: str = "avg") -> None:
         super().__init__()
         if temporal not in ("avg", "max"):
-            raise ValueError(f"temporal_pool must be 'avg' or 'max', got '{temporal}'")
+            raise ConfigError(f"temporal_pool must be 'avg' or 'max', got '{temporal}'")
         self.temporal = temporal
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -72,7 +73,7 @@ class FrameClassifier(Classifier):
     ) -> None:
         super().__init__(num_classes, backbone, backbone_args, dropout)
         if not (frames in ("middle", "all") or isinstance(frames, int)):
-            raise ValueError(f"frames must be 'middle', 'all' or a frame index, got {frames!r}")
+            raise ConfigError(f"frames must be 'middle', 'all' or a frame index, got {frames!r}")
         self.frames = frames
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

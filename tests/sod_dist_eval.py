@@ -21,9 +21,9 @@ if str(ROOT) not in sys.path:
 from utils.amp import Amp  # noqa: E402
 from utils.config import AmpConfig, DataConfig  # noqa: E402
 from utils.data import build_eval_loader  # noqa: E402
-from utils.distributed.process_group import cleanup, init_distributed
-from utils.engine.evaluate import evaluate
-from utils.model.criterion import build_criterion
+from utils.distributed.process_group import cleanup, init_distributed  # noqa: E402
+from utils.engine.evaluate import evaluate  # noqa: E402
+from utils.model.criterion import build_criterion  # noqa: E402
 from utils.registry import DATASETS, METRICS, NETWORKS  # noqa: E402
 
 TEST_COUNT = 7  # odd: the two shards differ in size, and the last batches are ragged

@@ -12,7 +12,8 @@ from utils.amp import Amp, LossScaler, apex_amp_available
 from utils.amp.apex_backend import ApexAmp
 from utils.amp.native import NativeAmp
 from utils.checkpoint.files import atomic_save, load_file
-from utils.config import AmpConfig, ConfigError, load_config
+from utils.config import AmpConfig, load_config
+from utils.errors import ConfigError
 from utils.registry import NETWORKS
 
 CPU = torch.device("cpu")

@@ -7,9 +7,9 @@ import torch
 
 import main
 from tests.conftest import fast_overrides
-from utils.checkpoint.files import CheckpointError
 from utils.checkpoint.restore import find_resume
 from utils.checkpoint.store import CheckpointStore, load_verified
+from utils.errors import CheckpointError
 
 
 def state(value: float) -> dict:

@@ -1,7 +1,8 @@
 import pytest
 import yaml
 
-from utils.config import Config, ConfigError, load_config, save_config
+from utils.config import Config, load_config, save_config
+from utils.errors import ConfigError
 
 
 def test_defaults_select_the_default_experiment():

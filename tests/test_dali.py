@@ -9,6 +9,7 @@ from PIL import Image
 
 from utils.config import load_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader
+from utils.errors import ConfigError
 
 
 @pytest.fixture
@@ -41,14 +42,14 @@ def test_missing_dali_names_the_install_command(image_root, monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_dali)
     cfg = _cfg(image_root)
-    with pytest.raises(ValueError, match=r'pip install -e "\.\[dali\]"'):
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[dali\]"'):
         build_train_loader(build_dataset(cfg.data, "train"), cfg.data, 0, 1, seed=0)
 
 
 def test_dali_needs_image_folder_data():
     pytest.importorskip("nvidia.dali")
     cfg = load_config(None, ["data.loader=dali"])
-    with pytest.raises(ValueError, match="reads image_folder data"):
+    with pytest.raises(ConfigError, match="reads image_folder data"):
         build_train_loader(build_dataset(cfg.data, "train"), cfg.data, 0, 1, seed=0)
 
 

@@ -24,6 +24,7 @@ from utils.distributed.parallel import wrap_model
 from utils.distributed.process_group import DistInfo
 from utils.distributed.replicas import state_checksum
 from utils.engine.evaluate import evaluate
+from utils.errors import ConfigError
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
@@ -171,10 +172,10 @@ def test_wrapping_modes_in_one_process():
     model = torch.nn.Linear(2, 2)
     assert wrap_model(model, DistConfig(), DistInfo()) is model  # no process group: no wrapper
     assert wrap_model(model, DistConfig(mode="dp"), DistInfo()) is model  # dp without several GPUs
-    with pytest.raises(ValueError, match="dist.mode=ddp"):
+    with pytest.raises(ConfigError, match="dist.mode=ddp"):
         wrap_model(model, DistConfig(mode="dp"), DistInfo(world_size=2))
     try:
         import apex.parallel  # noqa: F401
     except ImportError:
-        with pytest.raises(ValueError, match="apex.parallel"):
+        with pytest.raises(ConfigError, match="apex.parallel"):
             wrap_model(model, DistConfig(mode="apex"), DistInfo(world_size=2))

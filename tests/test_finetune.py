@@ -7,9 +7,9 @@ import torch
 
 import main
 from tests.conftest import ROOT
-from utils.checkpoint.files import CheckpointError
 from utils.checkpoint.restore import find_resume, init_weights
 from utils.config import ModelConfig
+from utils.errors import CheckpointError
 from utils.registry import NETWORKS
 
 SMALL = {"widths": [4, 8]}

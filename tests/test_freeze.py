@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.config import AmpConfig, ConfigError, OptimConfig
+from utils.config import AmpConfig, OptimConfig
 from utils.engine.epoch import train_one_epoch
+from utils.errors import ConfigError
 from utils.log import RunWriter
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
@@ -87,5 +88,5 @@ def test_a_pattern_that_matches_nothing_is_an_error_naming_it():
 def test_freezing_everything_is_an_error_at_optimizer_build():
     model = network()
     apply_freeze(model, ["*"], freeze_bn=False)
-    with pytest.raises(ValueError, match="no trainable parameters"):
+    with pytest.raises(ConfigError, match="no trainable parameters"):
         build_optimizer(model, OptimConfig())

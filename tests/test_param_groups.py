@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from utils.config import ConfigError, OptimConfig, ScheduleConfig
+from utils.config import OptimConfig, ScheduleConfig
+from utils.errors import ConfigError
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 from utils.registry import BACKBONES, NETWORKS
@@ -113,5 +114,5 @@ def test_layer_decay_falls_back_to_the_backbone_and_fails_clearly_without_one():
     model = BackboneAndHead()
     lrs = lrs_by_name(model, build_optimizer(model, OptimConfig(lr=1.0, layer_decay=0.5)))
     assert lrs["backbone.stages.0.0.0.weight"][0] == 0.25 and lrs["head.weight"][0] == 1.0
-    with pytest.raises(ValueError, match="layer_id"):
+    with pytest.raises(ConfigError, match="layer_id"):
         build_optimizer(nn.Linear(2, 2), OptimConfig(layer_decay=0.5))

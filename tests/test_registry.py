@@ -1,5 +1,6 @@
 import pytest
 
+from utils.errors import ConfigError
 from utils.registry import Registry, snake_case
 
 
@@ -66,8 +67,24 @@ def test_build_with_unknown_argument_lists_accepted_ones():
         def __init__(self, width: int = 1):
             pass
 
-    with pytest.raises(TypeError, match=r"unknown argument\(s\) \['depth'\].*width"):
+    with pytest.raises(ConfigError, match=r"unknown argument\(s\) \['depth'\].*width"):
         reg.build("t", depth=3)
+    with pytest.raises(ConfigError, match=r"thing 'u': missing a required argument: 'width'; it takes: width"):
+        reg.register("u")(lambda width: width)
+        reg.build("u")
+
+
+def test_a_type_error_inside_the_constructor_is_not_taken_for_bad_arguments():
+    reg = Registry("thing")
+
+    @reg.register("buggy")
+    class Buggy:
+        def __init__(self, width: int = 1):
+            self.size = "w" + width  # the user's own bug
+
+    with pytest.raises(TypeError) as err:
+        reg.build("buggy", width=3)
+    assert not isinstance(err.value, ConfigError) and err.traceback[-1].name == "__init__"
 
 
 def test_location_is_imported_on_first_lookup():

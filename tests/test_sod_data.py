@@ -11,6 +11,7 @@ from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.data.datasets.shapes_sod import main as write_shapes
 from utils.data.datasets.shapes_sod import render_scene
 from utils.data.masks import MaskBatchCollate
+from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 
@@ -85,7 +86,7 @@ def test_missing_masks_and_images_are_listed(tmp_path):
     for stem in ("b", "c", "z"):
         blank.save(tmp_path / "DUTS-TR" / "Mask" / f"{stem}.png")
     args = {"root": str(tmp_path), "transform": None, "splits": {"train": "DUTS-TR"}}
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(DataError) as err:
         DATASETS.build("image_mask_folder", split="train", **args)
     message = str(err.value)
     assert "have no mask" in message and ": a;" in message and "have no image" in message and ": z;" in message
@@ -93,9 +94,9 @@ def test_missing_masks_and_images_are_listed(tmp_path):
     (tmp_path / "DUTS-TR" / "Image" / "z.jpg").write_bytes((tmp_path / "DUTS-TR" / "Image" / "a.jpg").read_bytes())
     (tmp_path / "DUTS-TR" / "Mask" / "a.png").write_bytes((tmp_path / "DUTS-TR" / "Mask" / "b.png").read_bytes())
     assert len(DATASETS.build("image_mask_folder", split="train", **args)) == 4
-    with pytest.raises(FileNotFoundError, match="DUTS-TE"):
+    with pytest.raises(DataError, match="DUTS-TE"):
         DATASETS.build("image_mask_folder", split="test", **{**args, "splits": {"test": "DUTS-TE"}})
-    with pytest.raises(ValueError, match="no folder"):
+    with pytest.raises(ConfigError, match="no folder"):
         DATASETS.build("image_mask_folder", split="extra", **args)
 
 
@@ -111,7 +112,7 @@ def test_multi_scale_batches_share_one_random_size():
         if step == 15:
             break
     assert sizes == {16, 32, 48}
-    with pytest.raises(ValueError, match="multi_scale"):
+    with pytest.raises(ConfigError, match="multi_scale"):
         MaskBatchCollate([0.0, 1.0])
 
 

@@ -8,6 +8,7 @@ import py_sod_metrics as psm
 import pytest
 import torch
 
+from utils.errors import ConfigError, DataError
 from utils.metrics.sod import SODMetrics, saliency_maps
 from utils.registry import METRICS
 
@@ -117,7 +118,7 @@ def test_tensor_targets_are_scored_at_their_own_size():
 
 def test_bad_prediction_shape_and_empty_split_are_clear_errors():
     metric = SODMetrics()
-    with pytest.raises(ValueError, match=r"\[B, 1, H, W\]"):
+    with pytest.raises(ConfigError, match=r"\[B, 1, H, W\]"):
         metric.update(torch.zeros(2, 3, 4, 4), torch.zeros(2, 1, 4, 4))
-    with pytest.raises(ValueError, match="no images"):
+    with pytest.raises(DataError, match="no images"):
         metric.result()

@@ -10,10 +10,11 @@ from torch import nn
 import main
 from tests.conftest import fast_overrides
 from utils.amp import Amp
-from utils.config import AmpConfig, ConfigError, load_config
+from utils.config import AmpConfig, load_config
 from utils.data import build_dataset, build_eval_loader
 from utils.engine.control import BestTracker
 from utils.engine.evaluate import evaluate
+from utils.errors import ConfigError
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion

@@ -11,6 +11,7 @@ from utils.config import DataConfig
 from utils.data import build_dataset
 from utils.data.clips import clip_indices, eval_starts
 from utils.data.datasets.moving_shapes import CLASSES, export_frame_folders
+from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 SMALL = {"videos": {"train": 12, "val": 6, "test": 7}, "num_frames": 10, "size": 16, "clip_len": 4, "num_clips": 3}
@@ -107,25 +108,25 @@ def test_split_files_and_class_order(tmp_path):
     files = {"train": "lists/train.txt", "test": "lists/test.txt"}
     test = DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), split_files=files, clip_len=2, num_clips=1)
     assert test.classes == ["Run", "Walk"] and test.labels == [0]  # classes of all lists, not only this one
-    with pytest.raises(ValueError, match="no entry for split 'val'"):
+    with pytest.raises(ConfigError, match="no entry for split 'val'"):
         DATASETS.build("video_frames_folder", split="val", root=str(tmp_path), split_files=files)
     (lists / "bad.txt").write_text("Run/missing.avi\n")
-    with pytest.raises(FileNotFoundError, match="missing"):
+    with pytest.raises(DataError, match="missing"):
         DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), split_files={"test": "lists/bad.txt"})
 
 
 def test_empty_and_short_videos_are_named_with_the_fix(tmp_path):
     write_video(tmp_path / "test" / "a" / "ok", 8)
     (tmp_path / "test" / "a" / "empty").mkdir()
-    with pytest.raises(ValueError, match=r"video '.*empty' has no frames"):
+    with pytest.raises(DataError, match=r"video '.*empty' has no frames"):
         DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4)
     (tmp_path / "test" / "a" / "empty").rmdir()
     write_video(tmp_path / "test" / "a" / "short", 5)
-    with pytest.raises(ValueError, match=r"short' has 5 frames, but a clip spans 7 .*lower data.args.clip_len"):
+    with pytest.raises(DataError, match=r"short' has 5 frames, but a clip spans 7 .*lower data.args.clip_len"):
         DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2)
     padded = DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2, pad_short=True, num_clips=1)
     assert frame_numbers(padded[1][0]) == clip_indices(0, 4, 2, 5) == [0, 2, 4, 4]
-    with pytest.raises(FileNotFoundError, match="split_files"):
+    with pytest.raises(DataError, match="split_files"):
         DATASETS.build("video_frames_folder", split="val", root=str(tmp_path))
 
 

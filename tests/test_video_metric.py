@@ -9,6 +9,7 @@ import torch
 
 from tests.conftest import ROOT, subprocess_env
 from tests.video_eval_worker import SPLITS, evaluate_splits
+from utils.errors import ConfigError
 from utils.registry import METRICS
 
 
@@ -53,7 +54,7 @@ def test_video_scores_are_averaged_per_video_in_any_clip_order():
 
 
 def test_targets_without_video_index_are_a_clear_error():
-    with pytest.raises(ValueError, match="needs targets .*video"):
+    with pytest.raises(ConfigError, match="needs targets .*video"):
         METRICS.build("video").update(torch.randn(2, 3), torch.tensor([0, 1]))
 
 

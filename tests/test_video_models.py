@@ -4,6 +4,7 @@ import pytest
 import torch
 import torchvision
 
+from utils.errors import ConfigError
 from utils.registry import NETWORKS
 
 
@@ -38,5 +39,5 @@ def test_frame_classifier_sees_only_its_frame_and_all_frames_ignore_order():
 
 def test_video_networks_reject_images_with_the_fix():
     net = NETWORKS.build("video_classifier", num_classes=3, backbone_args={"widths": [4]})
-    with pytest.raises(ValueError, match=r"takes clips \[B, C, T, H, W\].*video dataset"):
+    with pytest.raises(ConfigError, match=r"takes clips \[B, C, T, H, W\].*video dataset"):
         net(torch.randn(2, 3, 16, 16))

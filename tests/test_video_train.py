@@ -9,8 +9,9 @@ from PIL import Image
 
 import main
 from tests.conftest import ROOT
-from utils.config import ConfigError, load_config
+from utils.config import load_config
 from utils.data import build_dataset
+from utils.errors import ConfigError
 
 TINY = [
     "data.args.videos={train: 24, val: 6, test: 7}",

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from utils.amp import Amp  # noqa: E402
 from utils.config import AmpConfig  # noqa: E402
 from utils.data import ShardSampler  # noqa: E402
-from utils.distributed.process_group import cleanup, init_distributed
-from utils.engine.evaluate import evaluate
+from utils.distributed.process_group import cleanup, init_distributed  # noqa: E402
+from utils.engine.evaluate import evaluate  # noqa: E402
 from utils.registry import DATASETS, LOSSES, METRICS, NETWORKS  # noqa: E402
 
 # (videos, clips per video): 25 clips split 13/12 and 9/8/8, the clips of each video on several

@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Optional, Union
 
 import yaml
 
-from utils.typed_merge import ConfigError, apply_override, merge_into, parse_value  # noqa: F401 (ConfigError is re-exported)
+from utils.errors import ConfigError
+from utils.typed_merge import apply_override, merge_into, parse_value
 
 
 @dataclass

@@ -16,6 +16,8 @@ import re
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from utils.errors import ConfigError, RegistryError
+
 
 def import_submodules(package: str) -> List[ModuleType]:
     """Import ``package`` and every module below it (recursively)."""
@@ -44,6 +46,23 @@ def _where(obj: Any) -> str:
         return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
 
 
+def _check_arguments(what: str, obj: Any, kwargs: Dict[str, Any]) -> None:
+    """ConfigError when ``obj(**kwargs)`` cannot bind: unknown or missing arguments."""
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):  # some builtins have no signature: let the call decide
+        return
+    try:
+        signature.bind(**kwargs)
+    except TypeError as err:
+        params = signature.parameters
+        takes = ", ".join(n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)) or "no arguments"
+        unknown = [k for k in kwargs if k not in params]
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise ConfigError(f"{what} got unknown argument(s) {unknown}; it takes: {takes}") from None
+        raise ConfigError(f"{what}: {err}; it takes: {takes}") from None
+
+
 class Registry:
     """A name -> class (or function) table with a decorator to fill it."""
 
@@ -62,7 +81,7 @@ class Registry:
                 first = self._items[key]
                 # The same definition seen again (a module imported under two names) is fine.
                 if _where(first) != _where(obj):
-                    raise KeyError(
+                    raise RegistryError(
                         f"{self.name} registry: name '{key}' is defined twice: "
                         f"{_where(first)} and {_where(obj)}; rename one of them"
                     )
@@ -83,23 +102,19 @@ class Registry:
             known = sorted(self._items)
             hint = closest(name, known)
             suggestion = f"; did you mean '{hint}'?" if hint else ""
-            raise KeyError(f"unknown {self.name} '{name}'; known: {', '.join(known) or '(none)'}{suggestion}")
+            raise RegistryError(f"unknown {self.name} '{name}'; known: {', '.join(known) or '(none)'}{suggestion}")
         return self._items[name]
 
     def build(self, name: str, **kwargs: Any) -> Any:
-        """Instantiate (or call) the object registered under ``name`` with ``kwargs``."""
+        """Instantiate (or call) the object registered under ``name`` with ``kwargs``.
+
+        The arguments are checked against its signature first: an unknown or a
+        missing one is a ConfigError naming what it takes. The call itself is not
+        wrapped, so an error raised inside the object's own code keeps its traceback.
+        """
         obj = self.get(name)
-        try:
-            return obj(**kwargs)
-        except TypeError as err:
-            params = inspect.signature(obj).parameters
-            unknown = [k for k in kwargs if k not in params]
-            if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-                raise TypeError(
-                    f"{self.name} '{name}' got unknown argument(s) {unknown}; "
-                    f"it takes: {', '.join(params)}"
-                ) from err
-            raise
+        _check_arguments(f"{self.name} '{name}'", obj, kwargs)
+        return obj(**kwargs)
 
     def names(self) -> List[str]:
         self._ensure_imported()

@@ -14,9 +14,7 @@ from typing import Any, Dict, List, Union
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A bad config key or value; the message names the key and the fix."""
+from utils.errors import ConfigError
 
 
 def _type_ok(value: Any, tp: Any) -> bool:

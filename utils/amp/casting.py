@@ -9,6 +9,8 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from utils.errors import CheckpointError
+
 
 def cast_floats(obj: Any, dtype: torch.dtype) -> Any:
     """``obj`` with every floating tensor (also inside lists, tuples, dicts) cast to ``dtype``."""
@@ -113,7 +115,7 @@ class MasterWeights:
                 master.copy_(param)
             return
         if len(masters) != len(self.pairs) or any(m.shape != master.shape for m, (_, master) in zip(masters, self.pairs)):
-            raise ValueError(
+            raise CheckpointError(
                 f"amp state holds {len(masters)} master weights that do not match the {len(self.pairs)} of this optimizer; "
                 "resume with the same model, optimizer groups and amp.opt_level"
             )

@@ -12,7 +12,8 @@ from typing import Optional, Union
 
 import torch
 
-from utils.config import AmpConfig, ConfigError
+from utils.config import AmpConfig
+from utils.errors import ConfigError
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 

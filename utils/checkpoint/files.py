@@ -10,11 +10,9 @@ from typing import Any, Dict, Union
 
 import torch
 
+from utils.errors import CheckpointError
+
 log = logging.getLogger(__name__)
-
-
-class CheckpointError(RuntimeError):
-    """A missing, corrupt or mismatched checkpoint; the message names the file and the fix."""
 
 
 def atomic_save(obj: Any, path: Union[str, Path]) -> None:

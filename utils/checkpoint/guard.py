@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping
 
 import torch
 
-from utils.checkpoint.files import CheckpointError
+from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 

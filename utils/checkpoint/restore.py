@@ -8,13 +8,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from torch import nn
 
-from utils.checkpoint.files import CheckpointError
 from utils.checkpoint.guard import weight_mismatch
 from utils.checkpoint.store import CheckpointStore, load_verified
 from utils.checkpoint.weights import load_weights
 from utils.config import ModelConfig
 from utils.distributed.ops import barrier, broadcast_object, get_rank
 from utils.engine.control import BestTracker
+from utils.errors import CheckpointError
 from utils.optim.ema import ModelEma
 
 log = logging.getLogger(__name__)

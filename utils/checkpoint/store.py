@@ -19,7 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.checkpoint.files import CheckpointError, atomic_save, load_file
+from utils.checkpoint.files import atomic_save, load_file
+from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ from typing import Any, Dict, List, NamedTuple, Union
 import torch
 from torch import nn
 
-from utils.checkpoint.files import CheckpointError, load_file
+from utils.checkpoint.files import load_file
+from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 

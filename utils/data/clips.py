@@ -16,6 +16,8 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
+from utils.errors import ConfigError, DataError
+
 
 def clip_span(clip_len: int, frame_stride: int) -> int:
     """Frames a clip covers from its first to its last frame."""
@@ -53,7 +55,7 @@ class ClipDataset(Dataset):
     ) -> None:
         for name, value in (("clip_len", clip_len), ("frame_stride", frame_stride), ("num_clips", num_clips)):
             if value < 1:
-                raise ValueError(f"data.args.{name} must be >= 1, got {value}")
+                raise ConfigError(f"data.args.{name} must be >= 1, got {value}")
         self.split = split
         self.training = split == "train"
         self.transform = transform
@@ -71,9 +73,9 @@ class ClipDataset(Dataset):
         span = clip_span(self.clip_len, self.frame_stride)
         for name, count in zip(names, frame_counts):
             if count == 0:
-                raise ValueError(f"video '{name}' has no frames; extract its frames again or remove the folder")
+                raise DataError(f"video '{name}' has no frames; extract its frames again or remove the folder")
             if count < span and not self.pad_short:
-                raise ValueError(
+                raise DataError(
                     f"video '{name}' has {count} frames, but a clip spans {span} "
                     f"(clip_len={self.clip_len}, frame_stride={self.frame_stride}); lower data.args.clip_len or "
                     "data.args.frame_stride, set data.args.pad_short=true to repeat its last frame, or remove the video"

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Optional, Sequence, Tuple
 import torch
 
 from utils.config import DataConfig
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def _import_dali() -> Any:
         import nvidia.dali.types  # noqa: F401
         from nvidia.dali.plugin import pytorch  # noqa: F401
     except ImportError as err:
-        raise ValueError(
+        raise ConfigError(
             f'data.loader=dali needs NVIDIA DALI, which is not installed ({err}); run pip install -e ".[dali]" or use data.loader=torch'
         ) from err
     return dali
@@ -102,10 +103,10 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     """A DALI loader over the folder that the ``image_folder`` ``dataset`` reads."""
     folder: Optional[str] = getattr(getattr(dataset, "inner", None), "root", None)
     if cfg.name != "image_folder" or folder is None:
-        raise ValueError(f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch")
+        raise ConfigError(f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch")
     size = cfg.args.get("image_size")
     if not size:
-        raise ValueError("data.loader=dali needs a fixed image size: set data.args.image_size (e.g. 224)")
+        raise ConfigError("data.loader=dali needs a fixed image size: set data.args.image_size (e.g. 224)")
     _import_dali()
     mean = cfg.mean if cfg.mean is not None else [0.0, 0.0, 0.0]
     std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]

@@ -11,6 +11,7 @@ from utils.config import DataConfig
 from utils.data.prefetch import PrefetchLoader, resolve_mode
 from utils.data.samplers import ResumableSampler, ShardSampler
 from utils.data.transforms import build_transforms
+from utils.errors import DataError
 from utils.registry import DATASETS
 
 
@@ -20,7 +21,7 @@ def build_dataset(cfg: DataConfig, split: str) -> Dataset:
     transform: Optional[Callable] = build_transforms(specs)
     dataset = DATASETS.build(cfg.name, split=split, root=cfg.root, transform=transform, **cfg.args)
     if len(dataset) == 0:
-        raise ValueError(f"dataset '{cfg.name}' split '{split}' is empty; check data.root={cfg.root!r}")
+        raise DataError(f"dataset '{cfg.name}' split '{split}' is empty; check data.root={cfg.root!r}")
     return dataset
 
 

@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torchvision import tv_tensors
 from torchvision.transforms.v2 import functional as TF
 
+from utils.errors import ConfigError, DataError
+
 Size = Union[int, Sequence[int]]
 
 
@@ -24,7 +26,7 @@ def _pair(size: Size) -> Tuple[int, int]:
     if isinstance(size, int):
         return size, size
     if len(size) != 2:
-        raise ValueError(f"size must be an int or [height, width], got {list(size)}")
+        raise ConfigError(f"size must be an int or [height, width], got {list(size)}")
     return int(size[0]), int(size[1])
 
 
@@ -50,7 +52,7 @@ class PairPipeline:
 
     def __call__(self, image: np.ndarray, mask: np.ndarray, name: str) -> Tuple[torch.Tensor, Dict[str, Any]]:
         if image.shape[:2] != mask.shape[:2]:
-            raise ValueError(f"sample '{name}': image is {image.shape[:2]} but its mask is {mask.shape[:2]}; they must have the same size")
+            raise DataError(f"sample '{name}': image is {image.shape[:2]} but its mask is {mask.shape[:2]}; they must have the same size")
         img = tv_tensors.Image(torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float().div_(255.0))
         msk = tv_tensors.Mask(torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0).float().div_(255.0))
         if self.transform is not None:
@@ -75,7 +77,7 @@ class MaskBatchCollate:
 
     def __init__(self, scales: Optional[Sequence[float]] = None, size_divisor: int = 32) -> None:
         if scales is not None and (not scales or any(s <= 0 for s in scales)):
-            raise ValueError(f"multi_scale must be a non-empty list of positive factors, got {scales}")
+            raise ConfigError(f"multi_scale must be a non-empty list of positive factors, got {scales}")
         self.scales = list(scales) if scales else None
         self.size_divisor = max(int(size_divisor), 1)
 

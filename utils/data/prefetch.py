@@ -18,6 +18,7 @@ import torch
 from prefetch_generator import BackgroundGenerator
 
 from utils.data.batch import to_device
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class CudaPrefetcher:
 
     def __init__(self, device: torch.device, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():
-            raise ValueError(f"data.prefetch=cuda needs a CUDA device, got {device}; use data.prefetch=thread")
+            raise ConfigError(f"data.prefetch=cuda needs a CUDA device, got {device}; use data.prefetch=thread")
         self.device = device
         self.stream = torch.cuda.Stream(device)
         self.normalize = Normalize(mean, std, device)
@@ -152,7 +153,7 @@ class Normalize:
 
     def __init__(self, mean: Optional[Sequence[float]], std: Optional[Sequence[float]], device: torch.device = torch.device("cpu")) -> None:
         if (mean is None) != (std is None):
-            raise ValueError("data.mean and data.std go together; set both or neither")
+            raise ConfigError("data.mean and data.std go together; set both or neither")
         self.mean = self.std = None
         if mean is not None:
             self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
@@ -183,7 +184,7 @@ def resolve_mode(mode: str, device: Optional[torch.device]) -> str:
     if mode == "auto":
         return "cuda" if device is not None and device.type == "cuda" else "thread"
     if mode == "cuda" and (device is None or device.type != "cuda"):
-        raise ValueError(f"data.prefetch=cuda needs device=cuda (the run uses {device}); use data.prefetch=thread or auto")
+        raise ConfigError(f"data.prefetch=cuda needs device=cuda (the run uses {device}); use data.prefetch=thread or auto")
     return mode
 
 
@@ -200,7 +201,7 @@ class PrefetchLoader:
         std: Optional[Sequence[float]] = None,
     ) -> None:
         if mode not in ("none", "thread", "cuda"):
-            raise ValueError(f"data.prefetch must be none, thread, cuda or auto, got {mode!r}")
+            raise ConfigError(f"data.prefetch must be none, thread, cuda or auto, got {mode!r}")
         self.loader = loader
         self.mode = mode
         self.depth = depth

@@ -14,6 +14,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from torchvision.transforms import v2
 
+from utils.errors import ConfigError
+
 
 def _names() -> List[str]:
     return [n for n in dir(v2) if n[:1].isupper() and isinstance(getattr(v2, n), type)]
@@ -30,9 +32,9 @@ def build_transforms(specs: List[Dict[str, Any]]) -> Optional[Callable]:
         if name is None or not hasattr(v2, name) or name not in _names():
             hint = difflib.get_close_matches(str(name), _names(), n=1)
             fix = f"; did you mean '{hint[0]}'?" if hint else ""
-            raise ValueError(f"unknown transform '{name}' in data.*_transforms (torchvision.transforms.v2 class names){fix}")
+            raise ConfigError(f"unknown transform '{name}' in data.*_transforms (torchvision.transforms.v2 class names){fix}")
         try:
             ops.append(getattr(v2, name)(**spec))
         except TypeError as err:
-            raise ValueError(f"transform '{name}' rejected its arguments {spec}: {err}") from err
+            raise ConfigError(f"transform '{name}' rejected its arguments {spec}: {err}") from err
     return v2.Compose(ops)

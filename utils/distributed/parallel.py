@@ -18,6 +18,7 @@ from torch import nn
 from utils.config import DistConfig
 from utils.distributed.process_group import DistInfo
 from utils.distributed.sync_bn import CPUSyncBatchNorm, convert_batchnorm
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def apex_parallel() -> ModuleType:
     try:
         return importlib.import_module("apex.parallel")
     except ImportError as err:
-        raise ValueError(
+        raise ConfigError(
             f"dist.mode=apex needs NVIDIA apex with apex.parallel (removed in apex 25.07; not importable here: {err}); "
             "use dist.mode=ddp, which does the same with torch's DistributedDataParallel"
         ) from err
@@ -37,7 +38,7 @@ def convert_sync_bn(model: nn.Module, mode: str, device: torch.device) -> nn.Mod
     """Every BatchNorm becomes a synchronized one: ``nn.SyncBatchNorm`` on CUDA (apex's with
     dist.mode=apex), :class:`CPUSyncBatchNorm` elsewhere (nn.SyncBatchNorm refuses CPU tensors)."""
     if mode == "dp":
-        raise ValueError("model.sync_bn needs one process per device, but dist.mode=dp runs one process; launch with torchrun and dist.mode=ddp")
+        raise ConfigError("model.sync_bn needs one process per device, but dist.mode=dp runs one process; launch with torchrun and dist.mode=ddp")
     if device.type == "cuda" and mode == "apex":
         model = apex_parallel().convert_syncbn_model(model)
         kind = "apex.parallel.SyncBatchNorm"
@@ -57,7 +58,7 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
     single process without several GPUs."""
     if cfg.mode == "dp":
         if info.distributed:
-            raise ValueError("dist.mode=dp drives all GPUs from one process; start it with plain `python main.py`, or use dist.mode=ddp under torchrun")
+            raise ConfigError("dist.mode=dp drives all GPUs from one process; start it with plain `python main.py`, or use dist.mode=ddp under torchrun")
         if info.device.type == "cuda" and torch.cuda.device_count() > 1:
             log.info("DataParallel over %d GPUs", torch.cuda.device_count())
             return nn.DataParallel(model)

@@ -16,6 +16,8 @@ from typing import Any, Dict, NoReturn, Optional
 import torch
 import torch.distributed as dist
 
+from utils.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 
@@ -39,7 +41,7 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     """``auto`` picks the GPU of this local rank when CUDA is available, else the CPU."""
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise RuntimeError("config device=cuda but CUDA is not available; use device=cpu or device=auto")
+            raise ConfigError("config device=cuda but CUDA is not available; use device=cpu or device=auto")
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
     return torch.device("cpu")

@@ -7,6 +7,7 @@ import math
 from typing import Any, Dict, Optional, Tuple
 
 from utils.config import TrainConfig
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def should_validate(epoch: int, every: int, epochs: int, finished: bool) -> bool
 def monitored_value(results: Dict[str, float], monitor: str) -> float:
     """``results[monitor]``, or a ValueError that lists what the evaluation reported."""
     if monitor not in results:
-        raise ValueError(f"eval.monitor: validation reported no '{monitor}'; it reported {sorted(results)} (eval.use_ema adds the ema_ prefix)")
+        raise ConfigError(f"eval.monitor: validation reported no '{monitor}'; it reported {sorted(results)} (eval.use_ema adds the ema_ prefix)")
     return results[monitor]
 
 

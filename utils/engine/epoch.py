@@ -15,6 +15,7 @@ from torch import nn
 from utils.amp import Amp
 from utils.data.batch import batch_size_of, to_device
 from utils.engine.nonfinite import NonFinitePolicy
+from utils.errors import ConfigError
 from utils.log import RunWriter, progress
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,11 @@ _CHANNELS = re.compile(r"expected input\[([^\]]*)\] to have (\d+) channels, but 
 
 
 def input_error(err: RuntimeError) -> Exception:
-    """A first-batch channel mismatch as a ValueError saying what to change; other errors unchanged."""
+    """A first-batch channel mismatch as a ConfigError saying what to change; other errors unchanged."""
     match = _CHANNELS.search(str(err))
     if not match:
         return err
-    return ValueError(
+    return ConfigError(
         f"the data has {match.group(3)} channel(s) per input but the network's first layer expects {match.group(2)}; "
         "set the backbone's in_channels (e.g. model.args.backbone_args={in_channels: " + match.group(3) + "}) or change the data"
     )

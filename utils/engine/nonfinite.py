@@ -8,12 +8,9 @@ from typing import Dict
 import torch
 
 from utils.distributed.ops import any_rank
+from utils.errors import ConfigError, NonFiniteError
 
 log = logging.getLogger(__name__)
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or inf (``train.nonfinite=stop``, or too many skips in a row)."""
 
 
 class NonFinitePolicy:
@@ -22,7 +19,7 @@ class NonFinitePolicy:
 
     def __init__(self, mode: str = "stop", max_skips: int = 10) -> None:
         if mode not in ("stop", "skip"):
-            raise ValueError(f"train.nonfinite must be 'stop' or 'skip', got '{mode}'")
+            raise ConfigError(f"train.nonfinite must be 'stop' or 'skip', got '{mode}'")
         self.mode, self.max_skips, self.consecutive, self.total = mode, int(max_skips), 0, 0
 
     def is_bad(self, loss: torch.Tensor) -> bool:
@@ -33,11 +30,11 @@ class NonFinitePolicy:
     def on_bad(self, loss: torch.Tensor, epoch: int, step: int) -> None:
         hint = "lower optim.lr, enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
         if self.mode == "stop":
-            raise NonFiniteLossError(f"loss is {loss.item()} at epoch {epoch}, step {step} (train.nonfinite=stop); {hint}")
+            raise NonFiniteError(f"loss is {loss.item()} at epoch {epoch}, step {step} (train.nonfinite=stop); {hint}")
         self.consecutive += 1
         self.total += 1
         if self.consecutive > self.max_skips:
-            raise NonFiniteLossError(f"non-finite loss in {self.consecutive} consecutive steps at epoch {epoch}, step {step} (train.max_nonfinite_skips={self.max_skips}); {hint}")
+            raise NonFiniteError(f"non-finite loss in {self.consecutive} consecutive steps at epoch {epoch}, step {step} (train.max_nonfinite_skips={self.max_skips}); {hint}")
         log.warning("loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)", loss.item(), epoch, step, self.consecutive, self.max_skips)
 
     def on_good(self) -> None:

@@ -33,7 +33,8 @@ from utils.distributed.replicas import broadcast_buffers
 from utils.engine.control import BestTracker, monitored_value, should_validate
 from utils.engine.epoch import train_one_epoch
 from utils.engine.evaluate import evaluate
-from utils.engine.nonfinite import NonFiniteLossError, NonFinitePolicy
+from utils.engine.nonfinite import NonFinitePolicy
+from utils.errors import NonFiniteError
 from utils.log import RunWriter, format_metrics
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class Trainer:
     def save(self, epoch: int, batch: int, step: int, best: bool = False) -> None:
         """Checkpoint on rank 0 (all ranks call: the random states are gathered); never non-finite weights."""
         if not weights_finite(unwrap(self.model), self.ema.module if self.ema is not None else None):
-            raise NonFiniteLossError(f"the weights became NaN/inf by step {step} (epoch {epoch}); no checkpoint written, the last good one '{self.last_saved}' is kept; lower optim.lr or enable train.clip_grad_norm")
+            raise NonFiniteError(f"the weights became NaN/inf by step {step} (epoch {epoch}); no checkpoint written, the last good one '{self.last_saved}' is kept; lower optim.lr or enable train.clip_grad_norm")
         state = self.state(epoch, batch, step)
         if is_main():
             self.store.save(state, epoch, batch)

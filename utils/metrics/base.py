@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional
 import torch
 
 from utils.distributed.ops import all_reduce_sums
+from utils.errors import DataError
 
 
 class Metric:
@@ -55,7 +56,7 @@ def target_tensor(targets: Any, *keys: str) -> torch.Tensor:
     for key in keys:
         if key in targets:
             return targets[key]
-    raise KeyError(f"dict target has keys {sorted(targets)}; expected one of {list(keys)}")
+    raise DataError(f"dict target has keys {sorted(targets)}; expected one of {list(keys)}")
 
 
 def target_labels(targets: Any) -> torch.Tensor:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from utils.errors import ConfigError, DataError
 from utils.metrics.base import Metric, target_mask
 from utils.registry import METRICS
 
@@ -36,7 +37,7 @@ def _logits(outputs: Any) -> torch.Tensor:
     if logits.dim() == 3:
         logits = logits.unsqueeze(1)
     if logits.dim() != 4 or logits.shape[1] != 1:
-        raise ValueError(f"sod metric expects saliency logits [B, 1, H, W], got shape {list(logits.shape)}")
+        raise ConfigError(f"sod metric expects saliency logits [B, 1, H, W], got shape {list(logits.shape)}")
     return logits
 
 
@@ -109,7 +110,7 @@ class SODMetrics(Metric):
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         count = sums["count"].item()
         if count == 0:
-            raise ValueError("sod metric saw no images; the evaluation split is empty")
+            raise DataError("sod metric saw no images; the evaluation split is empty")
         mean = {name: sums[name] / count for name in (*SCALARS, *CURVES)}
         return {
             "mae": mean["mae"].item(),
@@ -143,7 +144,7 @@ class SaliencyWriter:
         from PIL import Image
 
         if not isinstance(targets, dict) or "name" not in targets:
-            raise ValueError("eval.save_predictions needs a dataset whose targets carry image names ({'name': [...]})")
+            raise ConfigError("eval.save_predictions needs a dataset whose targets carry image names ({'name': [...]})")
         gts = ground_truths(targets)
         for name, saliency in zip(targets["name"], saliency_maps(outputs, [g.shape[:2] for g in gts])):
             Image.fromarray(saliency).save(self.folder / f"{name}.png")

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.distributed.ops import all_gather_objects
+from utils.errors import ConfigError
 from utils.metrics.base import Metric
 from utils.registry import METRICS
 
@@ -45,7 +46,7 @@ class VideoAccuracy(Metric):
 
     def update(self, outputs: torch.Tensor, targets: Any) -> None:
         if not isinstance(targets, dict) or "video" not in targets:
-            raise ValueError(
+            raise ConfigError(
                 "metric 'video' needs targets {'label', 'video'} (the clip's video index); "
                 "use a clip dataset (video_frames_folder, moving_shapes) or eval.metric=classification"
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from utils.config import ModelConfig
+from utils.errors import ConfigError
 from utils.registry import NETWORKS
 
 
@@ -13,6 +14,6 @@ def build_network(cfg: ModelConfig) -> nn.Module:
     model = NETWORKS.build(cfg.name, **cfg.args)
     if cfg.grad_checkpointing:
         if not hasattr(model, "set_grad_checkpointing"):
-            raise ValueError(f"network '{cfg.name}' has no set_grad_checkpointing(); set model.grad_checkpointing=false")
+            raise ConfigError(f"network '{cfg.name}' has no set_grad_checkpointing(); set model.grad_checkpointing=false")
         model.set_grad_checkpointing(True)
     return model

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from utils.distributed.parallel import unwrap
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class ModelEma:
 
     def __init__(self, model: nn.Module, decay: float = 0.9998, warmup: bool = True) -> None:
         if not 0.0 < decay < 1.0:
-            raise ValueError(f"train.ema.decay must be in (0, 1), got {decay}")
+            raise ConfigError(f"train.ema.decay must be in (0, 1), got {decay}")
         self.module = copy.deepcopy(model).eval()
         for param in self.module.parameters():
             param.requires_grad_(False)

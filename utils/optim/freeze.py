@@ -13,7 +13,7 @@ from typing import List, Sequence
 
 from torch import nn
 
-from utils.config import ConfigError
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

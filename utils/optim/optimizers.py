@@ -10,7 +10,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from utils.config import ConfigError, OptimConfig
+from utils.config import OptimConfig
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def layer_id_fn(model: nn.Module) -> Tuple[Callable[[str], int], int]:
     if backbone is not None and hasattr(backbone, "layer_id") and hasattr(backbone, "num_layers"):
         top = int(backbone.num_layers)
         return (lambda name: backbone.layer_id(name[len("backbone.") :]) if name.startswith("backbone.") else top), top
-    raise ValueError(
+    raise ConfigError(
         f"optim.layer_decay needs layer ids, but network {type(model).__name__} has no layer_id(name)/num_layers "
         "and no self.backbone with them; add them to the network or unset optim.layer_decay"
     )
@@ -116,7 +117,7 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> 
     lr = scaled_lr(cfg.lr, cfg.lr_scaling, world_size)
     groups = param_groups(model, cfg.weight_decay, lr, cfg.param_groups, cfg.layer_decay)
     if not groups:
-        raise ValueError("no trainable parameters: model.freeze froze everything; loosen the patterns")
+        raise ConfigError("no trainable parameters: model.freeze froze everything; loosen the patterns")
     if cfg.param_groups or cfg.layer_decay is not None:
         for group in groups:
             log.info("param group %s: %d tensors, lr %.3g (x%.4g), weight_decay %g", group["group"], len(group["params"]), group["lr"], group["lr_scale"], group["weight_decay"])
@@ -126,4 +127,4 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> 
         return torch.optim.Adam(groups, lr=lr, betas=tuple(cfg.betas))
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas))
-    raise ValueError(f"unknown optimizer optim.name='{cfg.name}'; choose sgd, adam or adamw")
+    raise ConfigError(f"unknown optimizer optim.name='{cfg.name}'; choose sgd, adam or adamw")

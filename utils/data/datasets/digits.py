@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from utils.errors import ConfigError
 from utils.registry import DATASETS
 
 SPLITS = ("train", "val", "test")
@@ -49,13 +50,13 @@ class Digits(Dataset):
         from sklearn.datasets import load_digits
 
         if split not in SPLITS:
-            raise ValueError(f"digits has splits {SPLITS}, got '{split}'")
+            raise ConfigError(f"digits has splits {SPLITS}, got '{split}'")
         data = load_digits()
         idx = split_indices(data.target, val_fraction, test_fraction, split_seed)[split]
         labels = data.target[idx]
         if classes is not None:
             if not classes or len(set(classes)) != len(classes) or not set(classes) <= set(range(10)):
-                raise ValueError(f"digits: data.args.classes must be distinct digits 0-9, got {list(classes)}")
+                raise ConfigError(f"digits: data.args.classes must be distinct digits 0-9, got {list(classes)}")
             keep = np.isin(labels, list(classes))
             idx = idx[keep]
             labels = np.array([list(classes).index(d) for d in data.target[idx]], dtype=np.int64)

@@ -12,6 +12,7 @@ from torch.utils.data import Dataset
 from torchvision.datasets import ImageFolder as _TorchImageFolder
 from torchvision.transforms import v2
 
+from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 log = logging.getLogger(__name__)
@@ -35,20 +36,20 @@ class ImageFolder(Dataset):
         on_bad_sample: str = "stop",
     ) -> None:
         if on_bad_sample not in ("stop", "skip"):
-            raise ValueError(f"image_folder: data.args.on_bad_sample must be 'stop' or 'skip', got '{on_bad_sample}'")
+            raise ConfigError(f"image_folder: data.args.on_bad_sample must be 'stop' or 'skip', got '{on_bad_sample}'")
         self.on_bad_sample = on_bad_sample
         self.bad: Set[int] = set()
         if root is None:
-            raise FileNotFoundError("dataset image_folder needs data.root=<folder with train/ and val/ inside>")
+            raise ConfigError("dataset image_folder needs data.root=<folder with train/ and val/ inside>")
         folder = Path(root) / split
         if split == "test" and not folder.is_dir():
             folder = Path(root) / "val"
         if not folder.is_dir():
-            raise FileNotFoundError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>")
+            raise DataError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>")
         try:
             self.inner = _TorchImageFolder(str(folder))
         except FileNotFoundError as err:
-            raise FileNotFoundError(f"data folder '{folder}' holds no images: {err}") from err
+            raise DataError(f"data folder '{folder}' holds no images: {err}") from err
         self.classes = self.inner.classes
         self.num_classes = len(self.classes)
         resize = [v2.Resize((image_size, image_size), antialias=True)] if image_size else []
@@ -68,10 +69,10 @@ class ImageFolder(Dataset):
             except (OSError, UnidentifiedImageError) as err:  # truncated files raise OSError
                 path = self.inner.samples[at][0]
                 if self.on_bad_sample == "stop":
-                    raise ValueError(f"cannot read image '{path}' ({type(err).__name__}); fix or remove the file, or set data.args.on_bad_sample=skip") from err
+                    raise DataError(f"cannot read image '{path}' ({type(err).__name__}); fix or remove the file, or set data.args.on_bad_sample=skip") from err
                 self.bad.add(at)
                 log.warning("skipping unreadable image '%s' (%s); data.args.on_bad_sample=skip", path, type(err).__name__)
-        raise ValueError(f"no readable image in '{self.inner.root}'")
+        raise DataError(f"no readable image in '{self.inner.root}'")
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         image, label = self._read(index)

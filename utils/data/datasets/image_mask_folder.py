@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import Dataset
 
 from utils.data.masks import MaskBatchCollate, PairPipeline, Size
+from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -24,7 +25,7 @@ def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, Path]:
         if not path.is_file() or path.suffix.lower() not in exts:
             continue
         if path.stem in files:
-            raise ValueError(f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one")
+            raise DataError(f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one")
         files[path.stem] = path
     return files
 
@@ -38,7 +39,7 @@ def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, P
     """``(stem, image, mask)`` for every stem; an error lists unmatched files on either side."""
     for folder in (image_folder, mask_folder):
         if not folder.is_dir():
-            raise FileNotFoundError(f"folder '{folder}' does not exist; expected <data.root>/<split folder>/{{image_dir, mask_dir}} (see data.args.splits)")
+            raise DataError(f"folder '{folder}' does not exist; expected <data.root>/<split folder>/{{image_dir, mask_dir}} (see data.args.splits)")
     images, masks = _by_stem(image_folder, IMAGE_EXTS), _by_stem(mask_folder, MASK_EXTS)
     no_mask = sorted(set(images) - set(masks))
     no_image = sorted(set(masks) - set(images))
@@ -48,9 +49,9 @@ def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, P
             parts.append(f"{len(no_mask)} image(s) in '{image_folder}' have no mask in '{mask_folder}': {_listing(no_mask)}")
         if no_image:
             parts.append(f"{len(no_image)} mask(s) in '{mask_folder}' have no image in '{image_folder}': {_listing(no_image)}")
-        raise ValueError("; ".join(parts) + "; every image needs a mask with the same file stem")
+        raise DataError("; ".join(parts) + "; every image needs a mask with the same file stem")
     if not images:
-        raise FileNotFoundError(f"folder '{image_folder}' holds no images (extensions {', '.join(IMAGE_EXTS)})")
+        raise DataError(f"folder '{image_folder}' holds no images (extensions {', '.join(IMAGE_EXTS)})")
     return [(stem, images[stem], masks[stem]) for stem in sorted(images)]
 
 
@@ -90,10 +91,10 @@ class ImageMaskFolder(Dataset):
         size_divisor: int = 32,
     ) -> None:
         if root is None:
-            raise FileNotFoundError(f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>")
+            raise ConfigError(f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>")
         folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
         if split not in folders:
-            raise ValueError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
+            raise ConfigError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
         folder = folders[split]
         base = Path(root) / folder
         self.files = pair_files(base / image_dir.format(folder=folder), base / mask_dir.format(folder=folder))

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from utils.data.clips import ClipDataset
+from utils.errors import ConfigError
 from utils.registry import DATASETS
 
 # Sorted by name, so a frame-folder copy (classes = sorted folder names) keeps the label indices.
@@ -89,7 +90,7 @@ class MovingShapes(ClipDataset):
         super().__init__(split, transform, clip_len, frame_stride, num_clips, pad_short)
         counts = {"train": 600, "val": 120, "test": 240, **(videos or {})}
         if split not in SPLIT_CODES:
-            raise ValueError(f"moving_shapes has splits {tuple(SPLIT_CODES)}, got '{split}'")
+            raise ConfigError(f"moving_shapes has splits {tuple(SPLIT_CODES)}, got '{split}'")
         n = counts[split]
         labels = [i % self.num_classes for i in range(n)]
         self.frames = [render_video((seed, SPLIT_CODES[split], i), labels[i], num_frames, size, noise) for i in range(n)]

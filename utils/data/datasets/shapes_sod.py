@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from utils.data.masks import MaskBatchCollate, PairPipeline, Size
+from utils.errors import ConfigError
 from utils.registry import DATASETS
 
 SPLIT_IDS = {"train": 0, "val": 1, "test": 2}
@@ -69,7 +70,7 @@ def _shape_region(rng: np.random.Generator, ys: np.ndarray, xs: np.ndarray) -> n
 def render_scene(seed: int, split: str, index: int, min_side: int = 48, max_side: int = 80, max_shapes: int = 3) -> Tuple[np.ndarray, np.ndarray]:
     """``(H, W, 3)`` uint8 image and its exact ``(H, W)`` uint8 mask (0 or 255) for one index."""
     if split not in SPLIT_IDS:
-        raise ValueError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
+        raise ConfigError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
     rng = np.random.default_rng([seed, SPLIT_IDS[split], index])
     h, w = (int(s) for s in rng.integers(min_side, max_side + 1, 2))
     ys, xs = np.mgrid[0:h, 0:w].astype(np.float64)
@@ -109,9 +110,9 @@ class ShapesSOD(Dataset):
         size_divisor: int = 8,
     ) -> None:
         if split not in SPLIT_IDS:
-            raise ValueError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
+            raise ConfigError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
         if not 8 <= min_side <= max_side:
-            raise ValueError(f"shapes_sod needs 8 <= min_side <= max_side, got {min_side}, {max_side}")
+            raise ConfigError(f"shapes_sod needs 8 <= min_side <= max_side, got {min_side}, {max_side}")
         self.split = split
         self.count = int({**DEFAULT_COUNTS, **(counts or {})}[split])
         self.scene_args = {"seed": seed, "min_side": min_side, "max_side": max_side, "max_shapes": max_shapes}

@@ -24,6 +24,7 @@ import torch
 from PIL import Image
 
 from utils.data.clips import ClipDataset
+from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -44,7 +45,7 @@ def list_frames(folder: Path) -> List[str]:
 def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
     """``(class, video folder)`` for every line of a split list."""
     if not path.is_file():
-        raise FileNotFoundError(f"split file '{path}' does not exist; data.args.split_files paths are relative to data.root")
+        raise DataError(f"split file '{path}' does not exist; data.args.split_files paths are relative to data.root")
     videos = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.strip()
@@ -52,7 +53,7 @@ def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
             continue
         rel = Path(line.split()[0])
         if len(rel.parts) < 2:
-            raise ValueError(f"{path}:{number}: '{rel}' is not <class>/<video>; every line must name the class folder")
+            raise DataError(f"{path}:{number}: '{rel}' is not <class>/<video>; every line must name the class folder")
         folder = root / rel if (root / rel).is_dir() else root / rel.with_suffix("")
         videos.append((rel.parts[-2], folder))
     return videos
@@ -60,7 +61,7 @@ def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
 
 def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
     if not folder.is_dir():
-        raise FileNotFoundError(
+        raise DataError(
             f"data folder '{folder}' does not exist; expected <root>/<split>/<class>/<video>/<frame>.jpg, "
             "or give data.args.split_files={split: list file}"
         )
@@ -85,11 +86,11 @@ class VideoFramesFolder(ClipDataset):
     ) -> None:
         super().__init__(split, transform, clip_len, frame_stride, num_clips, pad_short)
         if root is None:
-            raise FileNotFoundError("dataset video_frames_folder needs data.root=<folder of <class>/<video>/<frame>.jpg>")
+            raise ConfigError("dataset video_frames_folder needs data.root=<folder of <class>/<video>/<frame>.jpg>")
         base = Path(root)
         if split_files:
             if split not in split_files:
-                raise ValueError(f"data.args.split_files has no entry for split '{split}'; add one (it may name the test list)")
+                raise ConfigError(f"data.args.split_files has no entry for split '{split}'; add one (it may name the test list)")
             lists = {s: read_split_file(base, base / f) for s, f in split_files.items()}
             videos = lists[split]
             known = sorted({c for entries in lists.values() for c, _ in entries})
@@ -101,11 +102,11 @@ class VideoFramesFolder(ClipDataset):
         index = {name: i for i, name in enumerate(self.classes)}
         unknown = sorted({c for c, _ in videos if c not in index})
         if unknown:
-            raise ValueError(f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos")
+            raise DataError(f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos")
         self.num_classes = len(self.classes)
         for _, folder in videos:
             if not folder.is_dir():
-                raise FileNotFoundError(f"video folder '{folder}' does not exist; extract its frames there or drop it from the split")
+                raise DataError(f"video folder '{folder}' does not exist; extract its frames there or drop it from the split")
         self.folders = [folder for _, folder in videos]
         counts = [len(list_frames(folder)) for folder in self.folders]
         self.set_videos([index[c] for c, _ in videos], counts, [str(f) for f in self.folders])

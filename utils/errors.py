@@ -1,0 +1,41 @@
+"""The project's errors for bad input: the only exceptions ``main.py`` shows as one line.
+
+``main.py`` turns a :class:`UserError` into one ``error: <message>`` line and exit
+code 2. Any other exception is a bug (the framework's or, more often, the
+user's own network, loss, dataset, metric or hook) and keeps its full
+traceback, so the frames name the file and line to fix.
+
+Raise the subclass that says what is wrong, at the place that knows it, with a
+message that names the problem and the fix. Each subclass also derives from
+the builtin exception that the same check raised before it existed, so
+callers that caught ``ValueError``/``KeyError``/``RuntimeError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input the user can fix: an ``error:`` line and exit code 2, never a traceback."""
+
+
+class ConfigError(UserError, ValueError):
+    """A bad config key, value, range or combination; the message names the key and the fix."""
+
+
+class RegistryError(UserError, KeyError):
+    """An unknown registered name, or one name registered twice."""
+
+    def __str__(self) -> str:  # KeyError's own str() would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DataError(UserError, ValueError):
+    """Missing, empty, unreadable or inconsistent data (folders, files, labels)."""
+
+
+class CheckpointError(UserError, RuntimeError):
+    """A missing, corrupt, unwritable or mismatched checkpoint; the message names the file and the fix."""
+
+
+class NonFiniteError(UserError, FloatingPointError):
+    """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
