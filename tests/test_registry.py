@@ -55,8 +55,8 @@ def test_unknown_name_lists_known_and_suggests_closest():
         reg.get("clasifier")
     message = err.value.args[0]
     assert "unknown network 'clasifier'" in message
-    assert "classifier, minet" in message
-    assert "did you mean 'classifier'" in message
+    assert "known: classifier (C), minet (M)" in message
+    assert "did you mean 'classifier' (class C)?" in message
 
 
 def test_build_with_unknown_argument_lists_accepted_ones():
@@ -94,3 +94,22 @@ def test_location_is_imported_on_first_lookup():
     assert "classifier" in NETWORKS
     assert {"cross_entropy", "bce_with_logits"} <= set(LOSSES.names())
     assert {"digits", "image_folder"} <= set(DATASETS.names())
+
+
+def test_a_class_name_resolves_to_its_registered_name():
+    reg = Registry("network")
+
+    @reg.register()
+    class MyNet:
+        pass
+
+    reg.register("other")(type("Other", (), {}))
+    assert reg.get("MyNet") is MyNet and reg.get("my_net") is MyNet and reg.resolve("MyNet") == "my_net"
+    assert "MyNet" in reg and "Mynet" not in reg
+    with pytest.raises(KeyError) as err:
+        reg.get("MyNte")
+    assert "known: my_net (MyNet), other (Other); did you mean 'my_net' (class MyNet)?" in str(err.value)
+    reg.register("twin_a")(type("Twin", (), {}))
+    reg.register("twin_b")(type("Twin", (), {}))
+    with pytest.raises(KeyError, match="class name 'Twin' is ambiguous: it is registered as twin_a, twin_b"):
+        reg.get("Twin")

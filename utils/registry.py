@@ -14,7 +14,7 @@ import inspect
 import pkgutil
 import re
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from utils.errors import ConfigError, RegistryError
 
@@ -64,13 +64,18 @@ def _check_arguments(what: str, obj: Any, kwargs: Dict[str, Any]) -> None:
 
 
 class Registry:
-    """A name -> class (or function) table with a decorator to fill it."""
+    """A name -> class (or function) table with a decorator to fill it.
 
-    def __init__(self, name: str, location: Optional[str] = None) -> None:
+    ``location`` names the package (or packages) whose files register the
+    members; they are imported on the first lookup. A member is found by its
+    registered name or by its class name (``my_net`` or ``MyNet``).
+    """
+
+    def __init__(self, name: str, location: Union[str, Sequence[str], None] = None) -> None:
         self.name = name
-        self.location = location
+        self.locations: Tuple[str, ...] = (location,) if isinstance(location, str) else tuple(location or ())
         self._items: Dict[str, Any] = {}
-        self._imported = location is None
+        self._imported = not self.locations
 
     def register(self, name: Optional[str] = None) -> Callable[[Any], Any]:
         """Decorator: ``@REG.register()`` uses the object's own name in snake case."""
@@ -93,17 +98,50 @@ class Registry:
     def _ensure_imported(self) -> None:
         if not self._imported:
             self._imported = True  # set first: member files may query the registry
-            import_submodules(self.location)
+            for package in self.locations:
+                import_submodules(package)
+
+    def _class_names(self) -> Dict[str, List[str]]:
+        """Class name -> registered names, for members whose class name differs from their key."""
+        names: Dict[str, List[str]] = {}
+        for key, obj in self._items.items():
+            own = getattr(obj, "__name__", key)
+            if own != key:
+                names.setdefault(own, []).append(key)
+        return names
+
+    def resolve(self, name: str) -> str:
+        """The registered name of ``name`` (itself, or the key of the class called ``name``)."""
+        self._ensure_imported()
+        if name in self._items:
+            return name
+        keys = self._class_names().get(name, [])
+        if len(keys) == 1:
+            return keys[0]
+        if len(keys) > 1:
+            raise RegistryError(f"{self.name} class name '{name}' is ambiguous: it is registered as {', '.join(sorted(keys))}; use one of those names")
+        raise RegistryError(self._unknown(name))
+
+    def _class_of(self, key: str) -> Optional[str]:
+        """The class name of member ``key`` when it differs from the key, else None."""
+        own = getattr(self._items[key], "__name__", key)
+        return None if own == key else own
+
+    def _unknown(self, name: str) -> str:
+        # the closest of both forms a user may have meant: a registered name or a class name
+        forms = {key: key for key in self._items}
+        forms.update({cls: keys[0] for cls, keys in self._class_names().items() if len(keys) == 1})
+        hint = closest(name, list(forms))
+        suggestion = ""
+        if hint is not None:
+            key, cls = forms[hint], self._class_of(forms[hint])
+            suggestion = f"; did you mean '{key}'" + (f" (class {cls})" if cls else "") + "?"
+        known = ", ".join(key + (f" ({self._class_of(key)})" if self._class_of(key) else "") for key in sorted(self._items))
+        return f"unknown {self.name} '{name}'; known: {known or '(none)'}{suggestion}"
 
     def get(self, name: str) -> Any:
-        """The object registered under ``name``; KeyError with suggestions otherwise."""
-        self._ensure_imported()
-        if name not in self._items:
-            known = sorted(self._items)
-            hint = closest(name, known)
-            suggestion = f"; did you mean '{hint}'?" if hint else ""
-            raise RegistryError(f"unknown {self.name} '{name}'; known: {', '.join(known) or '(none)'}{suggestion}")
-        return self._items[name]
+        """The object registered under ``name`` (or whose class is called ``name``); RegistryError with suggestions otherwise."""
+        return self._items[self.resolve(name)]
 
     def build(self, name: str, **kwargs: Any) -> Any:
         """Instantiate (or call) the object registered under ``name`` with ``kwargs``.
@@ -122,7 +160,7 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         self._ensure_imported()
-        return name in self._items
+        return name in self._items or (isinstance(name, str) and len(self._class_names().get(name, [])) == 1)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -140,3 +178,4 @@ NETWORKS = Registry("network", location="network")
 LOSSES = Registry("loss", location="loss")
 DATASETS = Registry("dataset", location="utils.data.datasets")
 METRICS = Registry("metric", location="utils.metrics")
+HOOKS = Registry("hook", location=("utils.engine.hooks", "hook"))
