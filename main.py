@@ -16,25 +16,23 @@ import logging
 import os
 import sys
 import traceback
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
 from utils import __version__
 from utils.amp import Amp
-from utils.checkpoint.files import load_file
 from utils.checkpoint.guard import (
     check_resume_config,
     resume_differences,
     weight_mismatch,
 )
-from utils.checkpoint.restore import find_resume, init_weights, restore_training_state
-from utils.checkpoint.store import CheckpointStore
-from utils.checkpoint.weights import state_dict_of
+from utils.checkpoint.restore import find_resume, init_weights
+from utils.checkpoint.state import Checkpoint
 from utils.config import Config, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
-from utils.distributed.parallel import convert_sync_bn, unwrap, without_ddp, wrap_model
+from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
 from utils.distributed.process_group import (
     DistInfo,
@@ -44,22 +42,22 @@ from utils.distributed.process_group import (
 )
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
-from utils.engine.control import BestTracker, steps_per_epoch, training_length
-from utils.engine.evaluate import evaluate
-from utils.engine.nonfinite import NonFinitePolicy
-from utils.engine.trainer import LoopOptions, Trainer
+from utils.engine.control import steps_per_epoch, training_length
+from utils.engine.trainer import LoopOptions, Parts, Trainer
 from utils.errors import CheckpointError, ConfigError, UserError
-from utils.log import RunWriter, format_metrics, setup_logging
+from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
-from utils.model.summary import count_flops, count_parameters
+from utils.model.summary import log_summary
 from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
+from utils.registry import HOOKS
 
 log = logging.getLogger("main")
+
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,10 +78,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def resolve_config(args: argparse.Namespace) -> Config:
+def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -> Config:
     """Test mode starts from the config saved in the checkpoint; the file and overrides apply on top."""
-    base = load_file(args.checkpoint).get("config") if args.mode == "test" else None
-    cfg = load_config(args.config, args.overrides, base=base)
+    cfg = load_config(args.config, args.overrides, base=checkpoint.config if checkpoint is not None else None)
     for name in cfg.custom_imports:
         import_custom(name)
     return cfg
@@ -103,9 +100,39 @@ def import_custom(name: str) -> None:
         raise ConfigError(f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH") from None
 
 
+def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
+    """The built-in hooks, set up from their config keys, then the users' from ``cfg.hooks`` (order: utils/hook.py)."""
+    hooks = [HOOKS.build("logging", output_dir=str(cfg.output_dir), log_every=cfg.train.log_every)]
+    if training:
+        hooks += [
+            HOOKS.build("progress", log_every=cfg.train.log_every),
+            HOOKS.build("preemption"),
+            HOOKS.build("validation", every=cfg.eval.every, monitor=cfg.eval.monitor, mode=cfg.eval.monitor_mode, patience=cfg.train.patience, use_ema=cfg.eval.use_ema),
+            HOOKS.build("checkpoint", directory=str(cfg.output_dir / "checkpoints"), every_steps=cfg.train.checkpoint_every_steps, keep=cfg.train.keep_checkpoints),
+        ]
+        hooks += [HOOKS.build("ema")] if ema else []
+    for spec in cfg.hooks:
+        args = dict(spec)
+        name = args.pop("name")
+        if HOOKS.get(name).__module__.startswith("utils.engine.hooks"):
+            raise ConfigError(f"hooks: '{name}' is a built-in hook and always runs; set it up through its config keys (README: Add a hook)")
+        hooks.append(HOOKS.build(name, **args))
+    return hooks
+
+
+def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> LoopOptions:
+    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy."""
+    # A step budget only when the length is given in steps: an epoch-based run resumed with
+    # another train.accumulate has a different step count per epoch and still runs its epochs.
+    return LoopOptions(
+        epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
+        clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
+        max_nonfinite_skips=cfg.train.max_nonfinite_skips, device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
+    )
+
+
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
-    ckpt_dir = out / "checkpoints"
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
@@ -113,13 +140,11 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
     model = build_network(cfg.model)
-    total, trainable = count_parameters(model)
-    flops = count_flops(model, cfg.model.input_size) if info.is_main else float("nan")
-    log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", cfg.model.name, total / 1e6, trainable / 1e6, flops / 1e9, cfg.model.input_size)
-    resume_path = find_resume(ckpt_dir, resume, cfg.train.auto_resume)
+    log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
     config = to_dict(cfg)  # what checkpoints store and resume guards compare against
+    resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
-    resume_state = init_weights(model, cfg.model, resume_path, lambda state: check_resume_config(state, config, info.world_size, force, resume_path))
+    checkpoint = init_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, config, info.world_size, force))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, out / "config.yaml")
     model.to(info.device)
@@ -133,85 +158,64 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)
-    metric = build_metric(cfg.eval.metric)
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
-    # A step budget only when the length is given in steps: an epoch-based run resumed with
-    # another train.accumulate has a different step count per epoch and still runs its epochs.
-    step_limit = total_steps if cfg.train.iterations is not None else None
-    # with eval.use_ema the EMA weights are monitored, select best.pt and are tested
-    monitor = ("ema_" if cfg.eval.use_ema else "") + cfg.eval.monitor
-    options = LoopOptions(
-        epochs=epochs, step_limit=step_limit, accumulate=cfg.train.accumulate, clip_grad_norm=cfg.train.clip_grad_norm,
-        clip_grad_value=cfg.train.clip_grad_value, log_every=cfg.train.log_every, checkpoint_every_steps=cfg.train.checkpoint_every_steps,
-        eval_every=cfg.eval.every, monitor=monitor, show_progress=info.is_main,
-    )
-    tracker = BestTracker(cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience)
-    writer = RunWriter(out, info.is_main)
-    trainer = Trainer(
-        model, optimizer, scheduler, amp, ema, criterion, metric, train_loader, val_loader, writer, tracker,
-        CheckpointStore(ckpt_dir, cfg.train.keep_checkpoints), NonFinitePolicy(cfg.train.nonfinite, cfg.train.max_nonfinite_skips),
-        options, info.device, config, info.world_size,
-    )
-    start_epoch, start_batch, step = 0, 0, 0
-    if resume_state is not None:
-        start_epoch, step = restore_training_state(resume_state, optimizer, scheduler, amp, ema, tracker)
-        start_batch = trainer.resume(resume_state, same_data=not resume_differences(resume_state, config, info.world_size))
-        del resume_state
+    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, val_loader, build_metric(cfg.eval.metric), ema)
+    trainer = Trainer(parts, loop_options(cfg, info, epochs, total_steps), build_hooks(cfg, training=True, ema=ema is not None))
     try:
-        trainer.fit(start_epoch, start_batch, step)
+        if checkpoint is not None:
+            trainer.restore(checkpoint, info.rank, same_data=not resume_differences(checkpoint, config, info.world_size))
+            del checkpoint  # the optimizer state it held is copied; free it before training
+        trainer.fit()
         check_replicas(model)
-        best_path = ckpt_dir / "best.pt"
-        log.info("best %s=%s at epoch %s; testing %s", monitor, tracker.value, tracker.epoch, best_path)
-        unwrap(model).load_state_dict(state_dict_of(load_file(best_path)))
-        return run_test(cfg, info, model, amp, criterion, writer, epoch=tracker.epoch)
+        tracker = trainer.hooks.get("validation").tracker
+        best_path = out / "checkpoints" / "best.pt"
+        log.info("best %s=%s at epoch %s; testing %s", trainer.hooks.get("validation").monitor, tracker.value, tracker.epoch, best_path)
+        unwrap(model).load_state_dict(Checkpoint.load(best_path).eval_weights)
+        return run_test(cfg, info, trainer, epoch=tracker.epoch)
     finally:
-        writer.close()
+        trainer.close()
 
 
-def run_test(cfg: Config, info: DistInfo, model, amp: Amp, criterion, writer: RunWriter, epoch: Optional[int]) -> Dict[str, float]:
-    """Evaluate on the test split, log the row, print the metrics (rank 0)."""
+def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int) -> Dict[str, float]:
+    """Evaluate on the test split (hooks log the row), print the metrics (rank 0)."""
     loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
-    metric = build_metric(cfg.eval.metric)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
-    on_batch = metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
+    on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
         log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
-    results = evaluate(without_ddp(model), loader, criterion, metric, amp, info.device, len(loader), info.is_main, on_batch=on_batch)
-    writer.metrics({"split": "test", "epoch": epoch, **results})
-    writer.flush()
+    results = trainer.test(loader, epoch, on_batch)
     if info.is_main:
         print(f"test: {format_metrics(results)}", flush=True)
     return results
 
 
-def test(cfg: Config, info: DistInfo, checkpoint: str) -> Dict[str, float]:
+def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float]:
     """Single-card (or distributed) evaluation of a checkpoint on the test split."""
-    state = load_file(checkpoint)
     model = build_network(cfg.model)
-    if "model" not in state:
-        raise CheckpointError(f"'{checkpoint}' has no 'model' entry; it is not a checkpoint of this framework")
     try:
-        model.load_state_dict(state_dict_of(state))  # the EMA weights when the run selected with them
+        model.load_state_dict(checkpoint.eval_weights)  # the EMA weights when the run selected with them
     except RuntimeError as err:
-        raise CheckpointError(f"checkpoint '{checkpoint}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, state_dict_of(state))}); it was saved by another network, see the config it was saved with") from err
+        raise CheckpointError(f"checkpoint '{checkpoint.source}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, checkpoint.eval_weights)}); it was saved by another network, see the config it was saved with") from err
     model.to(info.device)
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
-    criterion = build_criterion(cfg.loss).to(info.device)
-    writer = RunWriter(cfg.output_dir, info.is_main)
+    parts = Parts(model, build_criterion(cfg.loss).to(info.device), amp, metric=build_metric(cfg.eval.metric))
+    options = LoopOptions(device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg))
+    trainer = Trainer(parts, options, build_hooks(cfg, training=False, ema=False))
     try:
-        return run_test(cfg, info, model, amp, criterion, writer, epoch=state.get("epoch", 0) - 1)
+        return run_test(cfg, info, trainer, epoch=checkpoint.progress.epoch - 1)
     finally:
-        writer.close()
+        trainer.close()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     info = None
     try:
-        cfg = resolve_config(args)
+        checkpoint = Checkpoint.load(args.checkpoint) if args.mode == "test" else None
+        cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
@@ -220,7 +224,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.mode == "train":
             train(cfg, info, args.resume or args.resume_force, args.resume_force)
         else:
-            test(cfg, info, args.checkpoint)
+            test(cfg, info, checkpoint)
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()

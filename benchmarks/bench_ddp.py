@@ -4,7 +4,7 @@ Two real processes (gloo over TCP, started with torch.multiprocessing). Every
 round rank 0 first (or last: the order alternates) trains the network alone
 on the full global batches while rank 1 waits in a barrier, then both train a
 DDP copy from the same initial weights on half of each batch, through the
-framework's ``train_one_epoch``. The network has no BatchNorm, so averaged DDP
+framework's Trainer. The network has no BatchNorm, so averaged DDP
 gradients equal full-batch gradients and the weights must agree.
 """
 
@@ -41,17 +41,12 @@ def _network() -> nn.Module:
 
 def _train(model: nn.Module, data: List) -> float:
     """Seconds for one pass of the framework loop over ``data``."""
-    from utils.amp import Amp
-    from utils.config import AmpConfig
-    from utils.engine.epoch import train_one_epoch
-    from utils.log import RunWriter
+    from benchmarks.common import framework_epoch
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
-    amp = Amp(AmpConfig(), torch.device("cpu"))
     start = time.perf_counter()
-    train_one_epoch(model, data, nn.functional.cross_entropy, optimizer, scheduler, amp, torch.device("cpu"), 0, 0,
-                    RunWriter(None, False), num_batches=len(data), show_progress=False)
+    framework_epoch(model, data, optimizer, scheduler, nn.functional.cross_entropy)
     return time.perf_counter() - start
 
 

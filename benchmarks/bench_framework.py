@@ -1,8 +1,8 @@
-"""Framework train step (``train_one_epoch``) vs a hand-written PyTorch loop.
+"""Framework train step (the Trainer's ``run_step`` and per-step hooks) vs a hand-written PyTorch loop.
 
 Same network, initial weights, batches, optimizer and learning-rate schedule;
-the framework path adds its Amp(O0), weighted criterion, loss check and
-logging hooks. Reports samples/s framework / plain, an A/A control (plain vs
+the framework path adds its Amp(O0), weighted criterion, loss check and the
+hooks every run calls per step (logging, progress, preemption). Reports samples/s framework / plain, an A/A control (plain vs
 the same plain loop) and the weight difference after the same steps.
 """
 
@@ -15,12 +15,16 @@ from typing import List
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import batches, interleaved, max_abs_diff, ratios, row, timed
-from utils.amp import Amp
-from utils.config import AmpConfig, ScheduleConfig
-from utils.engine.epoch import train_one_epoch
-from utils.log import RunWriter
-from utils.model.criterion import build_criterion
+from benchmarks.common import (
+    batches,
+    framework_epoch,
+    interleaved,
+    max_abs_diff,
+    ratios,
+    row,
+    timed,
+)
+from utils.config import ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 from utils.registry import NETWORKS
 
@@ -40,12 +44,7 @@ def _optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
 def framework_run(init: torch.nn.Module, data: List, schedule: ScheduleConfig) -> torch.nn.Module:
     model = copy.deepcopy(init)
     optimizer = _optimizer(model)
-    scheduler = build_scheduler(optimizer, schedule, len(data), len(data))
-    amp = Amp(AmpConfig(opt_level="O0"), DEVICE)
-    model, optimizer = amp.initialize(model, optimizer)
-    criterion = build_criterion([{"name": "cross_entropy", "weight": 1.0}])
-    writer = RunWriter(None, False)
-    train_one_epoch(model, data, criterion, optimizer, scheduler, amp, DEVICE, 0, 0, writer, num_batches=len(data), show_progress=False)
+    framework_epoch(model, data, optimizer, build_scheduler(optimizer, schedule, len(data), len(data)))
     return model
 
 

@@ -16,12 +16,8 @@ from typing import List
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from benchmarks.common import batches, interleaved, ratios, row, timed
-from utils.amp import Amp
-from utils.config import AmpConfig
+from benchmarks.common import batches, framework_epoch, interleaved, ratios, row, timed
 from utils.data.prefetch import PrefetchLoader
-from utils.engine.epoch import train_one_epoch
-from utils.log import RunWriter
 from utils.registry import NETWORKS
 
 DEVICE = torch.device("cpu")
@@ -45,9 +41,7 @@ def _train(model: torch.nn.Module, loader) -> None:
     model = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
-    amp = Amp(AmpConfig(), DEVICE)
-    train_one_epoch(model, loader, torch.nn.functional.cross_entropy, optimizer, scheduler, amp, DEVICE, 0, 0,
-                    RunWriter(None, False), num_batches=len(loader), show_progress=False)
+    framework_epoch(model, loader, optimizer, scheduler, torch.nn.functional.cross_entropy)
 
 
 def _drain(loader) -> None:

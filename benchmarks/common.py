@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -61,3 +61,25 @@ def batches(n: int, batch_size: int, shape: Tuple[int, ...], num_classes: int = 
 def max_abs_diff(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
     """Largest elementwise difference between two state dicts (floats only)."""
     return max((float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].is_floating_point()), default=0.0)
+
+
+def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimizer, scheduler: Any, criterion: Any = None) -> int:
+    """One epoch of the framework's Trainer over ``data`` with the hooks every run calls per step
+    (logging, progress, preemption; as on a rank that writes no files). Returns the steps taken."""
+    from utils.amp import Amp
+    from utils.config import AmpConfig
+    from utils.engine.trainer import LoopOptions, Parts, Trainer
+    from utils.model.criterion import build_criterion
+    from utils.registry import HOOKS
+
+    device = torch.device("cpu")
+    criterion = criterion if criterion is not None else build_criterion([{"name": "cross_entropy", "weight": 1.0}])
+    amp = Amp(AmpConfig(opt_level="O0"), device)
+    model, optimizer = amp.initialize(model, optimizer)
+    hooks = [HOOKS.build("logging", output_dir="unused", log_every=10), HOOKS.build("progress"), HOOKS.build("preemption")]
+    trainer = Trainer(Parts(model, criterion, amp, optimizer, scheduler, train_loader=data), LoopOptions(device=device, is_main=False), hooks)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    return trainer.state.step

@@ -47,8 +47,7 @@ def main(out: str) -> None:
 
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine.epoch import train_one_epoch
-    from utils.log import RunWriter
+    from utils.engine.trainer import LoopOptions, Parts, Trainer
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -64,12 +63,11 @@ def main(out: str) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     batches = rank_micro_batches(rank)
-    stats = train_one_epoch(
-        model, batches, nn.CrossEntropyLoss(), optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")),
-        torch.device("cpu"), 0, 0, RunWriter(None, False), num_batches=len(batches), accumulate=K, show_progress=False,
-    )
+    parts = Parts(model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, train_loader=batches)
+    trainer = Trainer(parts, LoopOptions(accumulate=K, is_main=False))
+    trainer.fit()
     if rank == 0:
-        torch.save({"state": model.module.state_dict(), "allreduce_calls": len(calls), "steps": stats["global_step"]}, out)
+        torch.save({"state": model.module.state_dict(), "allreduce_calls": len(calls), "steps": trainer.state.step}, out)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -39,7 +39,7 @@ def evaluate_split(rank: int, world_size: int, predictions: Path) -> Dict[str, f
     metric = METRICS.build("sod")
     criterion = build_criterion([{"name": "bce_with_logits"}, {"name": "cel"}])
     device = torch.device("cpu")
-    return evaluate(model, loader, criterion, metric, Amp(AmpConfig(), device), device, len(loader), False, on_batch=metric.prediction_writer(predictions))
+    return evaluate(model, loader, criterion, metric, Amp(AmpConfig(), device), device, False, on_batch=metric.prediction_writer(predictions))
 
 
 def main() -> None:

@@ -11,17 +11,17 @@ from tests import accumulate_worker as worker
 from tests.conftest import ROOT, subprocess_env
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.engine.epoch import train_one_epoch
-from utils.log import RunWriter
+from utils.engine.trainer import LoopOptions, Parts, Trainer
 
 
-def run_epoch(model, batches, accumulate=1, lr=0.5, momentum=0.9, **kwargs):
+def run_epoch(model, batches, accumulate=1, lr=0.5, momentum=0.9, **kwargs) -> int:
+    """One epoch of the framework's loop (no hooks) over ``batches``; returns the optimizer steps."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
-    return train_one_epoch(
-        model, batches, nn.CrossEntropyLoss(), optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")),
-        torch.device("cpu"), 0, 0, RunWriter(None, False), num_batches=len(batches), accumulate=accumulate, show_progress=False, **kwargs,
-    )
+    parts = Parts(model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, train_loader=batches)
+    trainer = Trainer(parts, LoopOptions(accumulate=accumulate, is_main=False, **kwargs))
+    trainer.fit()
+    return trainer.state.step
 
 
 def chunks(x, y, size):
@@ -36,9 +36,9 @@ def assert_same_weights(a: nn.Module, b: nn.Module):
 def test_k_micro_batches_update_like_one_batch_k_times_larger():
     x, y = worker.make_data()  # 48 samples
     accumulated, reference = worker.make_model(), worker.make_model()
-    stats = run_epoch(accumulated, chunks(x, y, 4), accumulate=3)  # 12 micro-batches -> 4 steps
+    steps = run_epoch(accumulated, chunks(x, y, 4), accumulate=3)  # 12 micro-batches -> 4 steps
     run_epoch(reference, chunks(x, y, 12))
-    assert stats["global_step"] == 4
+    assert steps == 4
     assert_same_weights(accumulated, reference)
     assert not torch.allclose(accumulated[0].weight, worker.make_model()[0].weight)
 
@@ -47,9 +47,9 @@ def test_a_shorter_last_group_is_the_mean_of_its_micro_batches():
     x, y = worker.make_data()
     x, y = x[:20], y[:20]  # 5 micro-batches of 4 with K=2: groups of 8, 8, 4
     accumulated, reference = worker.make_model(), worker.make_model()
-    stats = run_epoch(accumulated, chunks(x, y, 4), accumulate=2)
+    steps = run_epoch(accumulated, chunks(x, y, 4), accumulate=2)
     run_epoch(reference, [(x[:8], y[:8]), (x[8:16], y[8:16]), (x[16:], y[16:])])
-    assert stats["global_step"] == 3
+    assert steps == 3
     assert_same_weights(accumulated, reference)
 
 

@@ -58,14 +58,14 @@ def test_overflowing_steps_are_skipped_counted_and_do_not_advance_the_schedule(o
     args = fast_overrides(out_root, "overflow", epochs=1) + ["amp.opt_level=O1", "amp.dtype=float16", "amp.loss_scale=1e30"]
     assert main.main(args) == 0
     state = load_file(out_root / "overflow" / "checkpoints" / "last.pt")
-    assert state["global_step"] > 0 and state["amp"]["skipped_steps"] == state["global_step"]
+    assert state["progress"]["step"] > 0 and state["amp"]["skipped_steps"] == state["progress"]["step"]
     assert state["scheduler"]["last_epoch"] == 0
     assert "gradient overflow: step skipped" in caplog.text
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(out_root / "overflow" / "tb"))
     acc.Reload()
-    assert [s.value for s in acc.Scalars("train_epoch/skipped_steps")] == [state["global_step"]]
+    assert [s.value for s in acc.Scalars("train_epoch/skipped_steps")] == [state["progress"]["step"]]
     assert [s.value for s in acc.Scalars("train_epoch/steps")] == [0]
 
 

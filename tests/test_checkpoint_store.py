@@ -82,5 +82,5 @@ def test_a_run_whose_checkpoint_write_fails_stops_with_one_message(out_root, mon
     assert "error: could not write checkpoint" in err and "Permission denied" in err and "Traceback" not in err
     monkeypatch.undo()
     after = load_verified(ckpt_dir / "last.pt")
-    assert after["epoch"] == before["epoch"] == 2
+    assert after["progress"]["epoch"] == before["progress"]["epoch"] == 2
     assert all(torch.equal(after["model"][k], v) for k, v in before["model"].items())

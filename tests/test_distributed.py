@@ -152,7 +152,7 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     assert len(resumed) == 2 and f"(epoch {epochs})" in resumed[1]
     assert re.search(r"replicas identical on 2 rank\(s\)", resumed[1])
     assert [r["epoch"] for r in rows(run_dir) if r["split"] == "val"] == list(range(epochs + 1))
-    assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["epoch"] == epochs + 1
+    assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["progress"]["epoch"] == epochs + 1
 
 
 @pytest.mark.timeout(300)

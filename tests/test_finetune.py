@@ -7,8 +7,10 @@ import torch
 
 import main
 from tests.conftest import ROOT
+from utils.amp import Amp
 from utils.checkpoint.restore import find_resume, init_weights
-from utils.config import ModelConfig
+from utils.checkpoint.state import Progress, StateObjects, capture
+from utils.config import AmpConfig, ModelConfig
 from utils.errors import CheckpointError
 from utils.registry import NETWORKS
 
@@ -70,12 +72,20 @@ def test_strict_pretrained_makes_a_new_head_an_error(tmp_path):
     assert "head.2.weight" in message and "pretrained_strict=false" in message and "\n" not in message
 
 
+def training_checkpoint(model: torch.nn.Module, epoch: int) -> dict:
+    """What the checkpoint hook writes for ``model`` at the start of ``epoch``."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
+    objects = StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")))
+    return capture(objects, Progress(epoch=epoch), {}, 1)
+
+
 def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     resumed, pretrained = classifier(3, seed=1), classifier(3, seed=2)
     ckpt_dir = tmp_path / "checkpoints"
     ckpt_dir.mkdir()
-    torch.save({"model": resumed.state_dict(), "epoch": 2}, ckpt_dir / "last.pt")
+    torch.save(training_checkpoint(resumed, epoch=2), ckpt_dir / "last.pt")
     torch.save(pretrained.state_dict(), tmp_path / "pre.pt")
     cfg = ModelConfig(pretrained=str(tmp_path / "pre.pt"))
 
@@ -84,8 +94,8 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
         find_resume(tmp_path / "none", resume=True, auto_resume=False)
 
     model = classifier(3, seed=3)
-    state = init_weights(model, cfg, find_resume(ckpt_dir, resume=False, auto_resume=True))
-    assert state["epoch"] == 2 and "resumed from" in caplog.text
+    checkpoint = init_weights(model, cfg, find_resume(ckpt_dir, resume=False, auto_resume=True))
+    assert checkpoint.progress.epoch == 2 and "resumed from" in caplog.text
     assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in model.state_dict().items())
 
     model = classifier(3, seed=3)
@@ -105,14 +115,15 @@ def test_pretrain_then_finetune_configs_run_and_keep_the_frozen_backbone(out_roo
     best = out_root / "digits_pretrain" / "checkpoints" / "best.pt"
     source = torch.load(best, weights_only=False)
     assert source["ema"] is not None and source["config"]["eval"]["use_ema"]
+    source_ema = source["ema"]["weights"]
 
     finetune = ["--config", str(ROOT / "configs" / "digits_finetune.yaml"), *common, "train.epochs=2", f"model.pretrained={best}"]
     assert main.main(finetune) == 0
     assert "top1=" in capsys.readouterr().out
     tuned = torch.load(out_root / "digits_finetune" / "checkpoints" / "last.pt", weights_only=False)["model"]
     # a run that selected best.pt with EMA weights hands on its EMA weights
-    for key, value in backbone_of(source["ema"]).items():  # weights and BN statistics, bit for bit
+    for key, value in backbone_of(source_ema).items():  # weights and BN statistics, bit for bit
         assert torch.equal(tuned[key], value), key
-    assert tuned["head.2.weight"].shape == (4, 16) and source["ema"]["head.2.weight"].shape == (6, 16)
+    assert tuned["head.2.weight"].shape == (4, 16) and source_ema["head.2.weight"].shape == (6, 16)
     assert "head.2.weight: (6, 16) -> (4, 16)" in caplog.text
     assert "trainable parameters: 68 of" in caplog.text  # the 4x16 + 4 head alone

@@ -101,7 +101,7 @@ def test_grad_checkpointing_trains_under_ddp(out_root):
     assert "marked ready twice" not in output
     assert "test:" in proc.stdout
     state = torch.load(out_root / "gc_ddp" / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
-    steps = state["global_step"]
+    steps = state["progress"]["step"]
     assert steps > 0
     for name, value in state["model"].items():
         if name.endswith("num_batches_tracked"):

@@ -36,8 +36,8 @@ def test_skip_leaves_those_steps_out_and_finishes(out_root, caplog):
     assert main.main(nan_args(out_root, "skip", [3, 4, 9], "train.nonfinite=skip", "train.max_nonfinite_skips=2")) == 0
     assert "step skipped (2 in a row" in caplog.text and "step skipped (1 in a row" in caplog.text
     state = load_verified(out_root / "skip" / "checkpoints" / "last.pt")
-    assert finite(state) and state["nonfinite"] == {"consecutive": 0, "total": 3}
-    assert state["global_step"] == 19  # skipped steps still consume their batches
+    assert finite(state) and state["loop"]["nonfinite"] == {"consecutive": 0, "total": 3}
+    assert state["progress"]["step"] == 19  # skipped steps still consume their batches
 
 
 def test_too_many_skips_in_a_row_stop_and_keep_the_checkpoint(out_root, capsys):
@@ -64,4 +64,4 @@ def test_ranks_agree_to_skip_a_step_only_one_of_them_saw_as_nan(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", "experiment.name=ddp", "train.epochs=1", *NAN, args, "train.nonfinite=skip"), timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "replicas identical on 2 rank(s)" in proc.stderr and "[rank1]" in proc.stderr and "step skipped" in proc.stderr
-    assert load_verified(tmp_path / "ddp" / "checkpoints" / "last.pt")["nonfinite"]["total"] == 1
+    assert load_verified(tmp_path / "ddp" / "checkpoints" / "last.pt")["loop"]["nonfinite"]["total"] == 1

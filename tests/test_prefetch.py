@@ -86,19 +86,18 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
 
 @pytest.mark.timeout(20)
 def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
-    from utils.engine.epoch import train_one_epoch
+    from utils.amp import Amp
+    from utils.config import AmpConfig
+    from utils.engine.trainer import LoopOptions, Parts, Trainer
 
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=10, delay=0.001), batch_size=4), "thread", depth=2)
     model = torch.nn.Linear(2, 40)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    from utils.amp import Amp
-    from utils.config import AmpConfig
-    from utils.log import RunWriter
+    parts = Parts(model, torch.nn.functional.cross_entropy, Amp(AmpConfig(), torch.device("cpu")), opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0), train_loader=loader)
 
     start = time.monotonic()
     with pytest.raises(OSError, match="corrupt file for item 10"):
-        train_one_epoch(model, loader, torch.nn.functional.cross_entropy, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0),
-                        Amp(AmpConfig(), torch.device("cpu")), torch.device("cpu"), 0, 0, RunWriter(None, False), len(loader), show_progress=False)
+        Trainer(parts, LoopOptions(is_main=False)).fit()
     assert time.monotonic() - start < 1.0
 
 

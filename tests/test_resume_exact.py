@@ -86,7 +86,7 @@ def outcome(run: Path) -> Dict[str, object]:
     last = {split: [r for r in rows if r["split"] == split][-1] for split in ("val", "test")}
     for row in last.values():
         row.pop("time", None)
-    return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["global_step"], "rows": last}
+    return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["progress"]["step"], "rows": last}
 
 
 def assert_identical(a: Dict[str, object], b: Dict[str, object]) -> None:

@@ -56,10 +56,10 @@ def test_resume_continues_from_the_saved_epoch(out_root, caplog):
     assert main.main(args) == 0
     ckpt = out_root / "resume" / "checkpoints" / "last.pt"
     first = torch.load(ckpt, weights_only=False)
-    assert first["epoch"] == 2
+    assert first["progress"]["epoch"] == 2
     assert main.main(["--resume", *args, "train.epochs=3"]) == 0
     second = torch.load(ckpt, weights_only=False)
-    assert second["epoch"] == 3 and second["global_step"] > first["global_step"]
+    assert second["progress"]["epoch"] == 3 and second["progress"]["step"] > first["progress"]["step"]
     assert "resumed from" in caplog.text
     vals = [r["epoch"] for r in read_rows(out_root / "resume" / "metrics.jsonl") if r["split"] == "val"]
     assert vals == [0, 1, 2]  # epochs 0 and 1 were not trained again

@@ -12,7 +12,7 @@ from tests.conftest import fast_overrides
 from utils.amp import Amp
 from utils.config import AmpConfig, load_config
 from utils.data import build_dataset, build_eval_loader
-from utils.engine.control import BestTracker
+from utils.engine.hooks.validation import BestTracker
 from utils.engine.evaluate import evaluate
 from utils.errors import ConfigError
 from utils.metrics import build_metric
@@ -55,9 +55,9 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     assert all("ema_loss" in r and "loss" in r for r in val)
     best_epoch = min(val, key=lambda r: r["ema_loss"])["epoch"]
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
-    assert best["epoch"] == best_epoch + 1 and best["best"]["metric"] == "loss"
-    assert best["ema_updates"] == best["global_step"] > 0
-    assert not torch.equal(best["ema"]["head.2.weight"], best["model"]["head.2.weight"])
+    assert best["progress"]["epoch"] == best_epoch + 1 and best["hooks"]["validation"]["metric"] == "loss"
+    assert best["ema"]["updates"] == best["progress"]["step"] > 0
+    assert not torch.equal(best["ema"]["weights"]["head.2.weight"], best["model"]["head.2.weight"])
 
     cfg = load_config(None, args)
     device = torch.device("cpu")
@@ -69,7 +69,7 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
         return evaluate(model, loader, build_criterion(cfg.loss), build_metric("classification"), Amp(AmpConfig(), device), device, show_progress=False)["loss"]
 
     tested = rows(run, "test")[-1]["loss"]
-    assert tested == pytest.approx(test_loss(best["ema"]), rel=1e-9)
+    assert tested == pytest.approx(test_loss(best["ema"]["weights"]), rel=1e-9)
     assert tested != pytest.approx(test_loss(best["model"]), rel=1e-6)
     # --mode test on best.pt evaluates the same (EMA) weights
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
@@ -95,7 +95,7 @@ def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):
     assert main.main(args) == 0
     run = out_root / "stop"
     assert [r["epoch"] for r in rows(run)] == [1, 3, 5]  # best at 1, then 2 evaluations without improvement
-    assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["epoch"] == 6
+    assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["progress"]["epoch"] == 6
     assert "early stop after epoch 5" in caplog.text
     # resuming a run that stopped early trains no further
     assert main.main([*args, "train.auto_resume=true"]) == 0
@@ -108,7 +108,7 @@ def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, ca
     args = fast_overrides(out_root, "iters", epochs=50) + ["train.iterations=25", "train.accumulate=2", "schedule.warmup_epochs=0"]
     assert main.main(args) == 0
     state = torch.load(out_root / "iters" / "checkpoints" / "last.pt", weights_only=False)
-    assert state["global_step"] == 25 and state["epoch"] == 3
+    assert state["progress"]["step"] == 25 and state["progress"]["epoch"] == 3
     assert state["scheduler"]["last_epoch"] == 25
     assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)  # the cosine ended on step 25
     assert [r["epoch"] for r in rows(out_root / "iters")] == [0, 1, 2]
@@ -123,7 +123,7 @@ def test_auto_resume_restores_the_ema_and_continues(out_root, caplog):
     assert main.main([*args, "train.epochs=3"]) == 0
     second = torch.load(out_root / "auto" / "checkpoints" / "last.pt", weights_only=False)
     assert "resumed from" in caplog.text
-    assert second["epoch"] == 3 and second["ema_updates"] == second["global_step"] > first["ema_updates"]
+    assert second["progress"]["epoch"] == 3 and second["ema"]["updates"] == second["progress"]["step"] > first["ema"]["updates"]
 
 
 def test_bad_training_control_values_are_config_errors():

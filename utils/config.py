@@ -54,7 +54,7 @@ class DataConfig:
 class ModelConfig:
     name: str = "classifier"
     args: Dict[str, Any] = field(default_factory=lambda: {"backbone": "small_cnn", "num_classes": 10})
-    input_size: List[int] = field(default_factory=lambda: [1, 8, 8])  # C,H,W (or C,T,H,W) for FLOPs
+    input_size: Optional[List[int]] = field(default_factory=lambda: [1, 8, 8])  # one sample's C,H,W (or C,T,H,W): FLOP count, lazy modules
     pretrained: Optional[str] = None
     pretrained_prefix: str = ""
     pretrained_strict: bool = False
@@ -140,6 +140,7 @@ class Config:
     device: str = "auto"  # auto | cpu | cuda
     threads: Optional[int] = None  # CPU intra-op threads per process (None: torch's default, one per core)
     custom_imports: List[str] = field(default_factory=list)
+    hooks: List[Dict[str, Any]] = field(default_factory=list)  # users' hooks: [{name: my_hook, <its arguments>}]
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: List[Dict[str, Any]] = field(default_factory=lambda: [{"name": "cross_entropy", "weight": 1.0}])
@@ -227,6 +228,9 @@ def validate(cfg: Config) -> None:
     for i, item in enumerate(cfg.loss):
         if "name" not in item:
             raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}})")
+    for i, item in enumerate(cfg.hooks):
+        if "name" not in item:
+            raise ConfigError(f"config key 'hooks[{i}]' needs a 'name' (e.g. {{name: my_hook}}), got {item!r}")
     _validate_training_control(cfg)
 
 

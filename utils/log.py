@@ -49,6 +49,13 @@ def progress(iterable: Iterable, total: Optional[int], desc: str, enabled: bool)
     return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True, mininterval=1.0, file=sys.stderr)
 
 
+def progress_bar(total: int, desc: str, enabled: bool) -> Optional[tqdm]:
+    """A tqdm bar to update by hand, under the same conditions as ``progress``; None otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, mininterval=1.0, file=sys.stderr)
+
+
 class RunWriter:
     """TensorBoard scalars and metrics.jsonl for one run; every method is a no-op off rank 0."""
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping
 
 import torch
 
+from utils.checkpoint.state import Checkpoint
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -49,24 +50,24 @@ def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], sav
     return diffs
 
 
-def resume_differences(state: Mapping[str, Any], current: Mapping[str, Any], world_size: int) -> List[str]:
+def resume_differences(checkpoint: Checkpoint, current: Mapping[str, Any], world_size: int) -> List[str]:
     """The guarded differences between a checkpoint's run and this one (none for a checkpoint without a config)."""
-    saved = state.get("config")
-    return config_differences(saved, current, state.get("world_size"), world_size) if isinstance(saved, Mapping) else []
+    saved = checkpoint.config
+    return config_differences(saved, current, checkpoint.world_size, world_size) if saved is not None else []
 
 
-def check_resume_config(state: Mapping[str, Any], current: Mapping[str, Any], world_size: int, force: bool, path: Any) -> bool:
+def check_resume_config(checkpoint: Checkpoint, current: Mapping[str, Any], world_size: int, force: bool) -> bool:
     """CheckpointError naming the differing keys, unless ``force`` (then a warning).
 
     Returns True when the data order of the checkpoint still holds (nothing differs).
     """
-    diffs = resume_differences(state, current, world_size)
+    diffs = resume_differences(checkpoint, current, world_size)
     if not diffs:
         return True
     listing = "; ".join(diffs)
     if not force:
-        raise CheckpointError(f"cannot resume from '{path}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
-    log.warning("--resume-force: resuming '%s' although %s", path, listing)
+        raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
+    log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, listing)
     return False
 
 

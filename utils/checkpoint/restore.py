@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from torch import nn
 
 from utils.checkpoint.guard import weight_mismatch
+from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore, load_verified
 from utils.checkpoint.weights import load_weights
 from utils.config import ModelConfig
 from utils.distributed.ops import barrier, broadcast_object, get_rank
-from utils.engine.control import BestTracker
 from utils.errors import CheckpointError
-from utils.optim.ema import ModelEma
 
 log = logging.getLogger(__name__)
 
@@ -42,49 +41,32 @@ def find_resume(ckpt_dir: Path, resume: bool, auto_resume: bool) -> Optional[Pat
     return None
 
 
-def init_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], guard: Optional[Callable[[Dict[str, Any]], Any]] = None) -> Optional[Dict[str, Any]]:
+def init_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], guard: Optional[Callable[[Checkpoint], Any]] = None) -> Optional[Checkpoint]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 
     1. a resume checkpoint: all of its weights (the rest of its state is
-       restored by ``restore_training_state`` once the optimizer exists);
+       restored by ``Checkpoint.restore`` once the optimizer and hooks exist);
     2. ``model.pretrained``: a checkpoint of ours or a plain state_dict, with
        ``model.pretrained_prefix``; tensors whose shapes differ (a new head) are
        dropped and keep the network's init, unless ``model.pretrained_strict``;
     3. otherwise the network's own initialisation.
 
-    ``guard(state)`` checks a resume checkpoint before its weights are loaded.
+    ``guard(checkpoint)`` checks a resume checkpoint before its weights are loaded.
     Returns the resume checkpoint, or None.
     """
     if resume_path is not None:
-        state = load_verified(Path(resume_path))
+        checkpoint = Checkpoint(load_verified(Path(resume_path)), resume_path)
         if guard is not None:
-            guard(state)
-        if not isinstance(state.get("model"), dict):
-            raise CheckpointError(f"cannot resume from '{resume_path}': it has no 'model' entry; it is not a checkpoint of this framework")
+            guard(checkpoint)
         try:
-            model.load_state_dict(state["model"])
+            model.load_state_dict(checkpoint.model_weights)
         except RuntimeError as err:
-            raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, state['model'])}); move it away to start afresh") from err
-        log.info("weights: resumed from %s (epoch %s)%s", resume_path, state.get("epoch"), "; model.pretrained is not used" if cfg.pretrained else "")
-        return state
+            raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, checkpoint.model_weights)}); move it away to start afresh") from err
+        log.info("weights: resumed from %s (epoch %s)%s", resume_path, checkpoint.progress.epoch, "; model.pretrained is not used" if cfg.pretrained else "")
+        return checkpoint
     if cfg.pretrained:
         log.info("weights: model.pretrained=%s (prefix '%s', strict %s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
         load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
         return None
     log.info("weights: the network's own initialisation (no checkpoint to resume, no model.pretrained)")
     return None
-
-
-def restore_training_state(state: Dict[str, Any], optimizer: Any, scheduler: Any, amp: Any, ema: Optional[ModelEma], tracker: BestTracker) -> Tuple[int, int]:
-    """Optimizer, scheduler, amp, EMA and best-so-far from a resume checkpoint; returns (epoch, global step)."""
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    amp.load_state_dict(state["amp"])
-    if ema is not None:
-        if state.get("ema") is not None:
-            ema.load_state_dict(state["ema"], state.get("ema_updates", 0))
-        else:
-            log.warning("the resume checkpoint has no EMA weights; the average starts from the resumed weights")
-    tracker.load_state_dict(state["best"])
-    log.info("training state restored: epoch %d, step %d", state["epoch"], state["global_step"])
-    return state["epoch"], state["global_step"]

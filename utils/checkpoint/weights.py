@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Union
+from typing import Dict, List, NamedTuple, Union
 
 import torch
 from torch import nn
 
 from utils.checkpoint.files import load_file
+from utils.checkpoint.state import weights_in
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
-
-
-def state_dict_of(obj: Dict[str, Any]) -> Dict[str, torch.Tensor]:
-    """The model weights in a checkpoint of ours or a plain state_dict.
-
-    A checkpoint of a run that selected its best epoch with EMA weights
-    (``eval.use_ema``) gives its ``ema`` entry: the weights it was evaluated with.
-    """
-    config = obj.get("config")
-    if isinstance(config, dict) and config.get("eval", {}).get("use_ema") and isinstance(obj.get("ema"), dict):
-        return obj["ema"]
-    for key in ("model", "state_dict"):
-        if key in obj and isinstance(obj[key], dict):
-            return obj[key]
-    return obj
 
 
 class LoadReport(NamedTuple):
@@ -73,7 +59,7 @@ def log_report(report: LoadReport, source: str) -> None:
 
 def load_weights(model: nn.Module, path: Union[str, Path], prefix: str = "", strict: bool = False) -> LoadReport:
     """Load pretrained weights from a local file into ``model``, reporting what did not fit."""
-    report = load_matching(model, state_dict_of(load_file(path)), prefix=prefix, strict=strict)
+    report = load_matching(model, weights_in(load_file(path)), prefix=prefix, strict=strict)
     if not report.loaded:
         raise CheckpointError(f"no tensor of '{path}' matches the model by name and shape; is it the right file (or model.pretrained_prefix)?")
     log_report(report, str(path))

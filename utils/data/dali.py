@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Tuple
 
@@ -36,27 +37,40 @@ def _import_dali() -> Any:
     return dali
 
 
-def _build_pipeline(
-    folder: str, batch_size: int, num_threads: int, train: bool, size: int, mean: Sequence[float], std: Sequence[float],
-    shard_id: int, num_shards: int, seed: int,
-) -> Any:
+@dataclass
+class PipelineSpec:
+    """What one rank's DALI pipeline reads and how it transforms it."""
+
+    folder: str
+    batch_size: int
+    num_threads: int
+    train: bool
+    size: int
+    mean: Sequence[float]
+    std: Sequence[float]
+    shard_id: int
+    num_shards: int
+    seed: int
+
+
+def _build_pipeline(spec: PipelineSpec) -> Any:
     dali = _import_dali()
     fn, types = dali.fn, dali.types
 
-    @dali.pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=None, seed=seed)
+    @dali.pipeline_def(batch_size=spec.batch_size, num_threads=spec.num_threads, device_id=None, seed=spec.seed)
     def pipeline() -> Tuple[Any, Any]:
         # The same seed on every rank: one global permutation per epoch, split into disjoint shards.
         jpegs, labels = fn.readers.file(
-            file_root=folder, shard_id=shard_id, num_shards=num_shards, shuffle_after_epoch=train,
-            pad_last_batch=False, name=READER, seed=seed,
+            file_root=spec.folder, shard_id=spec.shard_id, num_shards=spec.num_shards, shuffle_after_epoch=spec.train,
+            pad_last_batch=False, name=READER, seed=spec.seed,
         )
         images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
-        images = fn.resize(images, resize_shorter=size)
+        images = fn.resize(images, resize_shorter=spec.size)
         crop = {"crop_pos_x": fn.random.uniform(range=(0.0, 1.0)), "crop_pos_y": fn.random.uniform(range=(0.0, 1.0)),
-                "mirror": fn.random.coin_flip()} if train else {}
+                "mirror": fn.random.coin_flip()} if spec.train else {}
         images = fn.crop_mirror_normalize(
-            images, dtype=types.FLOAT, output_layout="CHW", crop=(size, size),
-            mean=[255.0 * m for m in mean], std=[255.0 * s for s in std], **crop,
+            images, dtype=types.FLOAT, output_layout="CHW", crop=(spec.size, spec.size),
+            mean=[255.0 * m for m in spec.mean], std=[255.0 * s for s in spec.std], **crop,
         )
         return images, labels
 
@@ -111,7 +125,7 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     mean = cfg.mean if cfg.mean is not None else [0.0, 0.0, 0.0]
     std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]
     batch_size = cfg.batch_size if train else (cfg.eval_batch_size or cfg.batch_size)
-    pipe = _build_pipeline(str(Path(folder)), batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed)
+    pipe = _build_pipeline(PipelineSpec(str(Path(folder)), batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed))
     shard_size = _shard_size(len(dataset), rank, world_size)
     log.info("DALI loader on %s: %d samples in this shard (%d/%d)", folder, shard_size, rank, world_size)
     return DaliLoader(pipe, train, shard_size, batch_size)

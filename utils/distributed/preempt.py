@@ -2,7 +2,7 @@
 
 Schedulers (SLURM, Kubernetes, spot instances) send SIGTERM some time before
 they kill a job. The handler only sets a flag; the training loop looks at it at
-each optimizer-step boundary, where the state is consistent. Under DDP the flag
+each optimizer-step boundary, where the state is consistent (the preemption hook). Under DDP the flag
 is all-reduced (max) so every rank stops after the same step, even when the
 signal reached only some of them. The process then exits with PREEMPTED_EXIT.
 """
@@ -33,7 +33,7 @@ class Preempted(Exception):
 
 
 class StopFlag:
-    """Installs SIGTERM/SIGINT handlers for its lifetime (a context manager)."""
+    """SIGTERM/SIGINT handlers that only set a flag (``install``/``restore``, or a context manager)."""
 
     def __init__(self, signals=(signal.SIGTERM, signal.SIGINT)) -> None:
         self.signals = signals
@@ -46,7 +46,8 @@ class StopFlag:
         self.signum = signum
         log.warning("received %s: saving a checkpoint at the next step boundary, then exiting with code %d", signal.Signals(signum).name, PREEMPTED_EXIT)
 
-    def __enter__(self) -> "StopFlag":
+    def install(self) -> "StopFlag":
+        """Catch the signals from now on (the previous handlers are kept for ``restore``)."""
         for sig in self.signals:
             try:
                 self._previous[sig] = signal.signal(sig, self._handler)
@@ -54,10 +55,17 @@ class StopFlag:
                 pass
         return self
 
-    def __exit__(self, *exc) -> None:
+    def restore(self) -> None:
+        """Put the previous handlers back."""
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
+
+    def __enter__(self) -> "StopFlag":
+        return self.install()
+
+    def __exit__(self, *exc) -> None:
+        self.restore()
 
     def agreed(self) -> bool:
         """True on every rank when any rank received a signal (one small all-reduce under DDP)."""

@@ -22,7 +22,6 @@ def evaluate(
     metric: Metric,
     amp: Amp,
     device: torch.device,
-    num_batches: Optional[int] = None,
     show_progress: bool = True,
     on_batch: Optional[Callable[[Any, Any, Any], None]] = None,
 ) -> Dict[str, float]:
@@ -35,6 +34,7 @@ def evaluate(
     model.eval()
     metric.reset()
     loss_sums = {"loss_sum": torch.zeros((), dtype=torch.float64), "loss_count": torch.zeros((), dtype=torch.float64)}
+    num_batches = len(loader) if hasattr(loader, "__len__") else None
     for inputs, targets in progress(loader, num_batches, "eval", show_progress):
         inputs, targets = to_device(inputs, device), to_device(targets, device)
         n = batch_size_of(inputs)

@@ -1,186 +1,277 @@
-"""The epoch loop: train, validate, checkpoint (per epoch, every N steps, on preemption), resume exactly.
+"""The Trainer: a short loop of ``run_step`` calls; hooks do everything else.
 
-A checkpoint holds everything the continuation depends on: weights (and EMA),
-optimizer, scheduler, amp loss scale, the epoch and the batches of it already
-consumed, the sampler's (seed, epoch), the non-finite-loss count, the resolved
-config, and the random states of every rank (gathered to rank 0, which writes
-the file; each rank restores its own). Resuming restores them, skips the
-consumed batches through the sampler (they are not loaded) and continues as if
-the run had never stopped.
+Read top to bottom, one run is::
+
+    before_train
+    for each epoch from state.epoch (a resume continues inside it, after state.batch batches):
+        before_epoch
+        until the epoch's batches are consumed (or train.iterations is reached):
+            run_step      forward + loss + backward over one accumulation group, then the optimizer step
+            after_step    EMA, logging, preemption, checkpoints every N steps
+        after_epoch       logging, validation (best epoch, early stopping), the epoch's checkpoint
+    after_train
+
+The built-in hooks (``utils/engine/hooks/``) and the users' (``hook/``) are
+called in the order of ``utils/hook.py``. The loop itself reads no tensor value.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from dataclasses import dataclass
-from typing import Any, Dict, Optional
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 import torch
+from torch import nn
 
-from utils import __version__
-from utils.checkpoint.rng import capture_rng, restore_rank_rng
-from utils.checkpoint.store import CheckpointStore
-from utils.distributed.ops import (
-    all_gather_objects,
-    any_rank,
-    barrier,
-    get_rank,
-    is_main,
-)
+from utils.amp import Amp
+from utils.checkpoint.state import Checkpoint, StateObjects
+from utils.data.batch import batch_size_of, to_device
 from utils.distributed.parallel import unwrap, without_ddp
-from utils.distributed.preempt import Preempted, StopFlag
-from utils.distributed.replicas import broadcast_buffers
-from utils.engine.control import BestTracker, monitored_value, should_validate
-from utils.engine.epoch import train_one_epoch
+from utils.distributed.preempt import Preempted
 from utils.engine.evaluate import evaluate
+from utils.engine.hook_list import HookList
+from utils.engine.input_check import input_error
 from utils.engine.nonfinite import NonFinitePolicy
-from utils.errors import NonFiniteError
-from utils.log import RunWriter, format_metrics
+from utils.metrics.base import Metric
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Parts:
+    """The trainer's collaborators, built by ``main.py``.
+
+    Training needs the optimizer, scheduler and train loader; evaluation the
+    metric (and validation the val loader); test mode only model, criterion,
+    amp and metric.
+    """
+
+    model: nn.Module  # possibly wrapped in DDP
+    criterion: Callable[[Any, Any], torch.Tensor]
+    amp: Amp
+    optimizer: Optional[torch.optim.Optimizer] = None
+    scheduler: Optional[Any] = None
+    train_loader: Optional[Any] = None  # a loader, or any sized iterable of (inputs, targets)
+    val_loader: Optional[Any] = None
+    metric: Optional[Metric] = None
+    ema: Optional[Any] = None  # a ModelEma; the ema hook updates it, validation evaluates it
 
 
 @dataclass
 class LoopOptions:
     """The loop's settings, as plain values (``main.py`` fills them from the config)."""
 
-    epochs: int
+    epochs: int = 1
     step_limit: Optional[int] = None  # a step budget (train.iterations)
     accumulate: int = 1
     clip_grad_norm: Optional[float] = None
     clip_grad_value: Optional[float] = None
-    log_every: int = 10
-    checkpoint_every_steps: int = 0
-    eval_every: int = 1
-    monitor: str = "top1"
-    show_progress: bool = True
+    nonfinite: str = "stop"
+    max_nonfinite_skips: int = 10
+    device: torch.device = torch.device("cpu")
+    is_main: bool = True  # rank 0: writes files, shows progress
+    world_size: int = 1
+    config: Dict[str, Any] = field(default_factory=dict)  # the resolved config, saved in checkpoints
 
 
-def weights_finite(*modules: Optional[torch.nn.Module]) -> bool:
-    """All parameters and buffers finite, on every rank."""
-    bad = any(not bool(torch.isfinite(t).all()) for m in modules if m is not None for t in (*m.parameters(), *m.buffers()) if t.is_floating_point())
-    return not any_rank(bad)
+@dataclass
+class LoopState:
+    """Where training is, and what hooks tell the loop and each other."""
+
+    epoch: int = 0  # the current epoch (0-based)
+    batch: int = 0  # batches of the current epoch consumed so far
+    step: int = 0  # optimizer steps so far, skipped ones (overflow, non-finite loss) included
+    step_taken: bool = False  # whether the last step changed the weights
+    loss: Optional[torch.Tensor] = None  # the last micro-batch's loss, on the device: read it at log steps only
+    train_metrics: Dict[str, float] = field(default_factory=dict)  # the last epoch's (after_epoch)
+    stop: bool = False  # set by a hook: end training after this epoch (early stopping)
+    preempted: Optional[int] = None  # set by the preemption hook: the signal (0: a peer's); checkpoint, then stop
+    is_best: bool = False  # set by validation in after_epoch: this epoch is the new best
+    last_checkpoint: Optional[str] = None  # set by the checkpoint hook
+
+
+class EpochMeter:
+    """The training metrics of one epoch: mean loss, throughput, steps taken."""
+
+    def __init__(self) -> None:
+        self.loss_sum, self.samples, self.steps = 0.0, 0, 0
+        self.start = time.perf_counter()
+
+    def add(self, loss: torch.Tensor, samples: int) -> None:
+        self.loss_sum += loss.item() * samples
+        self.samples += samples
+
+    def result(self, skipped_steps: int) -> Dict[str, float]:
+        elapsed = time.perf_counter() - self.start
+        return {
+            "loss": self.loss_sum / max(self.samples, 1),
+            "samples_per_s": self.samples / elapsed if elapsed > 0 else math.nan,
+            "steps": float(self.steps),
+            "skipped_steps": float(skipped_steps),
+        }
 
 
 class Trainer:
-    """Runs epochs from a resume point to the end of training; see the module docstring."""
+    """Trains ``parts.model`` with ``options``; ``hooks`` add checkpoints, validation, logging, ..."""
 
-    def __init__(self, model, optimizer, scheduler, amp, ema, criterion, metric, train_loader, val_loader, writer: RunWriter,
-                 tracker: BestTracker, store: CheckpointStore, nonfinite: NonFinitePolicy, options: LoopOptions,
-                 device: torch.device, config: Dict[str, Any], world_size: int) -> None:
-        self.model, self.optimizer, self.scheduler, self.amp, self.ema = model, optimizer, scheduler, amp, ema
-        self.criterion, self.metric, self.train_loader, self.val_loader = criterion, metric, train_loader, val_loader
-        self.writer, self.tracker, self.store, self.nonfinite, self.opt = writer, tracker, store, nonfinite, options
-        self.device, self.config, self.world_size = device, config, world_size
-        self.num_batches = len(train_loader)
-        self.last_saved: Optional[str] = None
+    def __init__(self, parts: Parts, options: LoopOptions, hooks: Sequence[Any] = ()) -> None:
+        self.parts, self.options = parts, options
+        self.hooks = HookList(hooks)
+        self.state = LoopState()
+        # taken once: a resumable sampler's len() shrinks while it skips a resumed epoch's first batches
+        self.num_batches = len(parts.train_loader) if parts.train_loader is not None else 0
+        self.nonfinite = NonFinitePolicy(options.nonfinite, options.max_nonfinite_skips)
+        self._batches: Optional[Iterator[Any]] = None
+        self._meter = EpochMeter()
+        self._forwards = 0
 
-    def state(self, epoch: int, batch: int, step: int) -> Dict[str, Any]:
-        """The checkpoint of the point where training continues: epoch ``epoch`` after ``batch`` batches."""
-        rng = all_gather_objects(capture_rng())  # a collective: every rank calls state()
-        sampler = self.train_loader.sampler
-        return {
-            "model": unwrap(self.model).state_dict(),
-            "ema": self.ema.state_dict() if self.ema is not None else None,
-            "ema_updates": self.ema.updates if self.ema is not None else 0,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "amp": self.amp.state_dict(),
-            "epoch": epoch,
-            "batch": batch,
-            "global_step": step,
-            "best": self.tracker.state_dict(),
-            "nonfinite": self.nonfinite.state_dict(),
-            "sampler": {**(sampler.state_dict() if hasattr(sampler, "state_dict") else {}), "batches_done": batch},
-            "rng": rng,
-            "world_size": self.world_size,
-            "config": self.config,
-            "version": __version__,
-        }
+    # -- what hooks ask ---------------------------------------------------------------------
 
-    def save(self, epoch: int, batch: int, step: int, best: bool = False) -> None:
-        """Checkpoint on rank 0 (all ranks call: the random states are gathered); never non-finite weights."""
-        if not weights_finite(unwrap(self.model), self.ema.module if self.ema is not None else None):
-            raise NonFiniteError(f"the weights became NaN/inf by step {step} (epoch {epoch}); no checkpoint written, the last good one '{self.last_saved}' is kept; lower optim.lr or enable train.clip_grad_norm")
-        state = self.state(epoch, batch, step)
-        if is_main():
-            self.store.save(state, epoch, batch)
-            log.info("checkpoint %s (epoch %d, batch %d, step %d)", self.store.path_for(epoch, batch), epoch, batch, step)
-            if best:
-                self.store.save_as(state, "best.pt")
-        barrier()
-        self.last_saved = str(self.store.path_for(epoch, batch))
+    @property
+    def out_of_steps(self) -> bool:
+        """Whether the step budget (``train.iterations``) is used up."""
+        return self.options.step_limit is not None and self.state.step >= self.options.step_limit
 
-    def resume(self, state: Dict[str, Any], same_data: bool) -> int:
-        """Random states, non-finite count and the batch to continue from (0 when the data changed)."""
-        self.nonfinite.load_state_dict(state.get("nonfinite", {}))
-        batch = int(state.get("batch", 0))
-        if batch and not same_data:
-            log.warning("the data or world size changed (--resume-force): epoch %d restarts from its first batch", state["epoch"])
-            batch = 0
-        if state.get("rng") is not None or "batch" in state:
-            restore_rank_rng(state.get("rng"), get_rank())
-        return batch
+    @property
+    def finished(self) -> bool:
+        """Whether the current epoch is the last one."""
+        return self.state.epoch + 1 >= self.options.epochs or self.out_of_steps
 
-    def _on_step(self, flag: StopFlag, epoch: int, done: int, step: int) -> bool:
-        stop = flag.agreed()
-        every = self.opt.checkpoint_every_steps
-        if stop or (every > 0 and step % every == 0 and done < self.num_batches):  # the epoch's end saves anyway
-            self.save(epoch, done, step)
-        return stop
+    def state_objects(self) -> StateObjects:
+        """What a checkpoint holds the state of (see ``utils/checkpoint/state.py``)."""
+        p = self.parts
+        return StateObjects(
+            model=unwrap(p.model), optimizer=p.optimizer, scheduler=p.scheduler, amp=p.amp, ema=p.ema,
+            sampler=getattr(p.train_loader, "sampler", None), loop={"nonfinite": self.nonfinite}, hooks=self.hooks.stateful(),
+        )
 
-    def _skip(self, loader: Any, count: int) -> Any:
-        if count == 0:
-            return loader
-        if hasattr(loader.sampler, "skip_first"):
-            loader.sampler.skip_first(count * loader.batch_size)  # the skipped samples are never loaded
-            return loader
-        log.warning("this loader cannot skip samples: reading and dropping %d batches", count)
-        it = iter(loader)
-        for _ in range(count):
-            next(it)
-        return it
+    def evaluate(self, model: nn.Module, loader: Any, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
+        """``model``'s metrics on ``loader``, reduced exactly over all ranks."""
+        p = self.parts
+        return evaluate(model, loader, p.criterion, p.metric, p.amp, self.options.device, self.options.is_main, on_batch)
 
-    def validate(self, epoch: int) -> bool:
-        """Evaluate (and the EMA), log, update the best tracker; True when this epoch is the best."""
-        broadcast_buffers(self.model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
-        results = evaluate(without_ddp(self.model), self.val_loader, self.criterion, self.metric, self.amp, self.device, len(self.val_loader), self.opt.show_progress)
-        if self.ema is not None:  # the average is evaluated alongside the raw weights
-            ema_results = evaluate(self.ema.module, self.val_loader, self.criterion, self.metric, self.amp, self.device, len(self.val_loader), self.opt.show_progress)
-            results.update({f"ema_{k}": v for k, v in ema_results.items()})
-        log.info("epoch %d val: %s", epoch, format_metrics(results))
-        self.writer.scalars("val", results, epoch)
-        self.writer.metrics({"split": "val", "epoch": epoch, **results})
-        is_best = self.tracker.update(monitored_value(results, self.opt.monitor), epoch)
-        if self.tracker.should_stop:
-            log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, self.opt.monitor, self.tracker.evals_since_best)
-        return is_best
+    # -- the loop ---------------------------------------------------------------------------
 
-    def fit(self, start_epoch: int, start_batch: int, step: int) -> int:
-        """Train from (epoch, batch, global step) to the end; returns the final step.
+    def restore(self, checkpoint: Checkpoint, rank: int, same_data: bool = True) -> None:
+        """Continue from ``checkpoint``: every object's state, this rank's random state, the position.
 
-        Raises Preempted after the checkpoint of a SIGTERM/SIGINT is written.
+        With ``same_data`` False (``--resume-force`` over a changed data config) the
+        interrupted epoch restarts from its first batch.
         """
-        opt, limit = self.opt, self.opt.step_limit
-        with StopFlag() as flag:
-            for epoch in range(start_epoch, opt.epochs):
-                if self.tracker.should_stop or (limit is not None and step >= limit):  # also when resuming a finished run
-                    break
-                self.train_loader.sampler.set_epoch(epoch)
-                skip = start_batch if epoch == start_epoch else 0
-                stats = train_one_epoch(
-                    self.model, self._skip(self.train_loader, skip), self.criterion, self.optimizer, self.scheduler, self.amp,
-                    self.device, epoch, step, self.writer, num_batches=self.num_batches, accumulate=opt.accumulate,
-                    clip_grad_norm=opt.clip_grad_norm, clip_grad_value=opt.clip_grad_value, log_every=opt.log_every,
-                    show_progress=opt.show_progress, ema=self.ema, max_steps=limit, start_batch=skip,
-                    on_step=lambda done, at: self._on_step(flag, epoch, done, at), nonfinite=self.nonfinite,
-                )
-                step = int(stats.pop("global_step"))
-                if stats.pop("stopped"):
-                    raise Preempted(flag.signum, self.last_saved)
-                log.info("epoch %d train: %s", epoch, format_metrics(stats))
-                is_best = False
-                if should_validate(epoch, opt.eval_every, opt.epochs, limit is not None and step >= limit):
-                    is_best = self.validate(epoch)
-                self.save(epoch + 1, 0, step, best=is_best)
-        return step
+        checkpoint.restore(self.state_objects(), rank)
+        progress = checkpoint.progress
+        self.state.epoch, self.state.batch, self.state.step = progress.epoch, progress.batch, progress.step
+        if progress.batch and not same_data:
+            log.warning("the data or world size changed (--resume-force): epoch %d restarts from its first batch", progress.epoch)
+            self.state.batch = 0
+        log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
+
+    def fit(self) -> None:
+        """Train from ``state`` (a fresh start or a restored checkpoint) to the end.
+
+        Raises Preempted after the checkpoint a SIGTERM/SIGINT asked for is written.
+        """
+        state = self.state
+        self.hooks.call("before_train", self)
+        while state.epoch < self.options.epochs and not state.stop and not self.out_of_steps:
+            self._start_epoch()
+            self.hooks.call("before_epoch", self)
+            try:
+                while state.batch < self.num_batches and not self.out_of_steps:
+                    self.run_step()
+                    self.hooks.call("after_step", self)
+                    if state.preempted is not None:
+                        raise Preempted(state.preempted, state.last_checkpoint)
+            finally:
+                self._close_batches()
+            state.train_metrics = self._meter.result(self.parts.amp.skipped_steps)
+            self.hooks.call("after_epoch", self)
+            state.epoch, state.batch = state.epoch + 1, 0
+        self.hooks.call("after_train", self)
+
+    def _start_epoch(self) -> None:
+        """Point the sampler at the epoch, skip the batches a resume had consumed (without loading them)."""
+        loader, skip = self.parts.train_loader, self.state.batch
+        sampler = getattr(loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(self.state.epoch)
+        batches: Any = loader
+        if skip and hasattr(sampler, "skip_first"):
+            sampler.skip_first(skip * loader.batch_size)
+        elif skip:
+            log.warning("this loader cannot skip samples: reading and dropping %d batches", skip)
+            batches = iter(loader)
+            for _ in range(skip):
+                next(batches)
+        self.parts.model.train()
+        self._batches = iter(batches)
+        self._meter = EpochMeter()
+        self.parts.optimizer.zero_grad(set_to_none=True)
+
+    def _close_batches(self) -> None:
+        # leaving an epoch early (step budget, preemption, an error) must stop a prefetch thread
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
+        self._batches = None
+
+    def run_step(self) -> None:
+        """One optimizer step: forward, loss and backward over the micro-batches of one
+        accumulation group (``train.accumulate``), then clip and step under amp."""
+        p, opt, state = self.parts, self.options, self.state
+        # groups are aligned to multiples of K within the epoch; a shorter last group is divided by its own size
+        group_start = state.batch - state.batch % opt.accumulate
+        size = min(opt.accumulate, self.num_batches - group_start)
+        count = group_start + size - state.batch
+        bad = False
+        for index in range(count):
+            inputs, targets = next(self._batches)
+            inputs, targets = to_device(inputs, opt.device), to_device(targets, opt.device)
+            # DDP reduces gradients on the group's last backward only
+            last = index == count - 1
+            with contextlib.nullcontext() if last or not hasattr(p.model, "no_sync") else p.model.no_sync():
+                with p.amp.autocast():
+                    loss = p.criterion(self._forward(inputs), targets)
+                if self.nonfinite.is_bad(loss):
+                    self.nonfinite.on_bad(loss, state.epoch, state.step)
+                    bad = True  # the whole group is dropped
+                else:
+                    p.amp.backward(loss / size)
+                    self._meter.add(loss.detach(), batch_size_of(inputs))
+            state.batch += 1
+        state.step_taken = not bad and p.amp.step(p.optimizer, opt.clip_grad_norm, opt.clip_grad_value)
+        p.optimizer.zero_grad(set_to_none=True)
+        if not bad:
+            self.nonfinite.on_good()
+        if state.step_taken:
+            p.scheduler.step()
+            self._meter.steps += 1
+        state.step += 1
+        state.loss = loss.detach()
+
+    def _forward(self, inputs: Any) -> Any:
+        self._forwards += 1
+        if self._forwards > 1:
+            return self.parts.model(inputs)
+        try:
+            return self.parts.model(inputs)
+        except RuntimeError as err:  # the run's first batch: a channel mismatch is bad input, not a bug
+            converted = input_error(err)
+            if converted is err:
+                raise
+            raise converted from err
+
+    def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
+        """Evaluate the current weights on ``loader`` (the test split) as those of epoch ``epoch``; ``after_test`` hooks see the metrics."""
+        self.state.epoch = epoch
+        results = self.evaluate(without_ddp(self.parts.model), loader, on_batch)
+        self.hooks.call("after_test", self, results)
+        return results
+
+    def close(self) -> None:
+        """Let every hook release its files and threads (also after an error)."""
+        self.hooks.close()

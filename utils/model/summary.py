@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -31,3 +31,10 @@ def count_flops(model: nn.Module, input_size: Sequence[int]) -> float:
     except Exception as err:  # a FLOP count is informative only; never fail a run on it
         log.warning("could not count FLOPs for input %s: %s", list(input_size), err)
         return float("nan")
+
+
+def log_summary(model: nn.Module, name: str, input_size: Optional[Sequence[int]], count_macs: bool) -> None:
+    """Log the parameter counts and (with ``count_macs``, on rank 0) the MACs of one sample."""
+    total, trainable = count_parameters(model)
+    macs = count_flops(model, input_size) if count_macs and input_size else float("nan")
+    log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", name, total / 1e6, trainable / 1e6, macs / 1e9, input_size)

@@ -61,13 +61,13 @@ class ModelEma:
                 target.copy_(value)
         self.updates += 1
 
-    def state_dict(self) -> Dict[str, torch.Tensor]:
-        """The averaged weights as a plain network state_dict (checkpoint key ``ema``)."""
-        return self.module.state_dict()
+    def state_dict(self) -> Dict[str, Any]:
+        """The averaged weights (a plain network state_dict) and the number of updates so far."""
+        return {"weights": self.module.state_dict(), "updates": self.updates}
 
-    def load_state_dict(self, state: Dict[str, torch.Tensor], updates: int) -> None:
-        self.module.load_state_dict(state)
-        self.updates = int(updates)
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.module.load_state_dict(state["weights"])
+        self.updates = int(state["updates"])
 
 
 def build_ema(model: nn.Module, spec: Optional[Dict[str, Any]]) -> Optional[ModelEma]:

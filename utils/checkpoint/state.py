@@ -1,0 +1,223 @@
+"""What a checkpoint holds: the one module that writes its entries (``capture``) and reads them (``Checkpoint``).
+
+Format 2, a dict saved with ``torch.save``::
+
+    format      2 (an unknown format is refused with a clear error; format 1 is upgraded on load)
+    framework   the framework version that wrote it
+    config      the resolved config of the run (a dict)
+    world_size  the number of processes that trained it
+    progress    {epoch, batch, step}: the point training continues from, epoch ``epoch``
+                after ``batch`` of its batches, ``step`` optimizer steps in
+    model       the network's state_dict (unwrapped: no ``module.`` prefix)
+    ema         {weights, updates} of the EMA of the weights, or None
+    optimizer, scheduler, amp, sampler      their state_dict()s
+    rng         the random states of every rank (each rank restores its own)
+    loop        the training loop's own state (the non-finite-loss count)
+    hooks       the state of every hook that keeps one, by hook name
+
+Everything else in the framework asks this module: resume, pretrained
+loading, resume guards and test mode never index the dict themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+import torch
+from torch import nn
+
+from utils import __version__
+from utils.checkpoint.files import load_file
+from utils.checkpoint.rng import capture_rng, restore_rank_rng
+from utils.distributed.ops import all_gather_objects
+from utils.errors import CheckpointError
+
+log = logging.getLogger(__name__)
+
+FORMAT = 2
+
+
+@dataclass
+class Progress:
+    """Where training continues: epoch ``epoch`` after ``batch`` of its batches, ``step`` optimizer steps in."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+
+
+@dataclass
+class StateObjects:
+    """The objects whose state a checkpoint holds; each has ``state_dict``/``load_state_dict``."""
+
+    model: nn.Module  # unwrapped (no DDP)
+    optimizer: Any
+    scheduler: Any
+    amp: Any
+    ema: Optional[Any] = None
+    sampler: Optional[Any] = None
+    loop: Dict[str, Any] = field(default_factory=dict)  # the training loop's own stateful parts, by name
+    hooks: Dict[str, Any] = field(default_factory=dict)  # hooks that keep state, by name
+
+
+def _state_of(obj: Any) -> Any:
+    return obj.state_dict() if obj is not None and hasattr(obj, "state_dict") else None
+
+
+def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int) -> Dict[str, Any]:
+    """The checkpoint of ``progress``: every object's state, the config, the random states of all ranks.
+
+    A collective (the random states are gathered): every rank calls it.
+    """
+    rng = all_gather_objects(capture_rng())
+    return {
+        "format": FORMAT,
+        "framework": __version__,
+        "config": config,
+        "world_size": world_size,
+        "progress": dataclasses.asdict(progress),
+        "model": objects.model.state_dict(),
+        "ema": _state_of(objects.ema),
+        "optimizer": objects.optimizer.state_dict(),
+        "scheduler": objects.scheduler.state_dict(),
+        "amp": objects.amp.state_dict(),
+        "sampler": _state_of(objects.sampler) or {},
+        "rng": rng,
+        "loop": {name: obj.state_dict() for name, obj in objects.loop.items()},
+        "hooks": {name: hook.state_dict() for name, hook in objects.hooks.items()},
+    }
+
+
+def _upgrade_format_1(data: Dict[str, Any]) -> Dict[str, Any]:
+    """A checkpoint of framework 0.1 (flat keys) in format 2."""
+    ema = data.get("ema")
+    sampler = {k: v for k, v in (data.get("sampler") or {}).items() if k != "batches_done"}
+    return {
+        "format": FORMAT,
+        "framework": data.get("version"),
+        "config": data.get("config"),
+        "world_size": data.get("world_size"),
+        "progress": {"epoch": int(data.get("epoch", 0)), "batch": int(data.get("batch", 0)), "step": int(data.get("global_step", 0))},
+        "model": data["model"],
+        "ema": None if ema is None else {"weights": ema, "updates": int(data.get("ema_updates", 0))},
+        "optimizer": data.get("optimizer"),
+        "scheduler": data.get("scheduler"),
+        "amp": data.get("amp"),
+        "sampler": sampler,
+        "rng": data.get("rng"),
+        "loop": {"nonfinite": data.get("nonfinite") or {}},
+        "hooks": {"validation": data["best"]} if data.get("best") is not None else {},
+    }
+
+
+def is_training_checkpoint(data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` was written by this framework (any format), rather than being a plain state_dict."""
+    return "format" in data or ("global_step" in data and isinstance(data.get("model"), Mapping))
+
+
+class Checkpoint:
+    """A checkpoint of this framework, read: the only reader of the format."""
+
+    def __init__(self, data: Dict[str, Any], source: Union[str, Path] = "<memory>") -> None:
+        self.source = str(source)
+        if not is_training_checkpoint(data):
+            raise CheckpointError(f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained")
+        if "format" not in data:
+            data = _upgrade_format_1(data)
+        if data["format"] != FORMAT:
+            raise CheckpointError(
+                f"checkpoint '{self.source}' has format {data['format']!r}, but framework {__version__} reads format {FORMAT} "
+                f"(and upgrades format 1); it was written by framework {data.get('framework')}: use that version to read it"
+            )
+        if not isinstance(data.get("model"), Mapping):
+            raise CheckpointError(f"checkpoint '{self.source}' has no model weights; it is damaged or not a checkpoint of this framework")
+        self._data = data
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> "Checkpoint":
+        """Read ``path`` on the CPU; CheckpointError when it is missing, unreadable or not ours."""
+        return cls(load_file(path), path)
+
+    @property
+    def config(self) -> Optional[Dict[str, Any]]:
+        config = self._data.get("config")
+        return config if isinstance(config, dict) else None
+
+    @property
+    def world_size(self) -> Optional[int]:
+        return self._data.get("world_size")
+
+    @property
+    def framework(self) -> Optional[str]:
+        return self._data.get("framework")
+
+    @property
+    def progress(self) -> Progress:
+        return Progress(**self._data["progress"])
+
+    @property
+    def model_weights(self) -> Dict[str, torch.Tensor]:
+        return self._data["model"]
+
+    @property
+    def ema_weights(self) -> Optional[Dict[str, torch.Tensor]]:
+        ema = self._data.get("ema")
+        return ema["weights"] if ema else None
+
+    @property
+    def selected_with_ema(self) -> bool:
+        """Whether the run monitored (and tested) its EMA weights (``eval.use_ema``)."""
+        return bool((self.config or {}).get("eval", {}).get("use_ema")) and self.ema_weights is not None
+
+    @property
+    def eval_weights(self) -> Dict[str, torch.Tensor]:
+        """The weights the run evaluated with: the EMA's when it selected with them, else the model's."""
+        return self.ema_weights if self.selected_with_ema else self.model_weights
+
+    def hook_state(self, name: str) -> Optional[Any]:
+        return self._data.get("hooks", {}).get(name)
+
+    def loop_state(self, name: str) -> Optional[Any]:
+        return self._data.get("loop", {}).get(name)
+
+    def restore(self, objects: StateObjects, rank: int) -> None:
+        """Everything but the model's weights (loaded before amp and DDP, see restore.py), and rank ``rank``'s random state."""
+        data = self._data
+        objects.optimizer.load_state_dict(data["optimizer"])
+        objects.scheduler.load_state_dict(data["scheduler"])
+        objects.amp.load_state_dict(data["amp"])
+        if objects.ema is not None:
+            if data.get("ema") is not None:
+                objects.ema.load_state_dict(data["ema"])
+            else:
+                log.warning("the resume checkpoint has no EMA weights; the average starts from the resumed weights")
+        for name, obj in objects.loop.items():
+            obj.load_state_dict(self.loop_state(name) or {})
+        self._restore_hooks(objects.hooks)
+        restore_rank_rng(data.get("rng"), rank)
+
+    def _restore_hooks(self, hooks: Dict[str, Any]) -> None:
+        saved: Dict[str, Any] = self._data.get("hooks", {})
+        for name, hook in hooks.items():
+            if name in saved:
+                hook.load_state_dict(saved[name])
+            else:
+                log.warning("hook '%s' has no state in the checkpoint (it was not used then); it starts fresh", name)
+        unused: List[str] = sorted(set(saved) - set(hooks))
+        if unused:
+            log.warning("the checkpoint holds the state of hook(s) %s that this run does not use; it is ignored", ", ".join(unused))
+
+
+def weights_in(data: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+    """The network weights in a loaded file: our checkpoint (the weights it evaluated with), a
+    ``{"state_dict": ...}`` or ``{"model": ...}`` wrapper, or a plain state_dict."""
+    if is_training_checkpoint(data):
+        return Checkpoint(data).eval_weights
+    for key in ("model", "state_dict"):
+        if isinstance(data.get(key), dict):
+            return data[key]
+    return data

@@ -1,0 +1,71 @@
+"""Checkpoint hook: the training state, every N steps, at each epoch's end (and best.pt), and on preemption."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from utils.checkpoint.state import Progress, capture
+from utils.checkpoint.store import CheckpointStore
+from utils.distributed.ops import any_rank, barrier
+from utils.errors import NonFiniteError
+from utils.hook import Hook
+from utils.registry import HOOKS
+
+log = logging.getLogger(__name__)
+
+
+def weights_finite(*modules: Optional[torch.nn.Module]) -> bool:
+    """All parameters and buffers finite, on every rank."""
+    bad = any(not bool(torch.isfinite(t).all()) for m in modules if m is not None for t in (*m.parameters(), *m.buffers()) if t.is_floating_point())
+    return not any_rank(bad)
+
+
+@HOOKS.register("checkpoint")
+class CheckpointHook(Hook):
+    """Saves ``epoch<E>_batch<B>.pt`` (the point training continues from) in ``directory``.
+
+    After a step: every ``every_steps`` steps inside an epoch (``train.checkpoint_every_steps``)
+    and when the preemption hook set ``state.preempted``. After an epoch: always, and as
+    ``best.pt`` too when validation found a new best. Non-finite weights are never written.
+    Runs last (priority 70), so the other hooks' state of that step is in the file.
+    """
+
+    name = "checkpoint"  # in logs and checkpoints
+    priority = 70
+
+    def __init__(self, directory: str, every_steps: int = 0, keep: int = 2) -> None:
+        self.store = CheckpointStore(Path(directory), keep)
+        self.every_steps = every_steps
+
+    def after_step(self, trainer: Any) -> None:
+        state = trainer.state
+        # a step that ends the epoch is saved by after_epoch anyway
+        periodic = self.every_steps > 0 and state.step % self.every_steps == 0 and state.batch < trainer.num_batches
+        if periodic or state.preempted is not None:
+            self.save(trainer, Progress(state.epoch, state.batch, state.step))
+
+    def after_epoch(self, trainer: Any) -> None:
+        state = trainer.state
+        self.save(trainer, Progress(state.epoch + 1, 0, state.step), best=state.is_best)
+
+    def save(self, trainer: Any, progress: Progress, best: bool = False) -> None:
+        """Write the checkpoint of ``progress`` on rank 0 (every rank calls: the random states are gathered)."""
+        parts = trainer.parts
+        if not weights_finite(parts.model, parts.ema.module if parts.ema is not None else None):
+            raise NonFiniteError(
+                f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "
+                f"the last good one '{trainer.state.last_checkpoint}' is kept; lower optim.lr or enable train.clip_grad_norm"
+            )
+        data = capture(trainer.state_objects(), progress, trainer.options.config, trainer.options.world_size)
+        path = self.store.path_for(progress.epoch, progress.batch)
+        if trainer.options.is_main:
+            self.store.save(data, progress.epoch, progress.batch)
+            log.info("checkpoint %s (epoch %d, batch %d, step %d)", path, progress.epoch, progress.batch, progress.step)
+            if best:
+                self.store.save_as(data, "best.pt")
+        barrier()
+        trainer.state.last_checkpoint = str(path)

@@ -1,0 +1,44 @@
+"""Progress hook: a progress bar over each epoch's batches, with the loss and LR at log steps."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from utils.hook import Hook
+from utils.log import progress_bar
+from utils.registry import HOOKS
+
+
+@HOOKS.register("progress")
+class ProgressHook(Hook):
+    """A tqdm bar on rank 0 when stderr is a terminal (log files and CI consoles get the epoch lines instead)."""
+
+    name = "progress"  # in logs and checkpoints
+    priority = 15
+
+    def __init__(self, log_every: int = 10) -> None:
+        self.log_every = log_every
+        self.bar: Optional[Any] = None
+        self._shown = 0
+
+    def before_epoch(self, trainer: Any) -> None:
+        state = trainer.state
+        self.bar = progress_bar(trainer.num_batches - state.batch, f"epoch {state.epoch}", trainer.options.is_main)
+        self._shown = state.batch
+
+    def after_step(self, trainer: Any) -> None:
+        if self.bar is None:
+            return
+        state = trainer.state
+        self.bar.update(state.batch - self._shown)
+        self._shown = state.batch
+        if state.step % self.log_every == 0:
+            self.bar.set_postfix(loss=f"{state.loss.item():.4f}", lr=f"{trainer.parts.optimizer.param_groups[0]['lr']:.2e}")
+
+    def after_epoch(self, trainer: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

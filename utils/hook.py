@@ -1,0 +1,84 @@
+"""Hooks: how behaviour is added to the training loop without editing it.
+
+A hook is a class registered in ``HOOKS`` (users put theirs in ``hook/``) with
+any of the methods below; subclassing :class:`Hook` is optional and only
+documents them. Each method receives the trainer, whose public attributes are
+what a hook reads:
+
+- ``trainer.state``: where training is (``epoch``, ``batch``, ``step``,
+  ``step_taken``, ``loss``, ``train_metrics``) and what hooks tell the loop or
+  each other (``stop``, ``preempted``, ``is_best``, ``last_checkpoint``);
+- ``trainer.parts``: model, optimizer, scheduler, amp, criterion, metric,
+  loaders, EMA; ``trainer.options``: the loop's settings (``is_main``, ...);
+- ``trainer.evaluate(model, loader)`` and ``trainer.hooks.call(event, ...)``.
+
+Events, in the order of one run:
+
+===================================  ==============================================
+``before_train(trainer)``            once, after a resume restored the state
+``before_epoch(trainer)``            the sampler is set to ``state.epoch``
+``after_step(trainer)``              after every optimizer step (``state.step`` counts it)
+``after_epoch(trainer)``             after an epoch's last step: validation, checkpoint
+``after_validation(trainer, metrics)``  after each validation, with its metrics
+``after_train(trainer)``             training ended normally
+``after_test(trainer, metrics)``     the test split was evaluated (also ``--mode test``)
+===================================  ==============================================
+
+``close()`` runs at the very end, also after an error: release files and threads there.
+A hook that keeps state defines ``state_dict()`` and ``load_state_dict(state)``;
+its state is saved in every checkpoint under its name and restored on ``--resume``.
+
+Order: by ``priority`` (lower first), then in the order the hooks were listed.
+The built-in hooks use
+
+========  ============  ==========================================================
+priority  hook          what it does
+========  ============  ==========================================================
+10        logging       log lines, metrics.jsonl and TensorBoard (rank 0)
+15        progress      the progress bar (rank 0, on a terminal)
+20        ema           updates the EMA of the weights after each step taken
+30        preemption    SIGTERM/SIGINT: asks for a checkpoint and a stop
+50        (default)     users' hooks
+60        validation    evaluates, tracks the best epoch, stops early (patience)
+70        checkpoint    saves every N steps, at each epoch's end and on preemption
+========  ============  ==========================================================
+
+so a user hook sees the step's EMA, and its state is saved by the checkpoint
+that follows its ``after_step``/``after_epoch``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+EVENTS = ("before_train", "before_epoch", "after_step", "after_epoch", "after_validation", "after_train", "after_test")
+
+
+class Hook:
+    """Base class for hooks: every event is a no-op until overridden."""
+
+    priority: int = 50
+
+    def before_train(self, trainer: Any) -> None:
+        """Once, before the first epoch (after a resume restored the state)."""
+
+    def before_epoch(self, trainer: Any) -> None:
+        """At the start of each epoch."""
+
+    def after_step(self, trainer: Any) -> None:
+        """After each optimizer step."""
+
+    def after_epoch(self, trainer: Any) -> None:
+        """After the last step of each epoch."""
+
+    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
+        """After each validation, with its metrics."""
+
+    def after_train(self, trainer: Any) -> None:
+        """When training ended normally."""
+
+    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
+        """After the test split was evaluated."""
+
+    def close(self) -> None:
+        """At the very end, also after an error."""
