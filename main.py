@@ -22,24 +22,16 @@ import torch
 
 from utils import __version__
 from utils.amp import Amp
-from utils.checkpoint.guard import (
-    check_resume_config,
-    resume_differences,
-    weight_mismatch,
-)
+from utils.checkpoint.guard import check_resume_config, resume_differences
 from utils.checkpoint.restore import find_resume, init_weights
 from utils.checkpoint.state import Checkpoint
+from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
-from utils.distributed.process_group import (
-    DistInfo,
-    cleanup,
-    exit_now,
-    init_distributed,
-)
+from utils.distributed.process_group import DistInfo, cleanup, exit_now, init_distributed
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length

@@ -95,7 +95,7 @@ def test_the_scheduler_scales_every_group_by_the_same_factor():
 
 def test_bad_group_specs_are_errors_naming_them():
     model = small_classifier()
-    with pytest.raises(ConfigError, match=r"param_groups\[0\] pattern 'backbon.\*' matches no parameter"):
+    with pytest.raises(ConfigError, match=r"optim.param_groups\[0\] pattern 'backbon.\*' matches no parameter"):
         build_optimizer(model, OptimConfig(param_groups=[{"pattern": "backbon.*", "lr_mult": 0.1}]))
     with pytest.raises(ConfigError, match="unknown \\['lr_mul'\\]"):
         build_optimizer(model, OptimConfig(param_groups=[{"pattern": "backbone.*", "lr_mul": 0.1}]))

@@ -12,8 +12,8 @@ from tests.conftest import fast_overrides
 from utils.amp import Amp
 from utils.config import AmpConfig, load_config
 from utils.data import build_dataset, build_eval_loader
-from utils.engine.hooks.validation import BestTracker
 from utils.engine.evaluate import evaluate
+from utils.engine.hooks.validation import BestTracker
 from utils.errors import ConfigError
 from utils.metrics import build_metric
 from utils.model.build import build_network

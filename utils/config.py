@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Union
 import yaml
 
 from utils.errors import ConfigError
-from utils.typed_merge import apply_override, merge_into, parse_value
+from utils.typed_merge import apply_override, lookup, merge_into, parse_value
 
 
 @dataclass
@@ -202,10 +202,8 @@ _CHOICES = {
 
 
 def get_key(cfg: Config, dotted: str) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = node[part] if isinstance(node, dict) else getattr(node, part)
-    return node
+    """The value of config key ``a.b.c``."""
+    return lookup(cfg, dotted)
 
 
 def validate(cfg: Config) -> None:
@@ -249,7 +247,7 @@ def _validate_training_control(cfg: Config) -> None:
     ema = cfg.train.ema
     if ema is not None:
         unknown = sorted(set(ema) - {"decay", "warmup"})
-        decay = ema.get("decay", 0.9998)
+        decay = ema.get("decay", 0.5)  # only a given decay is checked; a missing one takes ModelEma's default
         if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
     if cfg.eval.use_ema and ema is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Mapping, Union
 
 import yaml
 
@@ -109,6 +109,24 @@ def apply_override(cfg: Any, dotted: str, value: Any) -> None:
             merge_into(node, _nest(".".join([part, *rest]), value), prefix)
             return
         node = current
+
+
+_REQUIRED = object()
+
+
+def lookup(node: Any, dotted: str, default: Any = _REQUIRED) -> Any:
+    """The value at ``a.b.c`` in nested dataclasses and dicts; ``default`` where a part is
+    missing (without one, a KeyError naming the path)."""
+    for part in dotted.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif dataclasses.is_dataclass(node) and part in typing.get_type_hints(type(node)):
+            node = getattr(node, part)
+        elif default is not _REQUIRED:
+            return default
+        else:
+            raise KeyError(dotted)
+    return node
 
 
 def parse_value(text: str) -> Any:

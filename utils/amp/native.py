@@ -9,12 +9,7 @@ from typing import Any, ContextManager, Dict, Optional, Tuple
 import torch
 from torch import nn
 
-from utils.amp.casting import (
-    MasterWeights,
-    add_cast_hooks,
-    cast_model,
-    low_precision_params,
-)
+from utils.amp.casting import MasterWeights, add_cast_hooks, cast_model, low_precision_params
 from utils.amp.loss_scale import LossScaler
 from utils.amp.policy import AmpPolicy
 

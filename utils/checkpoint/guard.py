@@ -10,22 +10,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Mapping
 
-import torch
-
 from utils.checkpoint.state import Checkpoint
 from utils.errors import CheckpointError
+from utils.typed_merge import lookup
 
 log = logging.getLogger(__name__)
 
 # What fixes the network's parameters and the data each step sees.
 GUARDED = ("model.name", "model.args", "model.input_size", "data.name", "data.args", "data.batch_size", "seed")
-
-
-def _lookup(config: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
 
 
 def _leaves(value: Any, prefix: str) -> Dict[str, Any]:
@@ -41,7 +33,7 @@ def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], sav
     """``"key: checkpoint value -> current value"`` for every guarded key that differs."""
     diffs = []
     for key in GUARDED:
-        old, new = _leaves(_lookup(saved, key), key), _leaves(_lookup(current, key), key)
+        old, new = _leaves(lookup(saved, key, None), key), _leaves(lookup(current, key, None), key)
         for leaf in sorted(set(old) | set(new)):
             if old.get(leaf) != new.get(leaf):
                 diffs.append(f"{leaf}: {old.get(leaf)!r} -> {new.get(leaf)!r}")
@@ -69,16 +61,3 @@ def check_resume_config(checkpoint: Checkpoint, current: Mapping[str, Any], worl
         raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
     log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, listing)
     return False
-
-
-def weight_mismatch(model: torch.nn.Module, weights: Mapping[str, torch.Tensor]) -> str:
-    """What keeps ``weights`` from loading into ``model``: missing, unexpected and shape-mismatched keys."""
-    own = model.state_dict()
-    missing = [k for k in own if k not in weights]
-    unexpected = [k for k in weights if k not in own]
-    shapes = [f"{k} {tuple(weights[k].shape)} vs {tuple(v.shape)}" for k, v in own.items() if k in weights and tuple(weights[k].shape) != tuple(v.shape)]
-    parts = []
-    for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape (checkpoint vs network)", shapes)):
-        if keys:
-            parts.append(f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''} ({len(keys)})")
-    return "; ".join(parts) or "no key differs"

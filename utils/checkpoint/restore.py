@@ -8,10 +8,9 @@ from typing import Any, Callable, Optional
 
 from torch import nn
 
-from utils.checkpoint.guard import weight_mismatch
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore, load_verified
-from utils.checkpoint.weights import load_weights
+from utils.checkpoint.weights import load_weights, weight_mismatch
 from utils.config import ModelConfig
 from utils.distributed.ops import barrier, broadcast_object, get_rank
 from utils.errors import CheckpointError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Union
+from typing import Dict, List, Mapping, NamedTuple, Union
 
 import torch
 from torch import nn
@@ -14,6 +14,33 @@ from utils.checkpoint.state import weights_in
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
+
+
+class KeyDiff(NamedTuple):
+    """How a set of weights differs from a network's state_dict, by name and shape."""
+
+    missing: List[str]  # in the network, not in the weights
+    unexpected: List[str]  # in the weights, not in the network
+    mismatched: List[str]  # "name: weights' shape -> network's shape"
+
+
+def compare_keys(own: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Tensor]) -> KeyDiff:
+    """The names missing from ``weights``, those ``own`` lacks, and those whose shapes differ."""
+    return KeyDiff(
+        missing=[k for k in own if k not in weights],
+        unexpected=[k for k in weights if k not in own],
+        mismatched=[f"{k}: {tuple(v.shape)} -> {tuple(own[k].shape)}" for k, v in weights.items() if k in own and tuple(own[k].shape) != tuple(v.shape)],
+    )
+
+
+def weight_mismatch(model: nn.Module, weights: Mapping[str, torch.Tensor]) -> str:
+    """What keeps ``weights`` from loading into ``model``, for an error message."""
+    diff = compare_keys(model.state_dict(), weights)
+    parts = []
+    for label, keys in (("missing", diff.missing), ("unexpected", diff.unexpected), ("shape (checkpoint -> network)", diff.mismatched)):
+        if keys:
+            parts.append(f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''} ({len(keys)})")
+    return "; ".join(parts) or "no key differs"
 
 
 class LoadReport(NamedTuple):
@@ -35,9 +62,7 @@ def load_matching(model: nn.Module, state: Dict[str, torch.Tensor], prefix: str 
         cleaned[prefix + key] = value
     own = model.state_dict()
     matching = {k: v for k, v in cleaned.items() if k in own and own[k].shape == v.shape}
-    mismatched = [f"{k}: {tuple(v.shape)} -> {tuple(own[k].shape)}" for k, v in cleaned.items() if k in own and own[k].shape != v.shape]
-    missing = [k for k in own if k not in cleaned]
-    unexpected = [k for k in cleaned if k not in own]
+    missing, unexpected, mismatched = compare_keys(own, cleaned)
     report = LoadReport(sorted(matching), missing, unexpected, mismatched)
     if strict and (missing or unexpected or mismatched):
         raise CheckpointError(

@@ -26,11 +26,13 @@ from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+DEFAULT_DECAY = 0.9998  # train.ema without a decay
+
 
 class ModelEma:
     """A frozen copy of ``model`` that follows its weights as an EMA; ``self.module`` evaluates it."""
 
-    def __init__(self, model: nn.Module, decay: float = 0.9998, warmup: bool = True) -> None:
+    def __init__(self, model: nn.Module, decay: float = DEFAULT_DECAY, warmup: bool = True) -> None:
         if not 0.0 < decay < 1.0:
             raise ConfigError(f"train.ema.decay must be in (0, 1), got {decay}")
         self.module = copy.deepcopy(model).eval()
@@ -74,6 +76,6 @@ def build_ema(model: nn.Module, spec: Optional[Dict[str, Any]]) -> Optional[Mode
     """``train.ema: {decay: 0.9998, warmup: true}`` -> a ModelEma of ``model``; None when unset."""
     if spec is None:
         return None
-    ema = ModelEma(model, decay=float(spec.get("decay", 0.9998)), warmup=bool(spec.get("warmup", True)))
+    ema = ModelEma(model, decay=float(spec.get("decay", DEFAULT_DECAY)), warmup=bool(spec.get("warmup", True)))
     log.info("EMA of weights: decay %g, warmup %s", ema.decay, ema.warmup)
     return ema

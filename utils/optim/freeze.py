@@ -6,14 +6,13 @@ it and stay bit-identical through training.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import types
 from typing import List, Sequence
 
 from torch import nn
 
-from utils.errors import ConfigError
+from utils.optim.patterns import check_patterns, matches
 
 log = logging.getLogger(__name__)
 
@@ -25,17 +24,10 @@ def freeze_parameters(model: nn.Module, patterns: Sequence[str]) -> List[str]:
     (``*`` also matches dots, so ``backbone.*`` is the whole backbone). A pattern
     that matches nothing is an error naming it: it is almost always a typo.
     """
-    names = [name for name, _ in model.named_parameters()]
-    for pattern in patterns:
-        if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
-            example = ", ".join(names[:3])
-            raise ConfigError(
-                f"model.freeze pattern '{pattern}' matches no parameter; patterns are globs over full "
-                f"parameter names (e.g. 'backbone.*'); some names: {example}"
-            )
+    check_patterns([name for name, _ in model.named_parameters()], patterns, "model.freeze")
     frozen = []
     for name, param in model.named_parameters():
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+        if matches(name, patterns):
             param.requires_grad_(False)
             frozen.append(name)
     return frozen

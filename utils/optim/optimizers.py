@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -12,6 +11,7 @@ from torch import nn
 
 from utils.config import OptimConfig
 from utils.errors import ConfigError
+from utils.optim.patterns import check_patterns, matches
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +43,15 @@ def layer_id_fn(model: nn.Module) -> Tuple[Callable[[str], int], int]:
     )
 
 
+def _patterns(spec: Dict[str, Any]) -> List[str]:
+    """A group's ``pattern``: one glob or a list of them."""
+    return [spec["pattern"]] if isinstance(spec["pattern"], str) else list(spec["pattern"])
+
+
 def _match_group(name: str, specs: Sequence[Dict[str, Any]]) -> int:
     """Index of the first spec whose pattern(s) match ``name``; -1 for the default group."""
     for index, spec in enumerate(specs):
-        patterns = [spec["pattern"]] if isinstance(spec["pattern"], str) else spec["pattern"]
-        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+        if matches(name, _patterns(spec)):
             return index
     return -1
 
@@ -62,10 +66,7 @@ def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None
                 f"optim.param_groups[{index}] = {spec!r}: needs 'pattern' and takes only {list(GROUP_KEYS)}"
                 + (f"; unknown {unknown}" if unknown else "")
             )
-        patterns = [spec["pattern"]] if isinstance(spec["pattern"], str) else spec["pattern"]
-        for pattern in patterns:
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
-                raise ConfigError(f"optim.param_groups[{index}] pattern '{pattern}' matches no parameter; patterns are globs over full names such as 'backbone.*'")
+        check_patterns(names, _patterns(spec), f"optim.param_groups[{index}]")
 
 
 def param_groups(
