@@ -11,8 +11,11 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
-from utils.amp import apex_amp_available
+from utils.amp import Amp, apex_amp_available
 from utils.checkpoint.files import load_file
+from utils.config import AmpConfig
+from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.model.criterion import build_criterion
 from utils.registry import NETWORKS
 
 
@@ -94,6 +97,23 @@ def test_resume_continues_the_loss_scale_and_the_fp32_masters(out_root):
     assert len(order) == len(masters)
     for name, master in zip(order, masters):
         assert torch.equal(resumed["model"][name], master.to(torch.float16))
+
+
+@pytest.mark.parametrize("level, expected", [("O0", torch.float32), ("O1", torch.bfloat16)])
+def test_o1_runs_the_framework_step_under_bf16_autocast_and_o0_does_not(level, expected):
+    torch.manual_seed(0)
+    model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [8]})
+    seen = []
+    for layer in (model.backbone.stages[0][0][0], model.head[-1]):  # the first conv and the last linear layer
+        layer.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    amp = Amp(AmpConfig(opt_level=level, dtype="bfloat16"), torch.device("cpu"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = amp.initialize(model, optimizer)
+    batches = [(torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,)))]
+    parts = Parts(model, build_criterion([{"name": "cross_entropy"}]), amp, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0), train_loader=batches)
+    Trainer(parts, LoopOptions(is_main=False)).fit()
+    assert seen == [expected, expected]
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # O1 keeps the weights fp32
 
 
 @pytest.mark.skipif(apex_amp_available(), reason="apex.amp is installed here")

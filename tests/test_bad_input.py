@@ -98,7 +98,8 @@ def test_unreadable_images_are_skipped_with_a_warning_when_asked(tmp_path, caplo
     assert re.search(r"skipping unreadable image '.*broken.png'", caplog.text)
 
 
-def test_resume_force_accepts_a_changed_data_config(trained, caplog):
-    args = [*fast_overrides(trained, "run", epochs=2), "--resume-force", "data.batch_size=32"]
+def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
+    shutil.copytree(trained / "run", tmp_path / "run")  # the shared run stays as the other cases expect it
+    args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text

@@ -88,21 +88,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.timeout(240)
-def test_grad_checkpointing_trains_under_ddp(out_root):
+def _ddp_run(out_root, name: str, *extra: str):
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
-        "main.py", *fast_overrides(out_root, "gc_ddp", epochs=1), "model.grad_checkpointing=true",
-        "dist.static_graph=false", "data.batch_size=32",
+        "main.py", *fast_overrides(out_root, name, epochs=1), "dist.static_graph=false", "data.batch_size=32", *extra,
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=220)
+    proc = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=200)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert "marked ready twice" not in output
-    assert "test:" in proc.stdout
-    state = torch.load(out_root / "gc_ddp" / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
-    steps = state["progress"]["step"]
-    assert steps > 0
-    for name, value in state["model"].items():
+    return torch.load(out_root / name / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
+
+
+@pytest.mark.timeout(440)
+def test_grad_checkpointing_under_ddp_trains_like_plain_ddp(out_root):
+    checkpointed = _ddp_run(out_root, "gc_ddp", "model.grad_checkpointing=true")
+    plain = _ddp_run(out_root, "plain_ddp")
+    steps = checkpointed["progress"]["step"]
+    assert steps == plain["progress"]["step"] > 0
+    for name, value in checkpointed["model"].items():
         if name.endswith("num_batches_tracked"):
             assert int(value) == steps, name  # the recomputation in backward did not count a second update
+        # the same weights and BatchNorm statistics after an epoch of 2-rank DDP, to float rounding
+        assert torch.allclose(value.float(), plain["model"][name].float(), rtol=1e-4, atol=1e-6), name

@@ -33,6 +33,14 @@ SETTINGS = [
     "train.keep_checkpoints=3",
 ]
 TIMEOUT = 240
+# The kill points are random but reproducible: each test draws from (seed, its name). Another
+# seed explores other points: REGTRAIN_KILL_SEED=7 python -m pytest tests/...
+SEED = int(os.environ.get("REGTRAIN_KILL_SEED", "20261122"))
+
+
+def kill_point(test: str, low: int, high: int) -> int:
+    """How many checkpoints to wait for before killing (reported by every failure)."""
+    return random.Random(f"{SEED}/{test}").randint(low, high)
 
 
 def single(out: Path, name: str, *extra: str) -> List[str]:
@@ -89,15 +97,20 @@ def outcome(run: Path) -> Dict[str, object]:
     return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["progress"]["step"], "rows": last}
 
 
-def assert_identical(a: Dict[str, object], b: Dict[str, object]) -> None:
-    assert a["step"] == b["step"]
-    assert a["model"].keys() == b["model"].keys()
+def assert_identical(a: Dict[str, object], b: Dict[str, object], point: str) -> None:
+    """``a`` equals ``b`` bit for bit; ``point`` (where the run was killed) is in every failure."""
+    assert a["step"] == b["step"], point
+    assert a["model"].keys() == b["model"].keys(), point
     for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), key
+        assert torch.equal(a["model"][key], b["model"][key]), (point, key)
     for index in a["optimizer"]:
         for name, value in a["optimizer"][index].items():
-            assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"][index][name])), (index, name)
-    assert a["rows"] == b["rows"]
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"][index][name])), (point, index, name)
+    assert a["rows"] == b["rows"], point
+
+
+def killed_at(count: int) -> str:
+    return f"killed after {count} checkpoint(s) (REGTRAIN_KILL_SEED={SEED})"
 
 
 @pytest.fixture(scope="module")
@@ -116,24 +129,25 @@ def reference_2ranks(tmp_path_factory) -> Dict[str, object]:
 
 @pytest.mark.timeout(600)
 def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference):
-    count = random.Random().randint(1, 10)  # a random point of the first 2 epochs, often mid-epoch
+    count = kill_point("sigkill", 1, 10)  # a point of the first 2 epochs, often mid-epoch
     proc = start(single(tmp_path, "killed"))
     wait_for_checkpoints(proc, tmp_path / "killed", count)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     resumed = finish(start(single(tmp_path, "killed", "--resume")))
-    assert "training state restored" in resumed
-    assert_identical(outcome(tmp_path / "killed"), reference)
+    assert "training state restored" in resumed, killed_at(count)
+    assert_identical(outcome(tmp_path / "killed"), reference, killed_at(count))
 
 
 @pytest.mark.timeout(600)
 def test_two_rank_job_killed_and_resumed_is_bit_identical(tmp_path, reference_2ranks):
+    count = kill_point("two ranks", 2, 8)
     proc = start(torchrun(tmp_path, "killed"))
-    wait_for_checkpoints(proc, tmp_path / "killed", random.Random().randint(2, 8))
+    wait_for_checkpoints(proc, tmp_path / "killed", count)
     os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks
     proc.wait(timeout=30)
     finish(start(torchrun(tmp_path, "killed", "--resume")))
-    assert_identical(outcome(tmp_path / "killed"), reference_2ranks)
+    assert_identical(outcome(tmp_path / "killed"), reference_2ranks, killed_at(count))
 
 
 def worker_pids(launcher: int) -> List[int]:
@@ -155,13 +169,14 @@ def worker_pids(launcher: int) -> List[int]:
 @pytest.mark.timeout(600)
 def test_a_killed_rank_restarts_under_max_restarts_and_ends_identical(tmp_path, reference_2ranks):
     proc = start(torchrun(tmp_path, "restart", "train.auto_resume=true", restarts=1))
-    wait_for_checkpoints(proc, tmp_path / "restart", random.Random().randint(2, 6))
+    count = kill_point("max restarts", 2, 6)
+    wait_for_checkpoints(proc, tmp_path / "restart", count)
     workers = worker_pids(proc.pid)
     assert len(workers) == 2, workers
     os.kill(max(workers), signal.SIGKILL)  # one rank dies; torchrun restarts the group
     finish(proc)
-    assert "training state restored" in (tmp_path / "restart" / "log.txt").read_text()
-    assert_identical(outcome(tmp_path / "restart"), reference_2ranks)
+    assert "training state restored" in (tmp_path / "restart" / "log.txt").read_text(), killed_at(count)
+    assert_identical(outcome(tmp_path / "restart"), reference_2ranks, killed_at(count))
 
 
 @pytest.mark.timeout(600)
@@ -172,4 +187,4 @@ def test_sigterm_checkpoints_exits_with_the_preemption_code_and_resumes_identica
     out = finish(proc, expect=PREEMPTED_EXIT)
     assert "received SIGTERM" in out and "stopped: stopped by SIGTERM" in out
     finish(start(single(tmp_path, "term", "--resume")))
-    assert_identical(outcome(tmp_path / "term"), reference)
+    assert_identical(outcome(tmp_path / "term"), reference, "SIGTERM after 2 checkpoints")

@@ -3,6 +3,7 @@
 import json
 import re
 
+import pytest
 import torch
 from torch import nn
 
@@ -47,8 +48,16 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     acc = EventAccumulator(str(run / "tb"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    assert {"train/loss", "train/lr", "val/top1", "val/loss", "train_epoch/samples_per_s"} <= tags
+    assert {"train/loss", "train/lr", "val/top1", "val/loss", "train_epoch/samples_per_s", "test/top1", "test/loss"} <= tags
     assert len(acc.Scalars("val/top1")) == 15
+    assert acc.Scalars("test/top1")[0].value == pytest.approx(trained["top1"], abs=1e-4)
+
+    # test mode alone writes the test metrics too (no empty event file)
+    assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt"), f"experiment.output_root={out_root / 'tested'}"]) == 0
+    (events,) = (out_root / "tested" / "digits_small_cnn" / "tb").glob("events.out.tfevents.*")
+    acc = EventAccumulator(str(events))
+    acc.Reload()
+    assert set(acc.Tags()["scalars"]) == {"test/top1", "test/top5", "test/loss", "test/samples"}
 
 
 def test_resume_continues_from_the_saved_epoch(out_root, caplog):
