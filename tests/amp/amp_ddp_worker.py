@@ -1,4 +1,4 @@
-"""Run by tests/test_amp_train.py under torchrun: O2 with DDP, accumulation and clipping on 2 CPU processes."""
+"""Run by tests/amp/test_amp_train.py under torchrun: O2 with DDP, accumulation and clipping on 2 CPU processes."""
 
 import contextlib
 import sys

@@ -161,7 +161,7 @@ def test_a_failing_rank_ends_the_job_instead_of_hanging(tmp_path):
     (as a blocked loader thread would be); rank 0 is inside a collective. Before the
     fail-fast exit, rank 1 waited for that thread forever and the job hung."""
     proc = run(
-        torchrun(2, f"experiment.output_root={tmp_path}", "custom_imports=[tests.faulty_net]", "model.name=faulty_classifier", "model.args={num_classes: 10, linger: true}", "train.epochs=1"),
+        torchrun(2, f"experiment.output_root={tmp_path}", "custom_imports=[tests.distributed.faulty_net]", "model.name=faulty_classifier", "model.args={num_classes: 10, linger: true}", "train.epochs=1"),
         timeout=180,
     )
     assert proc.returncode != 0

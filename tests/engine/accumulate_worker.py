@@ -1,6 +1,6 @@
 """Run under torchrun: K accumulated micro-batches per rank with DDP; rank 0 saves the result.
 
-``python -m torch.distributed.run --standalone --nproc_per_node=2 tests/accumulate_worker.py OUT``
+``python -m torch.distributed.run --standalone --nproc_per_node=2 tests/engine/accumulate_worker.py OUT``
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from torch import nn  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 import main
-from tests.test_train import printed_metrics, read_rows
+from tests.cli.test_train import printed_metrics, read_rows
 from utils.data.datasets.shapes_sod import render_scene
 
 SOD_NAMES = {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f"}

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests import accumulate_worker as worker
+from tests.engine import accumulate_worker as worker
 from tests.conftest import ROOT, subprocess_env
 from utils.amp import Amp
 from utils.config import AmpConfig
@@ -56,7 +56,7 @@ def test_a_shorter_last_group_is_the_mean_of_its_micro_batches():
 @pytest.mark.timeout(180)
 def test_accumulation_under_two_process_ddp_syncs_once_per_step(tmp_path):
     out = tmp_path / "ddp.pt"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "tests" / "accumulate_worker.py"), str(out)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "tests" / "engine" / "accumulate_worker.py"), str(out)]
     proc = subprocess.run(cmd, env=subprocess_env(), cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = torch.load(out, weights_only=False)

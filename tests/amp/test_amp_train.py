@@ -127,7 +127,7 @@ def test_apex_backend_without_apex_is_one_line_and_exit_2(out_root, capsys):
 
 @pytest.mark.timeout(180)
 def test_o2_under_ddp_keeps_the_ranks_masters_and_weights_identical():
-    worker = ROOT / "tests" / "amp_ddp_worker.py"
+    worker = ROOT / "tests" / "amp" / "amp_ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker), "bfloat16", "float16"]
     result = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=150)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

@@ -1,6 +1,6 @@
 """A classifier that raises on one rank at a chosen training step.
 
-Distributed tests load it into ``main.py`` with ``custom_imports=[tests.faulty_net]``
+Distributed tests load it into ``main.py`` with ``custom_imports=[tests.distributed.faulty_net]``
 to check that one failing rank ends the whole job instead of hanging it.
 """
 

@@ -1,8 +1,8 @@
 """Evaluate a fixed small MINet on an odd-sized shapes_sod test split with ShardSampler shards.
 
-Imported by tests/test_sod_distributed.py for the single-process run and launched under
+Imported by tests/sod/test_sod_distributed.py for the single-process run and launched under
 torchrun (2 gloo ranks) for the distributed one: ``python -m torch.distributed.run
---nproc_per_node=2 tests/sod_dist_eval.py RESULT.json PREDICTIONS_DIR``.
+--nproc_per_node=2 tests/sod/sod_dist_eval.py RESULT.json PREDICTIONS_DIR``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Dict
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

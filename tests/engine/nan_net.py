@@ -1,6 +1,6 @@
 """A classifier that produces NaN outputs, or NaN weights, at chosen training calls.
 
-Tests load it into ``main.py`` with ``custom_imports=[tests.nan_net]`` to drive the
+Tests load it into ``main.py`` with ``custom_imports=[tests.engine.nan_net]`` to drive the
 ``train.nonfinite`` policy.
 """
 

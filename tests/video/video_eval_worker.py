@@ -1,6 +1,6 @@
 """Evaluate a seeded clip classifier on clip splits that do not divide evenly; run alone or under torchrun.
 
-    python -m torch.distributed.run --standalone --nproc_per_node=N tests/video_eval_worker.py OUT.json
+    python -m torch.distributed.run --standalone --nproc_per_node=N tests/video/video_eval_worker.py OUT.json
 
 Rank 0 writes ``{split name: metrics}`` to OUT.json; ``evaluate_splits(0, 1)``
 gives the single-process numbers to compare with.
@@ -16,7 +16,7 @@ from typing import Dict
 import torch
 from torch.utils.data import DataLoader
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from utils.amp import Amp  # noqa: E402
 from utils.config import AmpConfig  # noqa: E402

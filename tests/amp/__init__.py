@@ -1,0 +1,1 @@
+"""Mixed precision O0-O3."""

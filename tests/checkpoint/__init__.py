@@ -1,0 +1,1 @@
+"""Checkpoint files, the training state, exact resume, restore order."""

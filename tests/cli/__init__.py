@@ -1,0 +1,1 @@
+"""main.py end to end: training, test mode, bad input, users' own code."""

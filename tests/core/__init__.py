@@ -1,0 +1,1 @@
+"""Config, registries, the project's structural rules, every registered item."""

@@ -1,0 +1,1 @@
+"""Prefetching loaders and DALI."""

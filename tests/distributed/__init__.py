@@ -1,0 +1,1 @@
+"""Launchers, exact distributed evaluation, SyncBN, failing ranks."""

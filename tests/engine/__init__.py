@@ -1,0 +1,1 @@
+"""The training loop: accumulation, training control, non-finite losses."""

@@ -1,0 +1,1 @@
+"""Network building: gradient checkpointing, lazy modules, parameter and MAC counts."""

@@ -1,0 +1,1 @@
+"""Freezing and parameter groups."""

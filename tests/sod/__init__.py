@@ -1,0 +1,1 @@
+"""Salient object detection: data, losses, metrics, training."""

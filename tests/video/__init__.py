@@ -1,0 +1,1 @@
+"""Video classification: data, metric, models, training."""
