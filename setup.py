@@ -8,7 +8,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="regtrain",
-    version="0.1.0",
+    version="0.2.0",
     description="A registry-built PyTorch training framework: one CPU to many GPUs, mixed precision, exact distributed evaluation",
     python_requires=">=3.9",
     packages=find_packages(include=["backbone*", "loss*", "module*", "network*", "utils*"]),
