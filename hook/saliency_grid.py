@@ -1,0 +1,54 @@
+"""Salient object detection: image | ground truth | prediction for a fixed set of images, in TensorBoard."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from utils.hook import EvalBatch, Hook
+from utils.log import run_writer
+from utils.metrics.base import target_mask
+from utils.metrics.sod import saliency_logits
+from utils.registry import HOOKS
+from utils.visual.images import grid, loader_normalization, text_tile, to_display, to_tiles
+
+
+@HOOKS.register()
+class SaliencyGrid(Hook):
+    """After each validation (tag ``val/saliency_grid``) and after the test (``test/saliency_grid``):
+    a row per image of image | ground truth | predicted saliency, ``size`` pixels high.
+
+    The images are the first ``images`` of rank 0's shard, taken from the batches the
+    evaluation already ran: the same images every time, so progress is visible, and no
+    extra forward pass. Rank 0 only.
+    """
+
+    tasks = ("sod",)
+
+    def __init__(self, images: int = 8, size: int = 96, splits: Sequence[str] = ("val", "test")) -> None:
+        self.images, self.size, self.splits = images, size, tuple(splits)
+        self.rows: Dict[str, List[List[Any]]] = {split: [] for split in self.splits}
+
+    def after_eval_batch(self, trainer: Any, batch: EvalBatch) -> None:
+        rows = self.rows.get(batch.split)
+        if rows is None or not trainer.options.is_main or len(rows) >= self.images:
+            return
+        take = self.images - len(rows)
+        mean, std = loader_normalization(batch.loader)
+        images = to_display(batch.inputs[:take], mean, std)
+        masks = to_display(target_mask(batch.targets)[:take].float())
+        predictions = to_display(saliency_logits(batch.outputs)[:take].detach().float().sigmoid())
+        columns = [to_tiles(part, self.size) for part in (images, masks, predictions)]
+        rows.extend([list(row) for row in zip(*columns)])
+
+    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
+        self._write(trainer, "val")
+
+    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
+        self._write(trainer, "test")
+
+    def _write(self, trainer: Any, split: str) -> None:
+        rows = self.rows.get(split)
+        if rows:
+            heading = [text_tile(text, self.size) for text in ("image", "ground truth", "prediction")]
+            run_writer(trainer).image(f"{split}/saliency_grid", grid([heading, *rows]), trainer.state.epoch)
+            rows.clear()
