@@ -35,6 +35,7 @@ from utils.distributed.process_group import DistInfo, cleanup, exit_now, init_di
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length
+from utils.engine.default_hooks import task_hooks
 from utils.engine.trainer import LoopOptions, Parts, Trainer
 from utils.errors import CheckpointError, ConfigError, UserError
 from utils.log import format_metrics, setup_logging
@@ -93,7 +94,8 @@ def import_custom(name: str) -> None:
 
 
 def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
-    """The built-in hooks, set up from their config keys, then the users' from ``cfg.hooks`` (order: utils/hook.py)."""
+    """The built-in hooks, set up from their config keys, then the task's default hooks and the
+    users' as ``cfg.hooks`` sets them (order: utils/hook.py)."""
     hooks = [HOOKS.build("logging", output_dir=str(cfg.output_dir), log_every=cfg.train.log_every)]
     if training:
         hooks += [
@@ -103,13 +105,8 @@ def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
             HOOKS.build("checkpoint", directory=str(cfg.output_dir / "checkpoints"), every_steps=cfg.train.checkpoint_every_steps, keep=cfg.train.keep_checkpoints),
         ]
         hooks += [HOOKS.build("ema")] if ema else []
-    for spec in cfg.hooks:
-        args = dict(spec)
-        name = args.pop("name")
-        if HOOKS.get(name).__module__.startswith("utils.engine.hooks"):
-            raise ConfigError(f"hooks: '{name}' is a built-in hook and always runs; set it up through its config keys (README: Add a hook)")
-        hooks.append(HOOKS.build(name, **args))
-    return hooks
+        hooks += [HOOKS.build("profiler", directory=str(cfg.output_dir / "profile"), **cfg.train.profile)] if cfg.train.profile else []
+    return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
 def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> LoopOptions:

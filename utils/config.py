@@ -103,6 +103,7 @@ class TrainConfig:
     nonfinite: str = "stop"  # stop | skip
     max_nonfinite_skips: int = 10
     patience: Optional[int] = None
+    profile: Optional[Dict[str, int]] = None  # {wait: 1, warmup: 1, active: 5}: torch.profiler over those steps (rank 0)
 
 
 @dataclass
@@ -250,6 +251,11 @@ def _validate_training_control(cfg: Config) -> None:
         decay = ema.get("decay", 0.5)  # only a given decay is checked; a missing one takes ModelEma's default
         if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
+    profile = cfg.train.profile
+    if profile is not None:
+        bad = sorted(set(profile) - {"wait", "warmup", "active"}) or [k for k, v in profile.items() if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "active" else 0)]
+        if bad or "active" not in profile:
+            raise ConfigError(f"config key 'train.profile' must look like {{wait: 1, warmup: 1, active: 5}} (wait, warmup >= 0, active >= 1), got {profile!r}")
     if cfg.eval.use_ema and ema is None:
         raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
 
