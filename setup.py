@@ -23,6 +23,8 @@ setup(
         "tqdm",
         "scikit-learn",
         "pysodmetrics",
+        "pillow>=10.1",  # pictures for TensorBoard: ImageFont.load_default(size=...)
+        "python-hostlist",  # SLURM node lists (srun launch)
     ],
     extras_require={
         "test": ["pytest", "pytest-timeout"],
