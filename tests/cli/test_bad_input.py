@@ -68,6 +68,9 @@ CASES: Dict[str, tuple] = {
                                     r"cannot resume from '.*': the config changed the model or the data \(model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]; data.batch_size: 64 -> 32\); .*--resume-force"),
     "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
                                       r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network"),
+    "unknown hook argument": (lambda tmp, run: ["hooks=[{name: saliency_grid, imagez: 4}]"], r"hook 'saliency_grid' got unknown argument\(s\) \['imagez'\]; it takes: images, size, splits"),
+    "hook switch not a bool": (lambda tmp, run: ["hooks=[{name: confusion_matrix, enabled: maybe}]"], r"config key 'hooks\[0\].enabled' must be true or false, got 'maybe'"),
+    "bad profiler schedule": (lambda tmp, run: ["train.profile={wait: 1}"], r"config key 'train.profile' must look like \{wait: 1, warmup: 1, active: 5\} \(wait, warmup >= 0, active >= 1\), got \{'wait': 1\}"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 
