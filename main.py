@@ -209,7 +209,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(cfg.output_dir, info.rank)
-        log.info("framework %s, torch %s, %d process(es), device %s", __version__, torch.__version__, info.world_size, info.device)
+        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s", __version__, torch.__version__, info.world_size, info.launcher, info.device)
         if args.mode == "train":
             train(cfg, info, args.resume or args.resume_force, args.resume_force)
         else:

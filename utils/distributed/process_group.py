@@ -29,6 +29,7 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    launcher: str = "none"  # torchrun (also torch.distributed.launch) | slurm | none
 
     @property
     def distributed(self) -> bool:
@@ -84,7 +85,7 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
         log.info("process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s", launch.launcher, backend, rank, world_size, local_rank, dev)
-    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, launcher=launch.launcher)
 
 
 def cleanup() -> None:
