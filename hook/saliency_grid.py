@@ -12,10 +12,14 @@ from utils.registry import HOOKS
 from utils.visual.images import grid, loader_normalization, text_tile, to_display, to_tiles
 
 
+ROWS = ("image", "ground truth", "prediction")
+HEADING = 84  # pixels for the row names
+
+
 @HOOKS.register()
 class SaliencyGrid(Hook):
     """After each validation (tag ``val/saliency_grid``) and after the test (``test/saliency_grid``):
-    a row per image of image | ground truth | predicted saliency, ``size`` pixels high.
+    three rows (image, ground truth, predicted saliency) of a column per image, ``size`` pixels high.
 
     The images are the first ``images`` of rank 0's shard, taken from the batches the
     evaluation already ran: the same images every time, so progress is visible, and no
@@ -26,19 +30,18 @@ class SaliencyGrid(Hook):
 
     def __init__(self, images: int = 8, size: int = 96, splits: Sequence[str] = ("val", "test")) -> None:
         self.images, self.size, self.splits = images, size, tuple(splits)
-        self.rows: Dict[str, List[List[Any]]] = {split: [] for split in self.splits}
+        self.columns: Dict[str, List[List[Any]]] = {split: [] for split in self.splits}  # per image: its three tiles
 
     def after_eval_batch(self, trainer: Any, batch: EvalBatch) -> None:
-        rows = self.rows.get(batch.split)
-        if rows is None or not trainer.options.is_main or len(rows) >= self.images:
+        columns = self.columns.get(batch.split)
+        if columns is None or not trainer.options.is_main or len(columns) >= self.images:
             return
-        take = self.images - len(rows)
+        take = self.images - len(columns)
         mean, std = loader_normalization(batch.loader)
         images = to_display(batch.inputs[:take], mean, std)
         masks = to_display(target_mask(batch.targets)[:take].float())
         predictions = to_display(saliency_logits(batch.outputs)[:take].detach().float().sigmoid())
-        columns = [to_tiles(part, self.size) for part in (images, masks, predictions)]
-        rows.extend([list(row) for row in zip(*columns)])
+        columns.extend([list(tiles) for tiles in zip(*(to_tiles(part, self.size) for part in (images, masks, predictions)))])
 
     def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
         self._write(trainer, "val")
@@ -47,8 +50,8 @@ class SaliencyGrid(Hook):
         self._write(trainer, "test")
 
     def _write(self, trainer: Any, split: str) -> None:
-        rows = self.rows.get(split)
-        if rows:
-            heading = [text_tile(text, self.size) for text in ("image", "ground truth", "prediction")]
-            run_writer(trainer).image(f"{split}/saliency_grid", grid([heading, *rows]), trainer.state.epoch)
-            rows.clear()
+        columns = self.columns.get(split)
+        if columns:
+            rows = [[text_tile(name, HEADING, self.size), *(tiles[i] for tiles in columns)] for i, name in enumerate(ROWS)]
+            run_writer(trainer).image(f"{split}/saliency_grid", grid(rows), trainer.state.epoch)
+            columns.clear()

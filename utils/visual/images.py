@@ -80,9 +80,10 @@ def font(size: int) -> ImageFont.ImageFont:
 
 
 def caption(tile: np.ndarray, lines: Sequence[str], size: int = 12, color: Sequence[int] = INK) -> np.ndarray:
-    """``tile`` with ``lines`` of text in a white band below it."""
+    """``tile`` with ``lines`` of text in a white band below it, widened where a line is longer."""
     band_height = len(lines) * (size + 3) + 4
-    canvas = Image.new("RGB", (tile.shape[1], tile.shape[0] + band_height), BACKGROUND)
+    width = max([tile.shape[1]] + [int(font(size).getlength(line)) + 4 for line in lines])
+    canvas = Image.new("RGB", (width, tile.shape[0] + band_height), BACKGROUND)
     canvas.paste(Image.fromarray(tile), (0, 0))
     draw = ImageDraw.Draw(canvas)
     for i, line in enumerate(lines):
@@ -90,9 +91,11 @@ def caption(tile: np.ndarray, lines: Sequence[str], size: int = 12, color: Seque
     return np.asarray(canvas)
 
 
-def text_tile(text: str, width: int, size: int = 12) -> np.ndarray:
-    """A white band ``width`` pixels wide with ``text`` in it: a column heading."""
-    return caption(np.full((0, width, 3), 255, dtype=np.uint8), [text], size)
+def text_tile(text: str, width: int, height: int, size: int = 12) -> np.ndarray:
+    """A white ``height`` x ``width`` tile with ``text`` centred in it: a row or column heading."""
+    canvas = Image.new("RGB", (width, height), BACKGROUND)
+    ImageDraw.Draw(canvas).text((width // 2, height // 2), text, fill=INK, font=font(size), anchor="mm")
+    return np.asarray(canvas)
 
 
 def grid(rows: Sequence[Sequence[np.ndarray]], pad: int = 4) -> np.ndarray:
