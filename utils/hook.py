@@ -57,6 +57,7 @@ priority  hook          what it does
 50        (default)     users' hooks
 60        validation    evaluates, tracks the best epoch, stops early (patience)
 70        checkpoint    saves every N steps, at each epoch's end and on preemption
+90        profiler      ``train.profile``: torch.profiler over a few steps (rank 0)
 ========  ============  ==========================================================
 
 so a user hook sees the step's EMA, and its state is saved by the checkpoint
