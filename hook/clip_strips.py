@@ -6,10 +6,11 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 
 import torch
 
-from utils.hook import EvalBatch, Hook
+from utils.hook import EvalBatch
 from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
+from utils.visual.hook import EvaluationPictures
 from utils.visual.images import caption, class_names, grid, label_name, loader_normalization, to_display, to_tiles
 
 
@@ -21,7 +22,7 @@ def frame_indices(length: int, frames: int) -> List[int]:
 
 
 @HOOKS.register()
-class ClipStrips(Hook):
+class ClipStrips(EvaluationPictures):
     """After each validation (tag ``val/clips``): one row per clip, its frames left to right
     (at most ``frames``, evenly spaced), captioned with the true and predicted class and
     the confidence of the clip's prediction.
@@ -67,13 +68,7 @@ class ClipStrips(Hook):
                 picked.append(i)
         return picked
 
-    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "val")
-
-    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "test")
-
-    def _write(self, trainer: Any, split: str) -> None:
+    def write(self, trainer: Any, split: str) -> None:
         rows = self.rows.pop(split, [])
         self.videos.pop(split, None)
         if rows:

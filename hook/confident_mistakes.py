@@ -6,17 +6,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from utils.hook import EvalBatch, Hook
+from utils.hook import EvalBatch
 from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
+from utils.visual.hook import EvaluationPictures
 from utils.visual.images import as_images, caption, chunks, class_names, grid, label_name, loader_normalization, to_display, to_tiles
 
 Mistake = Tuple[float, torch.Tensor, int, int]  # confidence, display image [3, H, W], true, predicted
 
 
 @HOOKS.register()
-class ConfidentMistakes(Hook):
+class ConfidentMistakes(EvaluationPictures):
     """After each validation, a grid of the ``images`` wrongly classified images with the
     highest softmax confidence (tag ``val/confident_mistakes``), each captioned with its
     true and predicted class and the confidence.
@@ -49,13 +50,7 @@ class ConfidentMistakes(Hook):
         kept = self.kept.setdefault(batch.split, []) + list(found)
         self.kept[batch.split] = sorted(kept, key=lambda m: -m[0])[: self.images]
 
-    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "val")
-
-    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "test")
-
-    def _write(self, trainer: Any, split: str) -> None:
+    def write(self, trainer: Any, split: str) -> None:
         kept = self.kept.pop(split, [])
         if not kept:
             return

@@ -7,16 +7,17 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from utils.distributed.ops import all_reduce_sums
-from utils.hook import EvalBatch, Hook
+from utils.hook import EvalBatch
 from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.visual.confusion import confusion_image
+from utils.visual.hook import EvaluationPictures
 from utils.visual.images import class_names
 
 
 @HOOKS.register()
-class ConfusionMatrix(Hook):
+class ConfusionMatrix(EvaluationPictures):
     """Counts (true class, predicted class) over the whole split and draws them after each
     validation (tag ``val/confusion_matrix``) and the test (``test/confusion_matrix``).
 
@@ -45,18 +46,12 @@ class ConfusionMatrix(Hook):
         if self.names is None:
             self.names = class_names(batch.loader)
 
-    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "val")
-
-    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "test")
-
     def matrix(self, split: str) -> Optional[torch.Tensor]:
         """``split``'s counts summed over all ranks (every rank calls this), then forgotten; None when no rank saw a batch."""
         local = self.counts.pop(split, None)
         return all_reduce_sums({"confusion": local} if local is not None else {}).get("confusion")
 
-    def _write(self, trainer: Any, split: str) -> None:
+    def write(self, trainer: Any, split: str) -> None:
         if split not in self.splits:
             return
         matrix = self.matrix(split)

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence
 
-from utils.hook import EvalBatch, Hook
+from utils.hook import EvalBatch
 from utils.log import run_writer
 from utils.metrics.base import target_mask
 from utils.metrics.sod import saliency_logits
 from utils.registry import HOOKS
+from utils.visual.hook import EvaluationPictures
 from utils.visual.images import grid, loader_normalization, text_tile, to_display, to_tiles
-
 
 ROWS = ("image", "ground truth", "prediction")
 HEADING = 84  # pixels for the row names
 
 
 @HOOKS.register()
-class SaliencyGrid(Hook):
+class SaliencyGrid(EvaluationPictures):
     """After each validation (tag ``val/saliency_grid``) and after the test (``test/saliency_grid``):
     three rows (image, ground truth, predicted saliency) of a column per image, ``size`` pixels high.
 
@@ -43,13 +43,7 @@ class SaliencyGrid(Hook):
         predictions = to_display(saliency_logits(batch.outputs)[:take].detach().float().sigmoid())
         columns.extend([list(tiles) for tiles in zip(*(to_tiles(part, self.size) for part in (images, masks, predictions)))])
 
-    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "val")
-
-    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        self._write(trainer, "test")
-
-    def _write(self, trainer: Any, split: str) -> None:
+    def write(self, trainer: Any, split: str) -> None:
         columns = self.columns.get(split)
         if columns:
             rows = [[text_tile(name, HEADING, self.size), *(tiles[i] for tiles in columns)] for i, name in enumerate(ROWS)]
