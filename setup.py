@@ -11,7 +11,7 @@ setup(
     version="0.2.0",
     description="A registry-built PyTorch training framework: one CPU to many GPUs, mixed precision, exact distributed evaluation",
     python_requires=">=3.9",
-    packages=find_packages(include=["backbone*", "loss*", "module*", "network*", "utils*"]),
+    packages=find_packages(include=["backbone*", "hook*", "loss*", "module*", "network*", "utils*"]),
     py_modules=["main"],
     install_requires=[
         "torch>=2.1",
