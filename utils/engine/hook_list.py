@@ -7,7 +7,7 @@ import logging
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from utils.errors import ConfigError
-from utils.hook import EVENTS, EvalBatch
+from utils.hook import EVENTS, EvalBatch, Hook
 from utils.registry import snake_case
 
 log = logging.getLogger(__name__)
@@ -16,6 +16,12 @@ log = logging.getLogger(__name__)
 def hook_name(hook: Any) -> str:
     """The name a hook is known by in logs and checkpoints: its ``name`` attribute or its class's."""
     return getattr(hook, "name", None) or snake_case(type(hook).__name__)
+
+
+def _defines(hook: Any, event: str) -> bool:
+    """Whether ``hook`` has its own ``event`` (not only the no-op inherited from ``Hook``)."""
+    method = getattr(type(hook), event, None)
+    return callable(method) and method is not getattr(Hook, event)
 
 
 class HookList:
@@ -60,7 +66,7 @@ class HookList:
         """An ``on_batch(inputs, outputs, targets)`` for ``evaluate`` that calls ``on_batch`` and then
         every hook's ``after_eval_batch`` with an :class:`EvalBatch` of ``split``; ``on_batch`` itself
         when no hook listens."""
-        listeners = [hook.after_eval_batch for _, hook in self._hooks if callable(getattr(hook, "after_eval_batch", None))]
+        listeners = [hook.after_eval_batch for _, hook in self._hooks if _defines(hook, "after_eval_batch")]
         if not listeners:
             return on_batch
         counter = itertools.count()
