@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -25,6 +26,7 @@ from utils.amp import Amp
 from utils.checkpoint.guard import check_resume_config, resume_differences
 from utils.checkpoint.restore import find_resume, init_weights
 from utils.checkpoint.state import Checkpoint
+from utils.checkpoint.store import load_verified
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader
@@ -162,9 +164,9 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
         trainer.fit()
         check_replicas(model)
         tracker = trainer.hooks.get("validation").tracker
-        best_path = out / "checkpoints" / "best.pt"
+        best_path = trainer.hooks.get("checkpoint").store.best_path()  # the file the tracker's best was saved in
         log.info("best %s=%s at epoch %s; testing %s", trainer.hooks.get("validation").monitor, tracker.value, tracker.epoch, best_path)
-        unwrap(model).load_state_dict(Checkpoint.load(best_path).eval_weights)
+        unwrap(model).load_state_dict(Checkpoint(load_verified(best_path), best_path).eval_weights)
         return run_test(cfg, info, trainer, epoch=tracker.epoch)
     finally:
         trainer.close()
@@ -206,7 +208,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     info = None
     try:
-        checkpoint = Checkpoint.load(args.checkpoint) if args.mode == "test" else None
+        checkpoint = Checkpoint(load_verified(Path(args.checkpoint)), args.checkpoint) if args.mode == "test" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other

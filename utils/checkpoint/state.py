@@ -206,7 +206,7 @@ class Checkpoint:
             if name in saved:
                 hook.load_state_dict(saved[name])
             else:
-                log.warning("hook '%s' has no state in the checkpoint (it was not used then); it starts fresh", name)
+                log.warning("hook '%s' has no state in the checkpoint (it was not used then, or an older version wrote the checkpoint); it starts fresh", name)
         unused: List[str] = sorted(set(saved) - set(hooks))
         if unused:
             log.warning("the checkpoint holds the state of hook(s) %s that this run does not use; it is ignored", ", ".join(unused))
