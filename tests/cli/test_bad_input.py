@@ -68,8 +68,19 @@ CASES: Dict[str, tuple] = {
                                     r"cannot resume from '.*': the config changed the model or the data \(model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]; data.batch_size: 64 -> 32\); .*--resume-force"),
     "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
                                       r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network"),
+    "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
+
+
+def _flipped_best(run: Path, tmp: Path) -> List[str]:
+    """A copy of the run whose best.pt has one flipped byte in its tensor data (it still loads)."""
+    shutil.copytree(run / "run", tmp / "flipped")
+    best = tmp / "flipped" / "checkpoints" / "best.pt"
+    data = bytearray(best.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    best.write_bytes(bytes(data))
+    return ["--mode", "test", "--checkpoint", str(best)]
 
 
 def _copy_corrupt(run: Path, tmp: Path) -> List[str]:
