@@ -23,7 +23,8 @@ import torch
 
 from utils import __version__
 from utils.amp import Amp
-from utils.checkpoint.guard import check_resume_config, resume_differences
+from utils.checkpoint.guard import check_fresh_start, check_resume_config, resume_differences
+from utils.checkpoint.lock import RunLock
 from utils.checkpoint.restore import find_resume, init_weights
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import load_verified
@@ -127,6 +128,9 @@ def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> 
 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
+    resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
+    if resume_path is None and info.is_main:  # a fresh run: never mixed into another run's checkpoints
+        check_fresh_start(out, cfg.train.overwrite)
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
@@ -136,7 +140,6 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     model = build_network(cfg.model)
     log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
     config = to_dict(cfg)  # what checkpoints store and resume guards compare against
-    resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
     checkpoint = init_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, config, info.world_size, force))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
@@ -206,13 +209,16 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    info = None
+    info, lock = None, None
     try:
         checkpoint = Checkpoint(load_verified(Path(args.checkpoint)), args.checkpoint) if args.mode == "test" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
+        if args.mode == "train" and info.is_main:  # before anything is written into the folder
+            lock = RunLock(cfg.output_dir, cfg.experiment.name)
+            lock.acquire()
         setup_logging(cfg.output_dir, info.rank)
         log.info("framework %s, torch %s, %d process(es), device %s", __version__, torch.__version__, info.world_size, info.device)
         if args.mode == "train":
@@ -239,6 +245,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         # One rank failed: report and leave now; waiting in teardown could hang the job.
         print(f"[rank{info.rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         exit_now(1, err)
+    finally:
+        if lock is not None:  # in-process callers (tests) run again; a process that ends loses it anyway
+            lock.release()
     cleanup()
     return 0
 

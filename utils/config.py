@@ -100,6 +100,7 @@ class TrainConfig:
     auto_resume: bool = False
     checkpoint_every_steps: int = 0
     keep_checkpoints: int = 2
+    overwrite: bool = False  # a fresh run moves another run's checkpoints in its folder aside instead of refusing
     nonfinite: str = "stop"  # stop | skip
     max_nonfinite_skips: int = 10
     patience: Optional[int] = None
