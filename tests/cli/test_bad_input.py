@@ -69,6 +69,8 @@ CASES: Dict[str, tuple] = {
     "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
                                       r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network"),
     "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
+    "fresh run over another run's checkpoints": (lambda tmp, run: fast_overrides(run, "run", epochs=1),
+                                                r"output folder '.*run' already holds checkpoints of another run \(best.pt, epoch0001_batch000000.pt, last.pt\); continue that run with --resume, use another experiment.name, or pass train.overwrite=true to move them aside"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 
