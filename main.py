@@ -11,7 +11,6 @@ failure, with its traceback (under torchrun prefixed with the failing rank).
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -49,6 +48,7 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
+from utils.references import check_references, import_custom
 from utils.registry import HOOKS
 
 log = logging.getLogger("main")
@@ -76,23 +76,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -> Config:
     """Test mode starts from the config saved in the checkpoint; the file and overrides apply on top."""
     cfg = load_config(args.config, args.overrides, base=checkpoint.config if checkpoint is not None else None)
-    for name in cfg.custom_imports:
-        import_custom(name)
+    import_custom(cfg.custom_imports)
+    check_references(cfg)  # the registries know the custom imports' names now
     return cfg
-
-
-def import_custom(name: str) -> None:
-    """Import a ``custom_imports`` module; only a module that does not exist is bad input.
-
-    An ImportError raised by the module's own imports is a bug in that module and
-    keeps its traceback.
-    """
-    try:
-        importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name is None or not (name == err.name or name.startswith(err.name + ".")):
-            raise
-        raise ConfigError(f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH") from None
 
 
 def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:

@@ -12,6 +12,7 @@ from typing import Dict, List
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 import main
@@ -71,6 +72,15 @@ CASES: Dict[str, tuple] = {
     "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
     "fresh run over another run's checkpoints": (lambda tmp, run: fast_overrides(run, "run", epochs=1),
                                                 r"output folder '.*run' already holds checkpoints of another run \(best.pt, epoch0001_batch000000.pt, last.pt\); continue that run with --resume, use another experiment.name, or pass train.overwrite=true to move them aside"),
+    "train.log_every=0 (before any data is read)": (lambda tmp, run: ["train.log_every=0", *rgb_folder(tmp / "nowhere")], r"config key 'train.log_every' must be >= 1 \(log every N steps\), got 0"),
+    "misspelt eval.monitor (before any data is read)": (lambda tmp, run: ["eval.monitor=top_1", *rgb_folder(tmp / "nowhere")],
+                                                        r"config key 'eval.monitor' is 'top_1', but metric 'classification' reports \['top1', 'top5', 'loss'\]; did you mean 'top1'\?"),
+    "unknown network argument (before any data is read)": (lambda tmp, run: [*rgb_folder(tmp / "nowhere"), "model.args.widht=3"], r"network 'classifier' got unknown argument\(s\) \['widht'\]; it takes: num_classes, backbone"),
+    "custom_imports module missing": (lambda tmp, run: ["custom_imports=[my_project.no_such_module]"], r"custom_imports: no module named 'my_project.no_such_module'; give an importable module path"),
+    "custom_imports module that does not import": (lambda tmp, run: ["custom_imports=[tests.cli.broken_import]"],
+                                                   r"custom_imports: module 'tests.cli.broken_import' does not import at .*broken_import.py:3: No module named 'regtrain_missing_dependency'; install the missing package or fix that import"),
+    "custom_imports given as a file": (lambda tmp, run: ["custom_imports=[hook/my_hook.py]"], r"custom_imports: 'hook/my_hook.py' is not a module path; give the module as you would import it \(e.g. hook.my_hook\)"),
+    "device=cuda without CUDA": (lambda tmp, run: _without_cuda(["device=cuda"]), r"config device=cuda but CUDA is not available; use device=cpu or device=auto"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 
@@ -83,6 +93,12 @@ def _flipped_best(run: Path, tmp: Path) -> List[str]:
     data[len(data) // 2] ^= 0xFF
     best.write_bytes(bytes(data))
     return ["--mode", "test", "--checkpoint", str(best)]
+
+
+def _without_cuda(args: List[str]) -> List[str]:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    return args
 
 
 def _copy_corrupt(run: Path, tmp: Path) -> List[str]:
@@ -116,3 +132,9 @@ def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
     args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text
+
+
+def test_values_as_users_type_them_run(tmp_path, capsys):
+    """Exponent-form numbers on the command line (YAML 1.1 reads 1e-3 as a string)."""
+    assert main.main([*fast_overrides(tmp_path, "typed", epochs=1), "optim.lr=1e-3", "optim.weight_decay=5e-4"]) == 0
+    assert "test: top1=" in capsys.readouterr().out
