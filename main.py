@@ -38,7 +38,7 @@ from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length
 from utils.engine.trainer import LoopOptions, Parts, Trainer
-from utils.errors import CheckpointError, ConfigError, UserError
+from utils.errors import CheckpointError, ConfigError, UserError, one_line
 from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
@@ -101,14 +101,16 @@ def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
     return hooks
 
 
-def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> LoopOptions:
-    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy."""
+def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int, data: Any) -> LoopOptions:
+    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy,
+    and the training ``data``'s classes (saved in checkpoints; the network's outputs must cover them)."""
     # A step budget only when the length is given in steps: an epoch-based run resumed with
     # another train.accumulate has a different step count per epoch and still runs its epochs.
     return LoopOptions(
         epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
         clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
         max_nonfinite_skips=cfg.train.max_nonfinite_skips, device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
+        classes=getattr(data, "classes", None), num_classes=getattr(data, "num_classes", None),
     )
 
 
@@ -117,7 +119,9 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
     if resume_path is None and info.is_main:  # a fresh run: never mixed into another run's checkpoints
         check_fresh_start(out, cfg.train.overwrite)
-    datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
+    datasets = {"train": build_dataset(cfg.data, "train")}
+    classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
+    datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
@@ -145,7 +149,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, val_loader, build_metric(cfg.eval.metric), ema)
-    trainer = Trainer(parts, loop_options(cfg, info, epochs, total_steps), build_hooks(cfg, training=True, ema=ema is not None))
+    trainer = Trainer(parts, loop_options(cfg, info, epochs, total_steps, datasets["train"]), build_hooks(cfg, training=True, ema=ema is not None))
     try:
         if checkpoint is not None:
             trainer.restore(checkpoint, info.rank, same_data=not resume_differences(checkpoint, config, info.world_size))
@@ -156,14 +160,14 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
         best_path = trainer.hooks.get("checkpoint").store.best_path()  # the file the tracker's best was saved in
         log.info("best %s=%s at epoch %s; testing %s", trainer.hooks.get("validation").monitor, tracker.value, tracker.epoch, best_path)
         unwrap(model).load_state_dict(Checkpoint(load_verified(best_path), best_path).eval_weights)
-        return run_test(cfg, info, trainer, epoch=tracker.epoch)
+        return run_test(cfg, info, trainer, tracker.epoch, classes)
     finally:
         trainer.close()
 
 
-def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int) -> Dict[str, float]:
-    """Evaluate on the test split (hooks log the row), print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
+def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int, classes: Optional[List[Any]]) -> Dict[str, float]:
+    """Evaluate on the test split labelled with ``classes`` (hooks log the row), print the metrics (rank 0)."""
+    loader = build_eval_loader(build_dataset(cfg.data, "test", classes), cfg.data, info.rank, info.world_size, info.device)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
@@ -188,7 +192,7 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
     options = LoopOptions(device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg))
     trainer = Trainer(parts, options, build_hooks(cfg, training=False, ema=False))
     try:
-        return run_test(cfg, info, trainer, epoch=checkpoint.progress.epoch - 1)
+        return run_test(cfg, info, trainer, checkpoint.progress.epoch - 1, checkpoint.classes)  # the labels it was trained with
     finally:
         trainer.close()
 
@@ -219,7 +223,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.debug and not is_dist():
             raise
         rank = f"[rank{info.rank}] " if info is not None and info.distributed else ""
-        print(f"{rank}error: {err}", file=sys.stderr, flush=True)
+        print(f"{rank}error: {one_line(err)}", file=sys.stderr, flush=True)
         if args.debug:
             traceback.print_exc()
         if is_dist():

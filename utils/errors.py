@@ -39,3 +39,16 @@ class CheckpointError(UserError, RuntimeError):
 
 class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
+
+
+def one_line(err: BaseException) -> str:
+    """The message of ``err`` as the one line ``main.py`` prints.
+
+    An error raised in a DataLoader worker process arrives re-raised with the
+    worker's traceback in its message; its last line holds the message itself.
+    """
+    text = str(err)
+    if "\nOriginal Traceback" in text:
+        last = text.rstrip().splitlines()[-1]  # "utils.errors.DataError: <message>"
+        text = last.split(": ", 1)[1] if ": " in last else last
+    return text

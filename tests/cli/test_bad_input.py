@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
+import zlib
 from pathlib import Path
 from typing import Dict, List
 
@@ -32,6 +34,23 @@ def image_tree(root: Path, bad: bool = False) -> Path:
                 Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(folder / f"{i}.png")
     if bad:
         (root / "train" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
+    return root
+
+
+def add_images(root: Path, *folders: str, size: tuple = (8, 8), name: str = "0.png") -> Path:
+    """One RGB image of ``size`` (height, width) in each of ``folders`` under ``root``."""
+    for folder in folders:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.zeros((*size, 3), dtype=np.uint8)).save(root / folder / name)
+    return root
+
+
+def add_bomb(root: Path) -> Path:
+    """A PNG that declares 14000 x 14000 pixels (196 megapixels: PIL's DecompressionBombError)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    header = struct.pack(">IIBBBBB", 14000, 14000, 1, 0, 0, 0, 0)
+    (root / "train" / "a" / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
     return root
 
 
@@ -81,6 +100,16 @@ CASES: Dict[str, tuple] = {
                                                    r"custom_imports: module 'tests.cli.broken_import' does not import at .*broken_import.py:3: No module named 'regtrain_missing_dependency'; install the missing package or fix that import"),
     "custom_imports given as a file": (lambda tmp, run: ["custom_imports=[hook/my_hook.py]"], r"custom_imports: 'hook/my_hook.py' is not a module path; give the module as you would import it \(e.g. hook.my_hook\)"),
     "device=cuda without CUDA": (lambda tmp, run: _without_cuda(["device=cuda"]), r"config device=cuda but CUDA is not available; use device=cpu or device=auto"),
+    "class folder that the train split lacks": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "val/c")),
+                                                r"class folder\(s\) \['c'\] in '.*imgs/val' are not classes of the training split \(a, b\); remove them, add them to the train split, or list every class in data.args.classes"),
+    "more classes than the network's outputs": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/c", "val/c")),
+                                                r"the data has 3 classes but the network outputs 2 score\(s\) per sample; give the network 3 outputs \(e.g. model.args.num_classes=3\) or train on fewer classes"),
+    "decompression bomb (image_folder)": (lambda tmp, run: rgb_folder(add_bomb(image_tree(tmp / "imgs"))),
+                                          r"cannot read image '.*bomb.png' \(DecompressionBombError\); fix or remove the file, or set data.args.on_bad_sample=skip"),
+    "images of mixed sizes without a resize": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/a", size=(10, 12), name="big.png"), "data.batch_size=7"),
+                                               r"images of different sizes cannot form a batch: .*big.png' is 12x10.*\(width x height, after the transforms\); resize them all to one size: data.args.image_size=N, or a Resize"),
+    "unreadable image in a loader worker": (lambda tmp, run: rgb_folder(image_tree(tmp / "imgs", bad=True), "data.num_workers=1"),
+                                            r"^error: cannot read image '.*broken.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip$"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 

@@ -73,7 +73,8 @@ class CheckpointHook(Hook):
         path = self.store.path_for(progress.epoch, progress.batch)
         if best:
             self.store.best = path.name  # before capture: the file names itself as the best
-        data = capture(trainer.state_objects(), progress, trainer.options.config, trainer.options.world_size)
+        options = trainer.options
+        data = capture(trainer.state_objects(), progress, options.config, options.world_size, options.classes)
         if trainer.options.is_main:
             self.store.save(data, progress.epoch, progress.batch)
             log.info("checkpoint %s (epoch %d, batch %d, step %d)%s", path, progress.epoch, progress.batch, progress.step, "; best.pt links to it" if best else "")
