@@ -33,7 +33,7 @@ from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
-from utils.distributed.process_group import DistInfo, cleanup, exit_now, init_distributed
+from utils.distributed.process_group import PEER_GRACE_S, DistInfo, cleanup, exit_now, init_distributed
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length
@@ -234,7 +234,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         # One rank failed: report and leave now; waiting in teardown could hang the job.
         print(f"[rank{info.rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
-        exit_now(1, err)
+        exit_now(1, err, wait_s=PEER_GRACE_S)  # it may be a consequence of a peer's failure: let that be named
     finally:
         if lock is not None:  # in-process callers (tests) run again; a process that ends loses it anyway
             lock.release()
