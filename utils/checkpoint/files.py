@@ -14,16 +14,16 @@ import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Set, Union
 
+import numpy as np
 import torch
 
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
-# Writes at least this large are hashed on a helper thread while they go to the file
-# (hashlib and file writes both release the GIL), so hashing adds little to a save.
+# Writes at least this large are hashed on a helper thread while the file and torch go on.
 _OVERLAP_BYTES = 1 << 20
 
 
@@ -32,37 +32,72 @@ def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-class HashingWriter:
-    """A binary file object for ``torch.save`` that hashes every byte it writes.
+def stable_addresses(obj: Any) -> Set[int]:
+    """Start addresses of the CPU tensor storages in ``obj`` (dicts, lists, tuples): memory that
+    stays as it is while ``torch.save`` writes it, so it can be hashed after the write returns."""
+    found: Set[int] = set()
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            if item.device.type == "cpu" and item.untyped_storage().nbytes():
+                found.add(item.untyped_storage().data_ptr())
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return found
 
-    It remembers the first OSError of the file (a full disk): torch reports a
-    failed write as a RuntimeError ("unexpected pos ..."), and the caller wants
-    the real cause.
+
+class HashingWriter:
+    """A binary file object for ``torch.save`` that hashes every byte it writes, on a helper thread.
+
+    The bytes are hashed in order by one worker (hashlib releases the GIL), while
+    the file writes, torch's own work and the final fsync go on: a tensor's
+    storage (``stable``) is hashed from its own memory after ``write`` returned;
+    any other buffer torch may reuse, so a small one is copied and a large one
+    is waited for. It remembers the first OSError of the file (a full disk):
+    torch reports a failed write as a RuntimeError ("unexpected pos ..."), and
+    the caller wants the real cause.
     """
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, stable: Optional[Set[int]] = None) -> None:
         self.raw = raw  # an unbuffered binary file
+        self.stable = stable or set()
         self.sha = hashlib.sha256()
         self.size = 0
         self.error: Optional[OSError] = None
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-sha256")
+        self._small = bytearray()
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        try:
-            if len(view) >= _OVERLAP_BYTES:
-                self._pool = self._pool or ThreadPoolExecutor(1, thread_name_prefix="checkpoint-sha256")
-                hashed = self._pool.submit(self.sha.update, view)
-                self._write_all(view)
-                hashed.result()  # the view stays valid until both are done: torch may reuse its buffer after we return
+        wait = None
+        if len(view) < _OVERLAP_BYTES:
+            self._small += view  # small records (pickle, zip headers) are copied and hashed in batches
+            if len(self._small) >= _OVERLAP_BYTES:
+                self._flush_small()
+        else:
+            self._flush_small()  # keep the order of the bytes
+            if np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0] in self.stable:
+                self._pool.submit(self.sha.update, view)
             else:
-                self.sha.update(view)
-                self._write_all(view)
+                wait = self._pool.submit(self.sha.update, view)
+        try:
+            self._write_all(view)
         except OSError as err:
             self.error = self.error or err
             raise
+        finally:
+            if wait is not None:
+                wait.result()  # torch may reuse this buffer once we return
         self.size += len(view)
         return len(view)
+
+    def _flush_small(self) -> None:
+        if self._small:
+            self._pool.submit(self.sha.update, bytes(self._small))
+            self._small = bytearray()
 
     def _write_all(self, view: memoryview) -> None:
         done = 0
@@ -73,10 +108,13 @@ class HashingWriter:
         self.raw.flush()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
+        """Stop hashing (after a failure: what is queued no longer matters)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def hexdigest(self) -> str:
+        """The SHA-256 of everything written, once the queued bytes are hashed."""
+        self._flush_small()
+        self._pool.shutdown(wait=True)
         return self.sha.hexdigest()
 
 
@@ -102,17 +140,17 @@ def write_text_atomic(path: Path, text: str) -> None:
 def _serialize(obj: Any, fd: int) -> str:
     """``torch.save`` into the open file ``fd``, hashing as it writes, then fsync; the SHA-256."""
     with os.fdopen(fd, "wb", buffering=0) as raw:
-        writer = HashingWriter(raw)
+        writer = HashingWriter(raw, stable_addresses(obj))
         try:
             torch.save(obj, writer)
+            os.fsync(raw.fileno())  # while the last bytes are hashed
+            return writer.hexdigest()
         except RuntimeError as err:
             if writer.error is None:  # not a failed write: a bug, keep it as it is
                 raise
             raise writer.error from err  # torch's "unexpected pos" hides the file's own error (ENOSPC, EIO)
         finally:
             writer.close()
-        os.fsync(raw.fileno())
-    return writer.hexdigest()
 
 
 def write_checkpoint(obj: Any, path: Union[str, Path]) -> str:
