@@ -65,7 +65,7 @@ RANGES: Dict[str, Tuple[Test, str]] = {
     "data.prefetch_depth": (_ge(1), ">= 1"),
     "data.std": (_each(_gt(0)), "numbers > 0 (one per channel) or null"),
     "model.input_size": (_each(_ge(1)), "one sample's shape, every size >= 1 (e.g. [3, 224, 224]), or null"),
-    "optim.lr": (_gt(0), "> 0"),
+    "optim.lr": (_ge(0), ">= 0"),  # 0 is a run that only evaluates or only updates statistics
     "optim.weight_decay": (_ge(0), ">= 0"),
     "optim.momentum": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "optim.betas": (lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1) (e.g. [0.9, 0.999])"),

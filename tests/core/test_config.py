@@ -88,7 +88,7 @@ def test_numbers_in_exponent_form_are_floats_on_the_command_line_and_in_yaml(tmp
 
 @pytest.mark.parametrize("override, message", [
     ("train.log_every=0", r"'train.log_every' must be >= 1 \(log every N steps\), got 0"),
-    ("optim.lr=-1e-3", r"'optim.lr' must be > 0, got -0.001"),
+    ("optim.lr=-1e-3", r"'optim.lr' must be >= 0, got -0.001"),
     ("optim.momentum=1.5", r"'optim.momentum' must be in \[0, 1\), got 1.5"),
     ("optim.betas=[0.9]", r"'optim.betas' must be two numbers in \[0, 1\)"),
     ("data.eval_batch_size=0", r"'data.eval_batch_size' must be >= 1 or null, got 0"),
