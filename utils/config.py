@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Union
 import yaml
 
 from utils.config_rules import validate
-from utils.errors import ConfigError
+from utils.errors import ConfigError, OutputError
 from utils.typed_merge import apply_override, load_yaml, lookup, merge_into, parse_value
 
 
@@ -196,6 +196,9 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
 
 
 def save_config(cfg: Config, path: Union[str, Path]) -> None:
-    """Write the resolved config as YAML that ``--config`` reads back."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    """Write the resolved config as YAML that ``--config`` reads back (OutputError when the disk refuses)."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    except OSError as err:
+        raise OutputError.writing(path, err) from err

@@ -8,6 +8,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -104,3 +105,16 @@ def test_a_failed_best_pt_never_blocks_the_resume_which_tests_the_recorded_best(
     monkeypatch.undo()
     assert main.main([*args(tmp_path), "--resume"]) == 0
     assert final_test(capsys) == reference
+
+
+def test_a_full_disk_under_the_config_or_the_metrics_is_one_line_too(tmp_path, monkeypatch, capsys):
+    real_open = open
+
+    def full(path, *args, **kwargs):
+        if str(path).endswith("metrics.jsonl"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", full)
+    assert main.main(args(tmp_path, "train.epochs=1")) == 2
+    assert re.search(r"could not write '.*metrics.jsonl' \(No space left on device\); free disk space", one_error(capsys))
