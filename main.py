@@ -11,33 +11,35 @@ failure, with its traceback (under torchrun prefixed with the failing rank).
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import torch
 
 from utils import __version__
 from utils.amp import Amp
-from utils.checkpoint.guard import check_resume_config, resume_differences
+from utils.checkpoint.guard import check_fresh_start, check_resume_config, resume_differences
+from utils.checkpoint.lock import RunLock
 from utils.checkpoint.restore import find_resume, init_weights
 from utils.checkpoint.state import Checkpoint
+from utils.checkpoint.store import load_verified
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
-from utils.distributed.process_group import DistInfo, cleanup, exit_now, init_distributed
+from utils.distributed.process_group import PEER_GRACE_S, DistInfo, cleanup, exit_now, init_distributed
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length
 from utils.engine.default_hooks import task_hooks
 from utils.engine.trainer import LoopOptions, Parts, Trainer
-from utils.errors import CheckpointError, ConfigError, UserError
+from utils.errors import CheckpointError, UserError, one_line
 from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
@@ -47,6 +49,7 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
+from utils.references import check_references, import_custom
 from utils.registry import HOOKS
 
 log = logging.getLogger("main")
@@ -74,23 +77,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -> Config:
     """Test mode starts from the config saved in the checkpoint; the file and overrides apply on top."""
     cfg = load_config(args.config, args.overrides, base=checkpoint.config if checkpoint is not None else None)
-    for name in cfg.custom_imports:
-        import_custom(name)
+    import_custom(cfg.custom_imports)
+    check_references(cfg)  # the registries know the custom imports' names now
     return cfg
-
-
-def import_custom(name: str) -> None:
-    """Import a ``custom_imports`` module; only a module that does not exist is bad input.
-
-    An ImportError raised by the module's own imports is a bug in that module and
-    keeps its traceback.
-    """
-    try:
-        importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name is None or not (name == err.name or name.startswith(err.name + ".")):
-            raise
-        raise ConfigError(f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH") from None
 
 
 def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
@@ -109,20 +98,27 @@ def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
     return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
-def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> LoopOptions:
-    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy."""
+def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int, data: Any) -> LoopOptions:
+    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy,
+    and the training ``data``'s classes (saved in checkpoints; the network's outputs must cover them)."""
     # A step budget only when the length is given in steps: an epoch-based run resumed with
     # another train.accumulate has a different step count per epoch and still runs its epochs.
     return LoopOptions(
         epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
         clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
         max_nonfinite_skips=cfg.train.max_nonfinite_skips, device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
+        classes=getattr(data, "classes", None), num_classes=getattr(data, "num_classes", None),
     )
 
 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
-    datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
+    resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
+    if resume_path is None and info.is_main:  # a fresh run: never mixed into another run's checkpoints
+        check_fresh_start(out, cfg.train.overwrite)
+    datasets = {"train": build_dataset(cfg.data, "train")}
+    classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
+    datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
@@ -131,7 +127,6 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     model = build_network(cfg.model)
     log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
     config = to_dict(cfg)  # what checkpoints store and resume guards compare against
-    resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
     checkpoint = init_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, config, info.world_size, force))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
@@ -151,7 +146,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, val_loader, build_metric(cfg.eval.metric), ema)
-    trainer = Trainer(parts, loop_options(cfg, info, epochs, total_steps), build_hooks(cfg, training=True, ema=ema is not None))
+    trainer = Trainer(parts, loop_options(cfg, info, epochs, total_steps, datasets["train"]), build_hooks(cfg, training=True, ema=ema is not None))
     try:
         if checkpoint is not None:
             trainer.restore(checkpoint, info.rank, same_data=not resume_differences(checkpoint, config, info.world_size))
@@ -159,17 +154,17 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
         trainer.fit()
         check_replicas(model)
         tracker = trainer.hooks.get("validation").tracker
-        best_path = out / "checkpoints" / "best.pt"
+        best_path = trainer.hooks.get("checkpoint").store.best_path()  # the file the tracker's best was saved in
         log.info("best %s=%s at epoch %s; testing %s", trainer.hooks.get("validation").monitor, tracker.value, tracker.epoch, best_path)
-        unwrap(model).load_state_dict(Checkpoint.load(best_path).eval_weights)
-        return run_test(cfg, info, trainer, epoch=tracker.epoch)
+        unwrap(model).load_state_dict(Checkpoint(load_verified(best_path), best_path).eval_weights)
+        return run_test(cfg, info, trainer, tracker.epoch, classes)
     finally:
         trainer.close()
 
 
-def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int) -> Dict[str, float]:
-    """Evaluate on the test split (hooks log the row), print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
+def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int, classes: Optional[List[Any]]) -> Dict[str, float]:
+    """Evaluate on the test split labelled with ``classes`` (hooks log the row), print the metrics (rank 0)."""
+    loader = build_eval_loader(build_dataset(cfg.data, "test", classes), cfg.data, info.rank, info.world_size, info.device)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
@@ -194,20 +189,23 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
     options = LoopOptions(device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg))
     trainer = Trainer(parts, options, build_hooks(cfg, training=False, ema=False))
     try:
-        return run_test(cfg, info, trainer, epoch=checkpoint.progress.epoch - 1)
+        return run_test(cfg, info, trainer, checkpoint.progress.epoch - 1, checkpoint.classes)  # the labels it was trained with
     finally:
         trainer.close()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    info = None
+    info, lock = None, None
     try:
-        checkpoint = Checkpoint.load(args.checkpoint) if args.mode == "test" else None
+        checkpoint = Checkpoint(load_verified(Path(args.checkpoint)), args.checkpoint) if args.mode == "test" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
+        if args.mode == "train" and info.is_main:  # before anything is written into the folder
+            lock = RunLock(cfg.output_dir, cfg.experiment.name)
+            lock.acquire()
         setup_logging(cfg.output_dir, info.rank)
         log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s", __version__, torch.__version__, info.world_size, info.launcher, info.device)
         if args.mode == "train":
@@ -222,7 +220,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.debug and not is_dist():
             raise
         rank = f"[rank{info.rank}] " if info is not None and info.distributed else ""
-        print(f"{rank}error: {err}", file=sys.stderr, flush=True)
+        print(f"{rank}error: {one_line(err)}", file=sys.stderr, flush=True)
         if args.debug:
             traceback.print_exc()
         if is_dist():
@@ -233,7 +231,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         # One rank failed: report and leave now; waiting in teardown could hang the job.
         print(f"[rank{info.rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
-        exit_now(1, err)
+        exit_now(1, err, wait_s=PEER_GRACE_S)  # it may be a consequence of a peer's failure: let that be named
+    finally:
+        if lock is not None:  # in-process callers (tests) run again; a process that ends loses it anyway
+            lock.release()
     cleanup()
     return 0
 

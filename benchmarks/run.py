@@ -37,6 +37,7 @@ BENCHMARKS = [
     ("bench_amp", "4 amp on CPU"),
     ("bench_ddp", "5 DDP"),
     ("bench_visual", "6 TensorBoard pictures"),
+    ("bench_checkpoint_write", "7 checkpoint write"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

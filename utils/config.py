@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 import yaml
 
-from utils.errors import ConfigError
-from utils.typed_merge import apply_override, lookup, merge_into, parse_value
+from utils.config_rules import validate
+from utils.errors import ConfigError, OutputError
+from utils.typed_merge import apply_override, load_yaml, lookup, merge_into, parse_value
 
 
 @dataclass
@@ -100,6 +100,7 @@ class TrainConfig:
     auto_resume: bool = False
     checkpoint_every_steps: int = 0
     keep_checkpoints: int = 2
+    overwrite: bool = False  # a fresh run moves another run's checkpoints in its folder aside instead of refusing
     nonfinite: str = "stop"  # stop | skip
     max_nonfinite_skips: int = 10
     patience: Optional[int] = None
@@ -171,7 +172,7 @@ def load_config(
         if not path.is_file():
             raise ConfigError(f"config file '{path}' does not exist; pass an existing YAML file to --config")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = load_yaml(path.read_text()) or {}
         except yaml.YAMLError as err:
             raise ConfigError(f"config file '{path}' is not valid YAML: {err}") from err
         if not isinstance(data, dict):
@@ -186,78 +187,9 @@ def load_config(
     return cfg
 
 
-_CHOICES = {
-    "data.prefetch": ("none", "thread", "cuda", "auto"),
-    "data.loader": ("torch", "dali"),
-    "optim.lr_scaling": ("none", "linear", "sqrt"),
-    "schedule.name": ("constant", "step", "cosine", "poly"),
-    "eval.monitor_mode": ("max", "min"),
-    "train.nonfinite": ("stop", "skip"),
-    "amp.opt_level": ("O0", "O1", "O2", "O3"),
-    "amp.backend": ("auto", "native", "apex"),
-    "amp.dtype": ("auto", "float16", "bfloat16"),
-    "dist.backend": ("auto", "nccl", "gloo"),
-    "dist.mode": ("ddp", "dp", "apex"),
-    "device": ("auto", "cpu", "cuda"),
-}
-
-
 def get_key(cfg: Config, dotted: str) -> Any:
     """The value of config key ``a.b.c``."""
     return lookup(cfg, dotted)
-
-
-def validate(cfg: Config) -> None:
-    """Checks that types alone cannot express."""
-    for key, choices in _CHOICES.items():
-        value = get_key(cfg, key)
-        if value not in choices:
-            hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
-            raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}; did you mean '{hint[0]}'?")
-    if cfg.amp.loss_scale not in ("auto", "dynamic") and not isinstance(cfg.amp.loss_scale, (int, float)):
-        try:  # YAML reads 1e30 (no dot) as a string
-            cfg.amp.loss_scale = float(cfg.amp.loss_scale)
-        except ValueError:
-            raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}") from None
-    if cfg.threads is not None and cfg.threads < 1:
-        raise ConfigError(f"config key 'threads' must be >= 1 or null, got {cfg.threads}")
-    for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "eval.every"):
-        if get_key(cfg, key) < 1:
-            raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
-    for i, item in enumerate(cfg.loss):
-        if "name" not in item:
-            raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}})")
-    for i, item in enumerate(cfg.hooks):
-        if "name" not in item:
-            raise ConfigError(f"config key 'hooks[{i}]' needs a 'name' (e.g. {{name: my_hook}}), got {item!r}")
-    _validate_training_control(cfg)
-
-
-def _validate_training_control(cfg: Config) -> None:
-    """Fine-tuning and training-control keys (freezing, LR groups, EMA, length, early stopping)."""
-    for key in ("train.iterations", "train.patience"):
-        value = get_key(cfg, key)
-        if value is not None and value < 1:
-            raise ConfigError(f"config key '{key}' must be >= 1 or null, got {value}")
-    for key in ("train.clip_grad_norm", "train.clip_grad_value"):
-        value = get_key(cfg, key)
-        if value is not None and value <= 0:
-            raise ConfigError(f"config key '{key}' must be > 0 or null, got {value}")
-    if cfg.optim.layer_decay is not None and not 0.0 < cfg.optim.layer_decay <= 1.0:
-        raise ConfigError(f"config key 'optim.layer_decay' must be in (0, 1] (e.g. 0.75), got {cfg.optim.layer_decay}")
-    ema = cfg.train.ema
-    if ema is not None:
-        unknown = sorted(set(ema) - {"decay", "warmup"})
-        decay = ema.get("decay", 0.5)  # only a given decay is checked; a missing one takes ModelEma's default
-        if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
-            raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
-    profile = cfg.train.profile
-    if profile is not None:
-        bad = sorted(set(profile) - {"wait", "warmup", "active"}) or [k for k, v in profile.items() if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "active" else 0)]
-        if bad or "active" not in profile:
-            raise ConfigError(f"config key 'train.profile' must look like {{wait: 1, warmup: 1, active: 5}} (wait, warmup >= 0, active >= 1), got {profile!r}")
-    if cfg.eval.use_ema and ema is None:
-        raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:
@@ -265,6 +197,9 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
 
 
 def save_config(cfg: Config, path: Union[str, Path]) -> None:
-    """Write the resolved config as YAML that ``--config`` reads back."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    """Write the resolved config as YAML that ``--config`` reads back (OutputError when the disk refuses)."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    except OSError as err:
+        raise OutputError.writing(path, err) from err

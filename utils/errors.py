@@ -37,5 +37,26 @@ class CheckpointError(UserError, RuntimeError):
     """A missing, corrupt, unwritable or mismatched checkpoint; the message names the file and the fix."""
 
 
+class OutputError(UserError, OSError):
+    """A file of the run's output folder cannot be written (a full disk, no permission); what was written before is kept."""
+
+    @classmethod
+    def writing(cls, path: object, err: OSError) -> "OutputError":
+        return cls(f"could not write '{path}' ({err.strerror or err}); free disk space or fix the permissions of its folder, then resume with --resume")
+
+
 class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
+
+
+def one_line(err: BaseException) -> str:
+    """The message of ``err`` as the one line ``main.py`` prints.
+
+    An error raised in a DataLoader worker process arrives re-raised with the
+    worker's traceback in its message; its last line holds the message itself.
+    """
+    text = str(err)
+    if "\nOriginal Traceback" in text:
+        last = text.rstrip().splitlines()[-1]  # "utils.errors.DataError: <message>"
+        text = last.split(": ", 1)[1] if ": " in last else last
+    return text

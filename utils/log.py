@@ -16,6 +16,8 @@ from typing import Any, Dict, Iterable, Optional
 import numpy as np
 from tqdm import tqdm
 
+from utils.errors import OutputError
+
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
@@ -107,8 +109,11 @@ class RunWriter:
         """Append one evaluation row (``split``, ``epoch``, metric values) to metrics.jsonl."""
         if self._metrics_path is None:
             return
-        with open(self._metrics_path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        try:
+            with open(self._metrics_path, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+        except OSError as err:
+            raise OutputError.writing(self._metrics_path, err) from err
 
     def flush(self) -> None:
         if self._tb is not None:

@@ -143,16 +143,20 @@ class Registry:
         """The object registered under ``name`` (or whose class is called ``name``); RegistryError with suggestions otherwise."""
         return self._items[self.resolve(name)]
 
-    def build(self, name: str, **kwargs: Any) -> Any:
-        """Instantiate (or call) the object registered under ``name`` with ``kwargs``.
-
-        The arguments are checked against its signature first: an unknown or a
-        missing one is a ConfigError naming what it takes. The call itself is not
-        wrapped, so an error raised inside the object's own code keeps its traceback.
-        """
+    def check(self, name: str, **kwargs: Any) -> Any:
+        """The object registered under ``name``, once ``kwargs`` are known to fit its signature
+        (an unknown or a missing argument is a ConfigError naming what it takes)."""
         obj = self.get(name)
         _check_arguments(f"{self.name} '{name}'", obj, kwargs)
-        return obj(**kwargs)
+        return obj
+
+    def build(self, name: str, **kwargs: Any) -> Any:
+        """Instantiate (or call) the object registered under ``name`` with ``kwargs``, checked first (``check``).
+
+        The call itself is not wrapped, so an error raised inside the object's own
+        code keeps its traceback.
+        """
+        return self.check(name, **kwargs)(**kwargs)
 
     def names(self) -> List[str]:
         self._ensure_imported()

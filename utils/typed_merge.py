@@ -9,12 +9,33 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from typing import Any, Dict, List, Mapping, Union
 
 import yaml
 
 from utils.errors import ConfigError
+
+# A number in exponent form: YAML 1.1 (PyYAML) reads 1e-3 and 5E+2 as strings, it wants 1.0e-3.
+_EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, with numbers in exponent form (``1e-3``, ``5E+2``) read as floats, as YAML 1.2 does."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789."))
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML as users type it: ``lr: 1e-3`` is the float 0.001, everywhere (config files, overrides, plugin arguments)."""
+    return yaml.load(text, Loader=_Loader)
+
+
+def _as_number(value: Any) -> Any:
+    """A string in exponent form (from a mapping not parsed by ``load_yaml``) as a float; anything else unchanged."""
+    return float(value) if isinstance(value, str) and _EXPONENT.match(value.strip()) else value
 
 
 def _type_ok(value: Any, tp: Any) -> bool:
@@ -38,11 +59,22 @@ def _type_ok(value: Any, tp: Any) -> bool:
 
 
 def _coerce(value: Any, tp: Any) -> Any:
-    if tp is float or (typing.get_origin(tp) is Union and float in typing.get_args(tp)):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-    if typing.get_origin(tp) in (list, List) and isinstance(value, tuple):
-        return list(value)
+    """Ints where floats are expected become floats, exponent-form strings numbers, tuples lists
+    (also inside lists and optional values); what does not fit is left for the type check."""
+    origin = typing.get_origin(tp)
+    if origin is Union:
+        for arg in typing.get_args(tp):
+            if arg is not type(None) and arg is not str:
+                coerced = _coerce(value, arg)
+                if _type_ok(coerced, arg):
+                    return coerced
+        return value
+    if tp is float:
+        value = _as_number(value)
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if origin in (list, List) and isinstance(value, (list, tuple)):
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_coerce(v, item) for v in value]
     return value
 
 
@@ -79,9 +111,10 @@ def merge_into(section: Any, updates: Dict[str, Any], prefix: str) -> None:
                 raise ConfigError(f"config key '{path}' is a section; give a mapping of its keys, got {value!r}")
             merge_into(current, value, path + ".")
             continue
+        value = _coerce(value, tp)
         if not _type_ok(value, tp):
             raise ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
-        setattr(section, key, _coerce(value, tp))
+        setattr(section, key, value)
 
 
 def _nest(dotted: str, value: Any) -> Dict[str, Any]:
@@ -130,8 +163,8 @@ def lookup(node: Any, dotted: str, default: Any = _REQUIRED) -> Any:
 
 
 def parse_value(text: str) -> Any:
-    """Parse an override's value as YAML (``3`` -> int, ``[1,2]`` -> list, ``null`` -> None)."""
+    """Parse an override's value as YAML (``3`` -> int, ``1e-3`` -> float, ``[1,2]`` -> list, ``null`` -> None)."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError:
         return text

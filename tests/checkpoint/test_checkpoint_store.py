@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 import torch
 
 import main
 from tests.conftest import fast_overrides
+from utils.checkpoint import files
+from utils.checkpoint import store as store_module
 from utils.checkpoint.restore import find_resume
 from utils.checkpoint.store import CheckpointStore, load_verified
 from utils.errors import CheckpointError
@@ -84,3 +89,79 @@ def test_a_run_whose_checkpoint_write_fails_stops_with_one_message(out_root, mon
     after = load_verified(ckpt_dir / "last.pt")
     assert after["progress"]["epoch"] == before["progress"]["epoch"] == 2
     assert all(torch.equal(after["model"][k], v) for k, v in before["model"].items())
+
+
+def test_one_write_per_checkpoint_point_best_and_last_are_links_hashed_while_written(tmp_path, monkeypatch):
+    saves = []
+    real_save = torch.save
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: saves.append(obj) or real_save(obj, f, *a, **k))
+    monkeypatch.setattr(files, "file_digest", lambda path: pytest.fail(f"{path} was read back to hash it"))
+    store = CheckpointStore(tmp_path, keep=2)
+    store.best = "epoch0001_batch000000.pt"
+    path = store.save(state(1), 1, 0)
+    assert len(saves) == 1
+    assert os.path.samefile(path, tmp_path / "best.pt") and os.path.samefile(path, tmp_path / "last.pt")
+    monkeypatch.undo()
+    digest = (tmp_path / "epoch0001_batch000000.pt.sha256").read_text()
+    assert digest == files.file_digest(path) == (tmp_path / "best.pt.sha256").read_text()
+    assert load_verified(tmp_path / "best.pt")["epoch"] == 1
+
+
+def test_rotation_keeps_the_file_best_pt_links_to(tmp_path):
+    store = CheckpointStore(tmp_path, keep=1)
+    store.best = "epoch0001_batch000000.pt"
+    for epoch in (1, 2, 3):
+        store.save(state(epoch), epoch, 0)
+    assert [p.name for p in store.numbered()] == ["epoch0003_batch000000.pt", "epoch0001_batch000000.pt"]
+    assert os.path.samefile(tmp_path / "best.pt", tmp_path / "epoch0001_batch000000.pt")
+    store.best = "epoch0004_batch000000.pt"  # a new best: the old one rotates away
+    store.save(state(4), 4, 0)
+    assert [p.name for p in store.numbered()] == ["epoch0004_batch000000.pt"]
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["best.pt.sha256", "epoch0004_batch000000.pt.sha256", "last.pt.sha256"]
+
+
+def test_a_copy_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch, caplog):
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(store_module.os, "link", no_links)
+    store = CheckpointStore(tmp_path)
+    store.best = "epoch0001_batch000000.pt"
+    path = store.save(state(1), 1, 0)
+    assert "no hard links" in caplog.text
+    assert not os.path.samefile(path, tmp_path / "best.pt") and store.links_to("best.pt", path)
+    assert load_verified(tmp_path / "best.pt")["epoch"] == 1 and store.best_path() == tmp_path / "best.pt"
+
+
+def test_resume_relinks_best_pt_to_the_file_the_state_names(tmp_path, caplog):
+    store = CheckpointStore(tmp_path, keep=3)
+    store.best = "epoch0001_batch000000.pt"
+    store.save(state(1), 1, 0)
+    store.best = "epoch0002_batch000000.pt"
+    store.save(state(2), 2, 0)
+    store._link(tmp_path / "epoch0001_batch000000.pt", "best.pt")  # as if the crash came before best.pt moved
+    resumed = CheckpointStore(tmp_path, keep=3)
+    resumed.best = "epoch0002_batch000000.pt"  # what the newest file's state says
+    resumed.repair_best()
+    assert "linking it now" in caplog.text
+    assert os.path.samefile(tmp_path / "best.pt", tmp_path / "epoch0002_batch000000.pt") and resumed.best_path() == tmp_path / "best.pt"
+
+
+def test_a_link_renamed_before_its_checksum_still_verifies(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.best = "epoch0001_batch000000.pt"
+    store.save(state(1), 1, 0)
+    store.best = "epoch0002_batch000000.pt"
+    path = store.save(state(2), 2, 0)
+    os.link(tmp_path / "epoch0001_batch000000.pt.sha256", tmp_path / ".stale")
+    os.replace(tmp_path / ".stale", tmp_path / "best.pt.sha256")  # best.pt is new, its own checksum old
+    assert os.path.samefile(tmp_path / "best.pt", path) and load_verified(tmp_path / "best.pt")["epoch"] == 2
+
+
+def test_without_a_best_the_run_says_it_tests_last_pt(tmp_path, caplog):
+    store = CheckpointStore(tmp_path)
+    store.save(state(1), 1, 0)
+    store.best = "epoch0000_batch000009.pt"  # named by a fallback state whose best was rotated away
+    store.repair_best()
+    assert store.best is None and "no longer exists" in caplog.text
+    assert store.best_path() == tmp_path / "last.pt" and "testing" in caplog.text

@@ -40,10 +40,10 @@ def objects(seed: int, hooks=None) -> StateObjects:
 def test_capture_then_restore_round_trips_every_object():
     source = objects(0, {"counter": Counter(7)})
     source.ema.update(source.model)
-    data = capture(source, Progress(epoch=3, batch=5, step=41), {"eval": {"use_ema": True}}, world_size=2)
+    data = capture(source, Progress(epoch=3, batch=5, step=41), {"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog"))
     assert data["format"] == FORMAT and data["hooks"] == {"counter": {"n": 7}}
     checkpoint = Checkpoint(data, "mem.pt")
-    assert checkpoint.progress == Progress(3, 5, 41) and checkpoint.world_size == 2
+    assert checkpoint.progress == Progress(3, 5, 41) and checkpoint.world_size == 2 and checkpoint.classes == ["cat", "dog"]
     assert checkpoint.eval_weights is checkpoint.ema_weights  # the run selected with its EMA
 
     target = objects(1, {"counter": Counter()})
@@ -53,6 +53,12 @@ def test_capture_then_restore_round_trips_every_object():
     assert target.scheduler.state_dict() == source.scheduler.state_dict()
     a, b = source.optimizer.state_dict()["state"][0], target.optimizer.state_dict()["state"][0]
     assert all(torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
+
+
+def test_a_format_2_checkpoint_of_0_2_0_without_a_class_list_reads():
+    data = capture(objects(0), Progress(1, 0, 9), {}, 1)
+    del data["classes"]  # framework 0.2.0 wrote no class list
+    assert Checkpoint(data, "v020.pt").classes is None
 
 
 def test_an_unknown_format_is_a_clear_error():
@@ -73,7 +79,7 @@ def test_a_format_1_checkpoint_is_upgraded():
         "world_size": 1, "config": {"model": {"name": "classifier"}}, "version": "0.1.0",
     }
     checkpoint = Checkpoint(old, "old.pt")
-    assert checkpoint.progress == Progress(2, 6, 30) and checkpoint.framework == "0.1.0"
+    assert checkpoint.progress == Progress(2, 6, 30) and checkpoint.framework == "0.1.0" and checkpoint.classes is None
     assert checkpoint.hook_state("validation")["value"] == 0.9 and checkpoint.loop_state("nonfinite")["total"] == 2
     assert checkpoint.eval_weights is checkpoint.model_weights  # it did not select with its EMA
     assert weights_in(old) is old["model"] and weights_in({"state_dict": {"w": 1}}) == {"w": 1}

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
+import zlib
 from pathlib import Path
 from typing import Dict, List
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 import main
@@ -31,6 +34,23 @@ def image_tree(root: Path, bad: bool = False) -> Path:
                 Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(folder / f"{i}.png")
     if bad:
         (root / "train" / "a" / "broken.png").write_bytes(b"\x89PNG truncated")
+    return root
+
+
+def add_images(root: Path, *folders: str, size: tuple = (8, 8), name: str = "0.png") -> Path:
+    """One RGB image of ``size`` (height, width) in each of ``folders`` under ``root``."""
+    for folder in folders:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.zeros((*size, 3), dtype=np.uint8)).save(root / folder / name)
+    return root
+
+
+def add_bomb(root: Path) -> Path:
+    """A PNG that declares 14000 x 14000 pixels (196 megapixels: PIL's DecompressionBombError)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    header = struct.pack(">IIBBBBB", 14000, 14000, 1, 0, 0, 0, 0)
+    (root / "train" / "a" / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
     return root
 
 
@@ -71,8 +91,46 @@ CASES: Dict[str, tuple] = {
     "unknown hook argument": (lambda tmp, run: ["hooks=[{name: saliency_grid, imagez: 4}]"], r"hook 'saliency_grid' got unknown argument\(s\) \['imagez'\]; it takes: images, size, splits"),
     "hook switch not a bool": (lambda tmp, run: ["hooks=[{name: confusion_matrix, enabled: maybe}]"], r"config key 'hooks\[0\].enabled' must be true or false, got 'maybe'"),
     "bad profiler schedule": (lambda tmp, run: ["train.profile={wait: 1}"], r"config key 'train.profile' must look like \{wait: 1, warmup: 1, active: 5\} \(wait, warmup >= 0, active >= 1\), got \{'wait': 1\}"),
+    "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
+    "fresh run over another run's checkpoints": (lambda tmp, run: fast_overrides(run, "run", epochs=1),
+                                                r"output folder '.*run' already holds checkpoints of another run \(best.pt, epoch0001_batch000000.pt, last.pt\); continue that run with --resume, use another experiment.name, or pass train.overwrite=true to move them aside"),
+    "train.log_every=0 (before any data is read)": (lambda tmp, run: ["train.log_every=0", *rgb_folder(tmp / "nowhere")], r"config key 'train.log_every' must be >= 1 \(log every N steps\), got 0"),
+    "misspelt eval.monitor (before any data is read)": (lambda tmp, run: ["eval.monitor=top_1", *rgb_folder(tmp / "nowhere")],
+                                                        r"config key 'eval.monitor' is 'top_1', but metric 'classification' reports \['top1', 'top5', 'loss'\]; did you mean 'top1'\?"),
+    "unknown network argument (before any data is read)": (lambda tmp, run: [*rgb_folder(tmp / "nowhere"), "model.args.widht=3"], r"network 'classifier' got unknown argument\(s\) \['widht'\]; it takes: num_classes, backbone"),
+    "custom_imports module missing": (lambda tmp, run: ["custom_imports=[my_project.no_such_module]"], r"custom_imports: no module named 'my_project.no_such_module'; give an importable module path"),
+    "custom_imports module that does not import": (lambda tmp, run: ["custom_imports=[tests.cli.broken_import]"],
+                                                   r"custom_imports: module 'tests.cli.broken_import' does not import at .*broken_import.py:3: No module named 'regtrain_missing_dependency'; install the missing package or fix that import"),
+    "custom_imports given as a file": (lambda tmp, run: ["custom_imports=[hook/my_hook.py]"], r"custom_imports: 'hook/my_hook.py' is not a module path; give the module as you would import it \(e.g. hook.my_hook\)"),
+    "device=cuda without CUDA": (lambda tmp, run: _without_cuda(["device=cuda"]), r"config device=cuda but CUDA is not available; use device=cpu or device=auto"),
+    "class folder that the train split lacks": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "val/c")),
+                                                r"class folder\(s\) \['c'\] in '.*imgs/val' are not classes of the training split \(a, b\); remove them, add them to the train split, or list every class in data.args.classes"),
+    "more classes than the network's outputs": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/c", "val/c")),
+                                                r"the data has 3 classes but the network outputs 2 score\(s\) per sample; give the network 3 outputs \(e.g. model.args.num_classes=3\) or train on fewer classes"),
+    "decompression bomb (image_folder)": (lambda tmp, run: rgb_folder(add_bomb(image_tree(tmp / "imgs"))),
+                                          r"cannot read image '.*bomb.png' \(DecompressionBombError\); fix or remove the file, or set data.args.on_bad_sample=skip"),
+    "images of mixed sizes without a resize": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/a", size=(10, 12), name="big.png"), "data.batch_size=7"),
+                                               r"images of different sizes cannot form a batch: .*big.png' is 12x10.*\(width x height, after the transforms\); resize them all to one size: data.args.image_size=N, or a Resize"),
+    "unreadable image in a loader worker": (lambda tmp, run: rgb_folder(image_tree(tmp / "imgs", bad=True), "data.num_workers=1"),
+                                            r"^error: cannot read image '.*broken.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip$"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
+
+
+def _flipped_best(run: Path, tmp: Path) -> List[str]:
+    """A copy of the run whose best.pt has one flipped byte in its tensor data (it still loads)."""
+    shutil.copytree(run / "run", tmp / "flipped")
+    best = tmp / "flipped" / "checkpoints" / "best.pt"
+    data = bytearray(best.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    best.write_bytes(bytes(data))
+    return ["--mode", "test", "--checkpoint", str(best)]
+
+
+def _without_cuda(args: List[str]) -> List[str]:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    return args
 
 
 def _copy_corrupt(run: Path, tmp: Path) -> List[str]:
@@ -106,3 +164,9 @@ def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
     args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text
+
+
+def test_values_as_users_type_them_run(tmp_path, capsys):
+    """Exponent-form numbers on the command line (YAML 1.1 reads 1e-3 as a string)."""
+    assert main.main([*fast_overrides(tmp_path, "typed", epochs=1), "optim.lr=1e-3", "optim.weight_decay=5e-4"]) == 0
+    assert "test: top1=" in capsys.readouterr().out

@@ -69,3 +69,42 @@ def test_saved_config_round_trips(tmp_path):
     again = load_config(tmp_path / "config.yaml")
     assert again == cfg
     assert isinstance(again, Config)
+
+
+def test_numbers_in_exponent_form_are_floats_on_the_command_line_and_in_yaml(tmp_path):
+    cfg = load_config(overrides=["optim.lr=1e-3", "optim.weight_decay=5e-4", "schedule.gamma=1E+2", "optim.betas=[9e-1, 0.999]", "amp.loss_scale=1e30"])
+    assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.schedule.gamma, cfg.optim.betas, cfg.amp.loss_scale) == (1e-3, 5e-4, 100.0, [0.9, 0.999], 1e30)
+    assert all(isinstance(v, float) for v in (cfg.optim.lr, cfg.optim.weight_decay, cfg.schedule.gamma, cfg.amp.loss_scale))
+    path = tmp_path / "exp.yaml"
+    path.write_text("optim:\n  lr: 1e-3\n  weight_decay: 5E-4\nloss:\n  - {name: cross_entropy, weight: 5e-1, label_smoothing: 1e-1}\ndata:\n  mean: [5e-1]\n  std: [2.5e-1]\n")
+    cfg = load_config(path)
+    assert (cfg.optim.lr, cfg.optim.weight_decay, cfg.data.mean, cfg.data.std) == (1e-3, 5e-4, [0.5], [0.25])
+    assert cfg.loss == [{"name": "cross_entropy", "weight": 0.5, "label_smoothing": 0.1}]  # plugin arguments too
+    assert load_config(overrides=["experiment.name=run1e3"]).experiment.name == "run1e3"  # a name stays a name
+    saved = tmp_path / "saved.yaml"
+    save_config(cfg, saved)
+    assert load_config(saved).optim.lr == 1e-3
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.log_every=0", r"'train.log_every' must be >= 1 \(log every N steps\), got 0"),
+    ("optim.lr=-1e-3", r"'optim.lr' must be >= 0, got -0.001"),
+    ("optim.momentum=1.5", r"'optim.momentum' must be in \[0, 1\), got 1.5"),
+    ("optim.betas=[0.9]", r"'optim.betas' must be two numbers in \[0, 1\)"),
+    ("data.eval_batch_size=0", r"'data.eval_batch_size' must be >= 1 or null, got 0"),
+    ("data.num_workers=-1", r"'data.num_workers' must be >= 0"),
+    ("train.keep_checkpoints=0", r"'train.keep_checkpoints' must be >= 1"),
+    ("schedule.step_epochs=[60, 30]", r"'schedule.step_epochs' must be ascending epochs >= 0"),
+    ("model.input_size=[3, 0, 8]", r"'model.input_size' must be one sample's shape, every size >= 1"),
+    ("data.mean=[0.5, 0.5, 0.5]", r"'data.mean' and 'data.std' go together"),
+    ("optim.name=adamww", r"'optim.name' must be one of \['sgd', 'adam', 'adamw'\], got 'adamww'; did you mean 'adamw'\?"),
+    ("custom_imports=[hook/my_hook.py]", r"custom_imports: 'hook/my_hook.py' is not a module path; .*\(e.g. hook.my_hook\)"),
+])
+def test_every_range_and_cross_key_reference_is_checked_when_loading(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=[override])
+
+
+def test_mean_and_std_agree_with_the_input_channels():
+    with pytest.raises(ConfigError, match=r"'data.mean' has 3 value\(s\) but model.input_size=\[1, 8, 8\] has 1 channel"):
+        load_config(overrides=["data.mean=[0.5, 0.5, 0.5]", "data.std=[0.2, 0.2, 0.2]"])

@@ -9,8 +9,10 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 from torch.utils.data import DataLoader, DistributedSampler
 
 import main
@@ -166,6 +168,31 @@ def test_a_failing_rank_ends_the_job_instead_of_hanging(tmp_path):
     )
     assert proc.returncode != 0
     assert "injected failure on rank 1 at step 3" in proc.stderr  # and run() raised no TimeoutExpired
+
+
+@pytest.mark.timeout(300)
+def test_a_rank_with_bad_input_is_named_as_the_root_cause_by_torchrun(tmp_path):
+    """Only rank 1's data folder is missing. Its peer fails a moment later in a collective
+    (the connection closed); torchrun names the failure with the earliest second, on a tie
+    the lowest rank it saw exit in the same poll, which used to be rank 0."""
+    root = tmp_path / "data"
+    for split in ("train", "val"):
+        for label in ("a", "b"):
+            (root / "rank0" / split / label).mkdir(parents=True)
+            for i in range(4):
+                Image.fromarray(np.full((8, 8, 3), 60 * i, dtype=np.uint8)).save(root / "rank0" / split / label / f"{i}.png")
+    # a poll every second (default 0.1 s) puts both exits in one poll, as on a busy launcher
+    launcher = torchrun(2)
+    launcher.insert(launcher.index("main.py"), "--monitor-interval=1")
+    proc = run([
+        *launcher, f"experiment.output_root={tmp_path / 'out'}", "custom_imports=[tests.distributed.rank_data]", "data.name=rank_image_folder",
+        f"data.root={root}/rank{{rank}}", "data.args={missing_after_s: 3}", "model.input_size=[3,8,8]", "data.batch_size=2",
+        "model.args={num_classes: 2, backbone: small_cnn, backbone_args: {in_channels: 3, widths: [8]}}", "train.epochs=1",
+    ], timeout=180)
+    assert proc.returncode != 0
+    assert f"[rank1] error: data folder '{root}/rank1/train' does not exist" in proc.stderr, proc.stderr[-3000:]
+    root_cause = proc.stderr.split("Root Cause (first observed failure):", 1)[-1]
+    assert re.search(r"rank\s*: 1 \(local_rank: 1\)", root_cause) and "DataError" in root_cause, proc.stderr[-3000:]
 
 
 def test_wrapping_modes_in_one_process():

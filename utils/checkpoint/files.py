@@ -1,43 +1,194 @@
-"""Checkpoint files: atomic saves and loading with clear errors."""
+"""Checkpoint files: the write path (serialize, hash, fsync, rename) and loading with clear errors.
+
+``write_checkpoint`` is the whole write path of one file in one function: it
+touches only its target, the target's ``.sha256`` and their temporaries, so it
+can run in a background thread. The SHA-256 is computed from the bytes as
+``torch.save`` writes them, never by reading the file back.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Optional, Set, Union
 
+import numpy as np
 import torch
 
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
+# Writes at least this large are hashed on a helper thread while the file and torch go on.
+_OVERLAP_BYTES = 1 << 20
 
-def atomic_save(obj: Any, path: Union[str, Path]) -> None:
-    """``torch.save`` to a temporary file, flush + fsync, then rename over ``path``.
 
-    A crash or a failed write (disk full) at any point leaves the previous file at
-    ``path`` intact: the rename is the only step that touches it, and it is atomic.
+def sidecar(path: Path) -> Path:
+    """The file holding ``path``'s SHA-256 (hex): ``<name>.sha256`` next to it."""
+    return path.with_name(path.name + ".sha256")
+
+
+def stable_addresses(obj: Any) -> Set[int]:
+    """Start addresses of the CPU tensor storages in ``obj`` (dicts, lists, tuples): memory that
+    stays as it is while ``torch.save`` writes it, so it can be hashed after the write returns."""
+    found: Set[int] = set()
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            if item.device.type == "cpu" and item.untyped_storage().nbytes():
+                found.add(item.untyped_storage().data_ptr())
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return found
+
+
+class HashingWriter:
+    """A binary file object for ``torch.save`` that hashes every byte it writes, on a helper thread.
+
+    The bytes are hashed in order by one worker (hashlib releases the GIL), while
+    the file writes, torch's own work and the final fsync go on: a tensor's
+    storage (``stable``) is hashed from its own memory after ``write`` returned;
+    any other buffer torch may reuse, so a small one is copied and a large one
+    is waited for. It remembers the first OSError of the file (a full disk):
+    torch reports a failed write as a RuntimeError ("unexpected pos ..."), and
+    the caller wants the real cause.
+    """
+
+    def __init__(self, raw: Any, stable: Optional[Set[int]] = None) -> None:
+        self.raw = raw  # an unbuffered binary file
+        self.stable = stable or set()
+        self.sha = hashlib.sha256()
+        self.size = 0
+        self.error: Optional[OSError] = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-sha256")
+        self._small = bytearray()
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        wait = None
+        if len(view) < _OVERLAP_BYTES:
+            self._small += view  # small records (pickle, zip headers) are copied and hashed in batches
+            if len(self._small) >= _OVERLAP_BYTES:
+                self._flush_small()
+        else:
+            self._flush_small()  # keep the order of the bytes
+            if np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0] in self.stable:
+                self._pool.submit(self.sha.update, view)
+            else:
+                wait = self._pool.submit(self.sha.update, view)
+        try:
+            self._write_all(view)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+        finally:
+            if wait is not None:
+                wait.result()  # torch may reuse this buffer once we return
+        self.size += len(view)
+        return len(view)
+
+    def _flush_small(self) -> None:
+        if self._small:
+            self._pool.submit(self.sha.update, bytes(self._small))
+            self._small = bytearray()
+
+    def _write_all(self, view: memoryview) -> None:
+        done = 0
+        while done < len(view):  # a raw file may write less than asked (a full disk raises on the next call)
+            done += self.raw.write(view[done:])
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def close(self) -> None:
+        """Stop hashing (after a failure: what is queued no longer matters)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def hexdigest(self) -> str:
+        """The SHA-256 of everything written, once the queued bytes are hashed."""
+        self._flush_small()
+        self._pool.shutdown(wait=True)
+        return self.sha.hexdigest()
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the renames and links inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a small file through a temporary file, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _serialize(obj: Any, fd: int) -> str:
+    """``torch.save`` into the open file ``fd``, hashing as it writes, then fsync; the SHA-256."""
+    with os.fdopen(fd, "wb", buffering=0) as raw:
+        writer = HashingWriter(raw, stable_addresses(obj))
+        try:
+            torch.save(obj, writer)
+            os.fsync(raw.fileno())  # while the last bytes are hashed
+            return writer.hexdigest()
+        except RuntimeError as err:
+            if writer.error is None:  # not a failed write: a bug, keep it as it is
+                raise
+            raise writer.error from err  # torch's "unexpected pos" hides the file's own error (ENOSPC, EIO)
+        finally:
+            writer.close()
+
+
+def write_checkpoint(obj: Any, path: Union[str, Path]) -> str:
+    """Write ``obj`` to ``path`` with its ``.sha256``; returns the SHA-256.
+
+    The bytes go to a temporary file (hashed as they are written), are fsynced,
+    the checksum is written next to the target, and only then is the temporary
+    file renamed to ``path``: a checkpoint that exists under its name is complete
+    and has its checksum. A crash or a failed write (OSError, also a short write
+    that torch reports as a RuntimeError) leaves any earlier file at ``path``
+    as it was and removes the temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        digest = _serialize(obj, fd)
+        write_text_atomic(sidecar(path), digest)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
+    return digest
+
+
+def atomic_save(obj: Any, path: Union[str, Path]) -> None:
+    """``write_checkpoint`` for callers that do not need the checksum."""
+    write_checkpoint(obj, path)
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (to verify a file, never to write one)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_file(path: Union[str, Path]) -> Dict[str, Any]:

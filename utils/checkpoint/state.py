@@ -5,6 +5,8 @@ Format 2, a dict saved with ``torch.save``::
     format      2 (an unknown format is refused with a clear error; format 1 is upgraded on load)
     framework   the framework version that wrote it
     config      the resolved config of the run (a dict)
+    classes     the training data's class list (what the dataset's ``classes`` argument takes), or None;
+                test mode labels its split with it (absent from checkpoints of framework 0.2.0 and older)
     world_size  the number of processes that trained it
     progress    {epoch, batch, step}: the point training continues from, epoch ``epoch``
                 after ``batch`` of its batches, ``step`` optimizer steps in
@@ -68,8 +70,8 @@ def _state_of(obj: Any) -> Any:
     return obj.state_dict() if obj is not None and hasattr(obj, "state_dict") else None
 
 
-def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int) -> Dict[str, Any]:
-    """The checkpoint of ``progress``: every object's state, the config, the random states of all ranks.
+def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int, classes: Optional[List[Any]] = None) -> Dict[str, Any]:
+    """The checkpoint of ``progress``: every object's state, the config and class list, the random states of all ranks.
 
     A collective (the random states are gathered): every rank calls it.
     """
@@ -78,6 +80,7 @@ def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], w
         "format": FORMAT,
         "framework": __version__,
         "config": config,
+        "classes": None if classes is None else list(classes),
         "world_size": world_size,
         "progress": dataclasses.asdict(progress),
         "model": objects.model.state_dict(),
@@ -148,6 +151,11 @@ class Checkpoint:
         return config if isinstance(config, dict) else None
 
     @property
+    def classes(self) -> Optional[List[Any]]:
+        """The training data's class list (None when the checkpoint has none: older versions, datasets without one)."""
+        return self._data.get("classes")
+
+    @property
     def world_size(self) -> Optional[int]:
         return self._data.get("world_size")
 
@@ -206,7 +214,7 @@ class Checkpoint:
             if name in saved:
                 hook.load_state_dict(saved[name])
             else:
-                log.warning("hook '%s' has no state in the checkpoint (it was not used then); it starts fresh", name)
+                log.warning("hook '%s' has no state in the checkpoint (it was not used then, or an older version wrote the checkpoint); it starts fresh", name)
         unused: List[str] = sorted(set(saved) - set(hooks))
         if unused:
             log.warning("the checkpoint holds the state of hook(s) %s that this run does not use; it is ignored", ", ".join(unused))

@@ -1,17 +1,24 @@
-"""A run's checkpoint folder: numbered files, checksums, ``last.pt``, keep the last K, fall back.
+"""A run's checkpoint folder: numbered files, checksums, ``last.pt`` and ``best.pt`` links, rotation, fallback.
 
-Each save writes ``epoch<E>_batch<B>.pt`` atomically (the epoch and the batches
-of it already consumed: the point training continues from), then its SHA-256
-next to it (``.sha256``), then points ``last.pt`` at it (a hard link, or a copy
-where links are not supported) and removes all but the newest
-``train.keep_checkpoints`` files. Loading tries the newest file first; one that
-fails its checksum or does not load (truncated by a crash of the machine or a
-full disk) is skipped with a warning and the one before it is used.
+One checkpoint point writes the training state once::
+
+    1. epoch<E>_batch<B>.pt   the bytes, hashed while written, fsynced; its .sha256; then the rename
+    2. last.pt                a hard link to it (renamed into place), then last.pt.sha256
+    3. best.pt                when it is the best epoch: a hard link to it, then best.pt.sha256
+    4. rotation               all but the newest ``keep`` numbered files and the best one are removed
+
+(a copy replaces a link only where the file system has no hard links, with a
+warning). The name of the best file is part of the training state itself
+(``best``, saved by the checkpoint hook), so a crash between any two of these
+steps leaves a folder where the resumed state names its best file and
+``repair_best`` points ``best.pt`` at it again. Loading tries the newest file
+first; one that fails its checksum or does not load is skipped with a warning
+and the one before it is used.
 """
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import logging
 import os
 import re
@@ -19,42 +26,43 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.checkpoint.files import atomic_save, load_file
+from utils.checkpoint.files import file_digest, fsync_dir, load_file, sidecar, write_checkpoint
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^epoch(\d+)_batch(\d+)\.pt$")
 LAST = "last.pt"
+BEST = "best.pt"
+# errors that mean "this file system has no hard links" (a copy then does instead)
+_NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def _twin(path: Path) -> Optional[Path]:
+    """The numbered checkpoint that ``path`` (``last.pt``, ``best.pt``) is a hard link to, if any."""
+    if _NAME.match(path.name):
+        return None
+    try:
+        inode = path.stat()
+        for other in path.parent.iterdir():
+            if _NAME.match(other.name) and os.path.samestat(other.stat(), inode):
+                return other
+    except OSError:  # a file removed while looking: no twin
+        pass
+    return None
 
 
 def verify(path: Path) -> Optional[str]:
-    """None when ``path`` matches its stored checksum (or has none), else what is wrong."""
-    side = _sidecar(path)
+    """None when ``path`` matches its stored checksum (or has none), else what is wrong.
+
+    A link's checksum is its numbered file's, so a crash between renaming a link
+    and writing its own ``.sha256`` does not make it look corrupt.
+    """
+    side = sidecar(_twin(path) or path)
     if not side.is_file():
-        return None
+        side = sidecar(path)
+        if not side.is_file():
+            return None
     expected = side.read_text().strip()
     actual = file_digest(path)
     return None if actual == expected else f"checksum mismatch (stored {expected[:12]}..., file {actual[:12]}...): the file is truncated or corrupt"
@@ -62,20 +70,27 @@ def verify(path: Path) -> Optional[str]:
 
 def load_verified(path: Path) -> Dict[str, Any]:
     """Load ``path`` after checking its checksum; CheckpointError when either fails."""
+    path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' does not exist")
+        raise CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/checkpoints/)")
     problem = verify(path)
     if problem:
-        raise CheckpointError(f"checkpoint '{path}': {problem}")
+        raise CheckpointError(f"checkpoint '{path}': {problem}; use an earlier checkpoint of the run, or delete its .sha256 if you changed the file on purpose")
     return load_file(path)
 
 
 class CheckpointStore:
-    """The resumable checkpoints of one run in ``directory``; only rank 0 writes."""
+    """The resumable checkpoints of one run in ``directory``; only rank 0 writes.
+
+    ``best`` names the numbered file that holds the best epoch (None before the
+    first validation, or for a run resumed from an older version's checkpoint).
+    """
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
         self.keep = max(int(keep), 1)
+        self.best: Optional[str] = None
+        self._warned_copy = False
 
     def numbered(self) -> List[Path]:
         """The numbered checkpoints, newest (furthest into training) first."""
@@ -100,46 +115,109 @@ class CheckpointStore:
         return self.directory / f"epoch{epoch:04d}_batch{batch:06d}.pt"
 
     def save(self, state: Dict[str, Any], epoch: int, batch: int) -> Path:
-        """Write ``state`` as the checkpoint of (epoch, batches consumed); returns its path.
+        """Write ``state`` as the checkpoint of (epoch, batches consumed), link ``last.pt`` (and
+        ``best.pt`` when ``self.best`` names this file), rotate; returns its path.
 
         A failed write (disk full, no permission) removes its temporary file,
         keeps every earlier checkpoint as it was and raises CheckpointError.
         """
         path = self.path_for(epoch, batch)
         try:
-            atomic_save(state, path)
-            _write_text_atomic(_sidecar(path), file_digest(path))
-            self._point_last_at(path)
+            write_checkpoint(state, path)
+            self._link(path, LAST)
+            if self.best == path.name:
+                self._link(path, BEST)
+            fsync_dir(self.directory)
         except OSError as err:
-            previous = next((p for p in self.numbered() if p != path), None)
-            kept = f"the previous checkpoint '{previous}' is intact" if previous else "no earlier checkpoint exists"
-            raise CheckpointError(f"could not write checkpoint '{path}' ({err.strerror or err}); {kept}; free disk space or fix the permissions of '{self.directory}' and resume with --resume") from err
+            raise self._write_error(path, err) from err
         self._prune()
         return path
 
-    def save_as(self, state: Dict[str, Any], name: str) -> Path:
-        """Write ``state`` to ``name`` (e.g. ``best.pt``) atomically, with the same error handling."""
-        path = self.directory / name
-        try:
-            atomic_save(state, path)
-        except OSError as err:
-            raise CheckpointError(f"could not write checkpoint '{path}' ({err.strerror or err}); the previous '{name}' is intact; free disk space or fix the permissions of '{self.directory}'") from err
-        return path
+    def _write_error(self, path: Path, err: OSError) -> CheckpointError:
+        newest = next(iter(self.numbered()), None)  # numbered files appear only once complete
+        kept = f"the newest complete checkpoint '{newest}' is intact" if newest else "no earlier checkpoint exists"
+        return CheckpointError(f"could not write checkpoint '{path}' ({err.strerror or err}); {kept}; free disk space or fix the permissions of '{self.directory}' and resume with --resume")
 
-    def _point_last_at(self, path: Path) -> None:
-        last, tmp = self.directory / LAST, self.directory / f".{LAST}.link"
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(path, tmp)
-        except OSError:  # no hard links on this file system: copy (the source is complete already)
-            shutil.copyfile(path, tmp)
-        os.replace(tmp, last)
-        _write_text_atomic(_sidecar(last), _sidecar(path).read_text())
+    def _link(self, source: Path, name: str) -> None:
+        """Point ``name`` at ``source``: a hard link renamed into place, then its checksum the same way."""
+        for src, dst in ((source, self.directory / name), (sidecar(source), sidecar(self.directory / name))):
+            tmp = dst.with_name(f".{dst.name}.link")
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(src, tmp)
+            except OSError as err:
+                if err.errno not in _NO_LINKS:
+                    raise
+                self._copy(src, tmp, err)
+            os.replace(tmp, dst)
+
+    def _copy(self, src: Path, tmp: Path, err: OSError) -> None:
+        if not self._warned_copy:
+            log.warning("no hard links in '%s' (%s): last.pt and best.pt are copies, each checkpoint is written more than once", self.directory, err.strerror or err)
+            self._warned_copy = True
+        shutil.copyfile(src, tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+
+    def links_to(self, name: str, target: Path) -> bool:
+        """Whether ``name`` (``best.pt``) holds the same bytes as ``target``: a link to it, or a copy with its checksum."""
+        path = self.directory / name
+        if not path.is_file() or not target.is_file():
+            return False
+        if os.path.samefile(path, target):
+            return True
+        own, theirs = sidecar(path), sidecar(target)
+        return own.is_file() and theirs.is_file() and own.read_text().strip() == theirs.read_text().strip()
 
     def _prune(self) -> None:
         for old in self.numbered()[self.keep :]:
-            old.unlink(missing_ok=True)
-            _sidecar(old).unlink(missing_ok=True)
+            if old.name != self.best:  # best.pt's file stays, so resume and fallback see what it holds
+                old.unlink(missing_ok=True)
+                sidecar(old).unlink(missing_ok=True)
+        for side in self.directory.glob("*.pt.sha256"):  # a crash between a checksum and its file's rename
+            data = side.with_name(side.name[: -len(".sha256")])
+            if not data.exists():
+                side.unlink(missing_ok=True)
+
+    def remove_temporaries(self) -> None:
+        """Delete what an interrupted save left behind (temporary files and links); rank 0, before training."""
+        for path in self.directory.glob(".*"):
+            if path.name.endswith((".tmp", ".link")):
+                path.unlink(missing_ok=True)
+
+    def repair_best(self) -> None:
+        """After a resume, point ``best.pt`` at the file the resumed state names as best (rank 0).
+
+        A crash between writing the best epoch's file and linking ``best.pt``
+        leaves ``best.pt`` at the previous best while the state already names the
+        new one; the state wins. When the named file is gone (a fallback past a
+        corrupt newest checkpoint whose best was rotated away), ``best.pt`` is
+        removed rather than left naming weights the state does not.
+        """
+        if self.best is None:  # a state of an older version: best.pt is a file of its own
+            return
+        target, best = self.directory / self.best, self.directory / BEST
+        if not target.is_file():
+            log.warning("the best checkpoint '%s' named by the resumed state no longer exists; %s", target, "removing best.pt, which holds other weights" if best.exists() else "no best.pt")
+            best.unlink(missing_ok=True)
+            sidecar(best).unlink(missing_ok=True)
+            self.best = None
+        elif not self.links_to(BEST, target):
+            log.warning("best.pt did not hold '%s', the best checkpoint the resumed state names (interrupted between the two); linking it now", target.name)
+            self._link(target, BEST)
+            fsync_dir(self.directory)
+
+    def best_path(self) -> Path:
+        """The checkpoint a finished run tests: ``best.pt`` (or the numbered file ``best`` names), else ``last.pt`` with a warning."""
+        best = self.directory / BEST
+        if self.best is not None and (self.directory / self.best).is_file():
+            target = self.directory / self.best
+            return best if self.links_to(BEST, target) else target
+        if self.best is None and best.is_file():  # written by an older version, which named no file
+            return best
+        last = self.directory / LAST
+        log.warning("no best checkpoint in '%s' (it was lost after a fallback to an older checkpoint); testing '%s', the last one", self.directory, last)
+        return last
 
     def latest_usable(self) -> Optional[Path]:
         """The newest checkpoint that passes its checksum (or, without one, loads), or None.
@@ -150,7 +228,7 @@ class CheckpointStore:
         problems = []
         for path in self.candidates():
             try:
-                if not _sidecar(path).is_file():
+                if not sidecar(path).is_file():
                     load_file(path)
                 else:
                     problem = verify(path)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import torch
@@ -41,7 +40,8 @@ def _import_dali() -> Any:
 class PipelineSpec:
     """What one rank's DALI pipeline reads and how it transforms it."""
 
-    folder: str
+    files: Sequence[str]  # the dataset's images and class indices (its one class list for every split)
+    labels: Sequence[int]
     batch_size: int
     num_threads: int
     train: bool
@@ -61,7 +61,7 @@ def _build_pipeline(spec: PipelineSpec) -> Any:
     def pipeline() -> Tuple[Any, Any]:
         # The same seed on every rank: one global permutation per epoch, split into disjoint shards.
         jpegs, labels = fn.readers.file(
-            file_root=spec.folder, shard_id=spec.shard_id, num_shards=spec.num_shards, shuffle_after_epoch=spec.train,
+            files=list(spec.files), labels=list(spec.labels), shard_id=spec.shard_id, num_shards=spec.num_shards, shuffle_after_epoch=spec.train,
             pad_last_batch=False, name=READER, seed=spec.seed,
         )
         images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
@@ -114,9 +114,9 @@ class DaliLoader:
 
 
 def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, world_size: int, seed: int) -> DaliLoader:
-    """A DALI loader over the folder that the ``image_folder`` ``dataset`` reads."""
-    folder: Optional[str] = getattr(getattr(dataset, "inner", None), "root", None)
-    if cfg.name != "image_folder" or folder is None:
+    """A DALI loader over the files (and labels) that the ``image_folder`` ``dataset`` reads."""
+    folder: Optional[str] = getattr(dataset, "root", None)
+    if cfg.name != "image_folder" or folder is None or not hasattr(dataset, "samples"):
         raise ConfigError(f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch")
     size = cfg.args.get("image_size")
     if not size:
@@ -125,7 +125,8 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     mean = cfg.mean if cfg.mean is not None else [0.0, 0.0, 0.0]
     std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]
     batch_size = cfg.batch_size if train else (cfg.eval_batch_size or cfg.batch_size)
-    pipe = _build_pipeline(PipelineSpec(str(Path(folder)), batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed))
+    files, labels = zip(*dataset.samples)
+    pipe = _build_pipeline(PipelineSpec(files, labels, batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed))
     shard_size = _shard_size(len(dataset), rank, world_size)
     log.info("DALI loader on %s: %d samples in this shard (%d/%d)", folder, shard_size, rank, world_size)
     return DaliLoader(pipe, train, shard_size, batch_size)

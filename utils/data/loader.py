@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+import inspect
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -15,11 +16,19 @@ from utils.errors import DataError
 from utils.registry import DATASETS
 
 
-def build_dataset(cfg: DataConfig, split: str) -> Dataset:
-    """The ``split`` of the configured dataset, with the train or eval transforms."""
+def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] = None) -> Dataset:
+    """The ``split`` of the configured dataset, with the train or eval transforms.
+
+    ``classes`` (the train split's class list, or the one a checkpoint saved) is
+    passed to datasets that take a ``classes`` argument, unless ``data.args``
+    gives one: every split then labels a class with the same index.
+    """
     specs = cfg.train_transforms if split == "train" else cfg.eval_transforms
     transform: Optional[Callable] = build_transforms(specs)
-    dataset = DATASETS.build(cfg.name, split=split, root=cfg.root, transform=transform, **cfg.args)
+    args = dict(cfg.args)
+    if classes is not None and "classes" not in args and "classes" in inspect.signature(DATASETS.get(cfg.name)).parameters:
+        args["classes"] = list(classes)
+    dataset = DATASETS.build(cfg.name, split=split, root=cfg.root, transform=transform, **args)
     if len(dataset) == 0:
         raise DataError(f"dataset '{cfg.name}' split '{split}' is empty; check data.root={cfg.root!r}")
     return dataset

@@ -11,6 +11,7 @@ import datetime
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, NoReturn, Optional
 
@@ -94,14 +95,28 @@ def cleanup() -> None:
         dist.destroy_process_group()
 
 
-def exit_now(code: int, err: Optional[BaseException] = None) -> NoReturn:
-    """End this rank at once after a failure in a distributed run (call it in an ``except`` block).
+# How long a rank that failed with a bug waits before exiting (see exit_now): well above torchrun's
+# default --monitor-interval (0.1 s), so the launcher sees a peer that failed first before this rank.
+PEER_GRACE_S = 2.0
+
+
+def exit_now(code: int, err: Optional[BaseException] = None, wait_s: float = 0.0) -> NoReturn:
+    """End this rank after a failure in a distributed run (call it in an ``except`` block).
 
     A rank that fails must not wait for its peers: ``destroy_process_group``,
     a pending collective or interpreter shutdown (joining loader threads) can
     block on ranks that are themselves blocked on this one. The launcher sees
     the exit code and stops the other ranks; ``err`` goes to torchrun's error
     file, so its summary names the root cause.
+
+    torchrun names as root cause the failure with the earliest timestamp, in
+    whole seconds, and on a tie the lowest rank among those it saw exit in the
+    same poll. A rank that fails on bad input makes its peers fail within
+    milliseconds (their collectives lose the connection), in the same second
+    and often in the same poll, so rank 0 used to be named. A failure that may
+    be such a consequence (any failure but bad input) therefore waits
+    ``wait_s`` before exiting: by then the launcher has seen the rank that
+    failed first, and stops this one itself.
     """
     if err is not None:
         try:
@@ -116,4 +131,6 @@ def exit_now(code: int, err: Optional[BaseException] = None) -> NoReturn:
         handler.flush()
     sys.stdout.flush()
     sys.stderr.flush()
+    if wait_s > 0:
+        time.sleep(wait_s)
     os._exit(code)

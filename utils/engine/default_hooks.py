@@ -27,12 +27,10 @@ def default_hook_names(task: str) -> List[str]:
     return [name for name in HOOKS.names() if serves(HOOKS.get(name), task)]
 
 
-def _parse(index: int, spec: Dict[str, Any]) -> Tuple[str, bool, Dict[str, Any]]:
+def _parse(spec: Dict[str, Any]) -> Tuple[str, bool, Dict[str, Any]]:
     args = dict(spec)
     name = HOOKS.resolve(args.pop("name"))
-    enabled = args.pop("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"config key 'hooks[{index}].enabled' must be true or false, got {enabled!r}")
+    enabled = args.pop("enabled", True)  # a bool: checked with the config (utils/config_rules.py)
     if HOOKS.get(name).__module__.startswith(ENGINE):
         raise ConfigError(f"hooks: '{name}' is a built-in hook and always runs; set it up through its config keys (README: Add a hook)")
     return name, enabled, args
@@ -43,8 +41,8 @@ def task_hooks(task: str, specs: Sequence[Dict[str, Any]]) -> List[Any]:
     defaults = default_hook_names(task)
     settings: Dict[str, Tuple[bool, Dict[str, Any]]] = {}
     added: List[Tuple[str, Dict[str, Any]]] = []
-    for index, spec in enumerate(specs):
-        name, enabled, args = _parse(index, spec)
+    for spec in specs:
+        name, enabled, args = _parse(spec)
         if name in defaults and name not in settings:
             settings[name] = (enabled, args)
         elif enabled:

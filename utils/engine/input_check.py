@@ -1,8 +1,12 @@
-"""Bad input found by the first forward pass: a channel mismatch between the data and the network."""
+"""Bad input found by the first forward pass: a channel mismatch between the data and the network, or
+fewer outputs than the data has classes (the loss would fail with "Target 2 is out of bounds")."""
 
 from __future__ import annotations
 
 import re
+from typing import Any, Optional
+
+import torch
 
 from utils.errors import ConfigError
 
@@ -18,3 +22,19 @@ def input_error(err: RuntimeError) -> Exception:
         f"the data has {match.group(3)} channel(s) per input but the network's first layer expects {match.group(2)}; "
         "set the backbone's in_channels (e.g. model.args.backbone_args={in_channels: " + match.group(3) + "}) or change the data"
     )
+
+
+def check_output_classes(outputs: Any, num_classes: Optional[int]) -> None:
+    """ConfigError when the network scores fewer classes (dim 1 of its output) than the data has.
+
+    Any network and any dataset that exposes ``num_classes``; one output for two
+    classes is a binary logit and passes.
+    """
+    if num_classes is None or not isinstance(outputs, torch.Tensor) or outputs.ndim < 2:
+        return
+    width = outputs.shape[1]
+    if width < num_classes and not (width == 1 and num_classes == 2):
+        raise ConfigError(
+            f"the data has {num_classes} classes but the network outputs {width} score(s) per sample; "
+            f"give the network {num_classes} outputs (e.g. model.args.num_classes={num_classes}) or train on fewer classes"
+        )

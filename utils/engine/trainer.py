@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -34,7 +34,7 @@ from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
 from utils.engine.evaluate import evaluate
 from utils.engine.hook_list import HookList
-from utils.engine.input_check import input_error
+from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.metrics.base import Metric
 
@@ -76,6 +76,8 @@ class LoopOptions:
     is_main: bool = True  # rank 0: writes files, shows progress
     world_size: int = 1
     config: Dict[str, Any] = field(default_factory=dict)  # the resolved config, saved in checkpoints
+    classes: Optional[List[Any]] = None  # the training data's class list, saved in checkpoints
+    num_classes: Optional[int] = None  # the training data's number of classes: the first batch's outputs must cover it
 
 
 @dataclass
@@ -261,12 +263,14 @@ class Trainer:
         if self._forwards > 1:
             return self.parts.model(inputs)
         try:
-            return self.parts.model(inputs)
+            outputs = self.parts.model(inputs)
         except RuntimeError as err:  # the run's first batch: a channel mismatch is bad input, not a bug
             converted = input_error(err)
             if converted is err:
                 raise
             raise converted from err
+        check_output_classes(outputs, self.options.num_classes)
+        return outputs
 
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
         """Evaluate the current weights on ``loader`` (the test split) as those of epoch ``epoch``; ``after_test`` hooks see the metrics."""

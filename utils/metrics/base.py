@@ -8,7 +8,7 @@ gives exactly the state one process would have built on the whole split.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -38,6 +38,12 @@ class Metric:
 
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         raise NotImplementedError
+
+    def reported_names(self) -> Optional[List[str]]:
+        """The names ``compute`` reports, known before any data is seen, so that ``eval.monitor`` is
+        checked when the config is loaded; None when they depend on the data (then it is checked
+        at the first validation)."""
+        return None
 
     def result(self) -> Dict[str, float]:
         """Reduce the sums over all ranks and compute the final values (same on every rank)."""

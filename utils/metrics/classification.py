@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 
@@ -26,6 +26,9 @@ class Classification(Metric):
         for k in self.topk:
             self.add(f"correct{k}", hits[:, : min(k, k_max)].any(dim=1).sum())
         self.add("count", labels.numel())
+
+    def reported_names(self) -> List[str]:
+        return [f"top{k}" for k in self.topk]
 
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         count = sums["count"].item()

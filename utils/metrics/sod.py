@@ -107,6 +107,9 @@ class SODMetrics(Metric):
                 self.add(name, np.asarray(value, dtype=np.float64))
             self.add("count", 1)
 
+    def reported_names(self) -> List[str]:
+        return ["mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f", "max_e", "adp_f", "adp_e"]
+
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         count = sums["count"].item()
         if count == 0:

@@ -11,7 +11,7 @@ when the clips of one video are spread over several ranks. The state is
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -82,6 +82,9 @@ class VideoAccuracy(Metric):
         num_videos, num_classes = (max(sizes) for sizes in zip(*all_gather_objects(local)))
         self._resize(num_videos, num_classes)
         return super().result()
+
+    def reported_names(self) -> List[str]:
+        return [f"{level}_top{k}" for level in ("clip", "video") for k in self.topk] + ["videos"]
 
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         results = {f"clip_top{k}": (sums[f"clip_correct{k}"] / sums["clip_count"].clamp_min(1)).item() for k in self.topk}

@@ -56,9 +56,8 @@ def _match_group(name: str, specs: Sequence[Dict[str, Any]]) -> int:
     return -1
 
 
-def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None:
-    """Every ``optim.param_groups`` entry has a pattern and known keys, and each pattern matches a parameter."""
-    names = [name for name, _ in model.named_parameters()]
+def check_group_keys(specs: Sequence[Dict[str, Any]]) -> None:
+    """Every ``optim.param_groups`` entry has a pattern and known keys (checked with the config, before the model exists)."""
     for index, spec in enumerate(specs):
         unknown = sorted(set(spec) - set(GROUP_KEYS))
         if "pattern" not in spec or unknown:
@@ -66,6 +65,13 @@ def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None
                 f"optim.param_groups[{index}] = {spec!r}: needs 'pattern' and takes only {list(GROUP_KEYS)}"
                 + (f"; unknown {unknown}" if unknown else "")
             )
+
+
+def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None:
+    """Every ``optim.param_groups`` entry has a pattern and known keys, and each pattern matches a parameter."""
+    check_group_keys(specs)
+    names = [name for name, _ in model.named_parameters()]
+    for index, spec in enumerate(specs):
         check_patterns(names, _patterns(spec), f"optim.param_groups[{index}]")
 
 

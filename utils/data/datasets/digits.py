@@ -34,8 +34,6 @@ class Digits(Dataset):
     given order (a smaller task, e.g. for fine-tuning); the split is unchanged.
     """
 
-    num_classes = 10
-
     def __init__(
         self,
         split: str = "train",
@@ -63,9 +61,10 @@ class Digits(Dataset):
         images = torch.from_numpy(data.images[idx]).float().div_(16.0).unsqueeze(1)
         if size != 8:
             images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
+        self.classes = list(classes) if classes is not None else list(range(10))  # what the classes argument takes; label i is digit classes[i]
+        self.num_classes = len(self.classes)
         self.images = images
         self.labels = torch.from_numpy(labels).long()
-        self.classes = [str(digit) for digit in (classes if classes is not None else range(10))]  # label i shows digit classes[i]
         self.transform = transform
 
     def __len__(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -29,9 +29,13 @@ class CheckpointHook(Hook):
     """Saves ``epoch<E>_batch<B>.pt`` (the point training continues from) in ``directory``.
 
     After a step: every ``every_steps`` steps inside an epoch (``train.checkpoint_every_steps``)
-    and when the preemption hook set ``state.preempted``. After an epoch: always, and as
-    ``best.pt`` too when validation found a new best. Non-finite weights are never written.
-    Runs last (priority 70), so the other hooks' state of that step is in the file.
+    and when the preemption hook set ``state.preempted``. After an epoch: always, and
+    ``best.pt`` links to it when validation found a new best. Non-finite weights are never
+    written. Runs last (priority 70), so the other hooks' state of that step is in the file.
+
+    Its own state is the name of the best epoch's file: a checkpoint that is a new best
+    names itself, so whichever file a resume starts from says which file ``best.pt``
+    must be (see ``CheckpointStore.repair_best``).
     """
 
     name = "checkpoint"  # in logs and checkpoints
@@ -40,6 +44,12 @@ class CheckpointHook(Hook):
     def __init__(self, directory: str, every_steps: int = 0, keep: int = 2) -> None:
         self.store = CheckpointStore(Path(directory), keep)
         self.every_steps = every_steps
+
+    def before_train(self, trainer: Any) -> None:
+        if trainer.options.is_main:
+            self.store.remove_temporaries()
+            self.store.repair_best()
+        barrier()  # no rank looks at best.pt before rank 0 has repaired it
 
     def after_step(self, trainer: Any) -> None:
         state = trainer.state
@@ -60,12 +70,19 @@ class CheckpointHook(Hook):
                 f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "
                 f"the last good one '{trainer.state.last_checkpoint}' is kept; lower optim.lr or enable train.clip_grad_norm"
             )
-        data = capture(trainer.state_objects(), progress, trainer.options.config, trainer.options.world_size)
         path = self.store.path_for(progress.epoch, progress.batch)
+        if best:
+            self.store.best = path.name  # before capture: the file names itself as the best
+        options = trainer.options
+        data = capture(trainer.state_objects(), progress, options.config, options.world_size, options.classes)
         if trainer.options.is_main:
             self.store.save(data, progress.epoch, progress.batch)
-            log.info("checkpoint %s (epoch %d, batch %d, step %d)", path, progress.epoch, progress.batch, progress.step)
-            if best:
-                self.store.save_as(data, "best.pt")
+            log.info("checkpoint %s (epoch %d, batch %d, step %d)%s", path, progress.epoch, progress.batch, progress.step, "; best.pt links to it" if best else "")
         barrier()
         trainer.state.last_checkpoint = str(path)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"best": self.store.best}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.store.best = state.get("best")

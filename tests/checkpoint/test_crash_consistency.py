@@ -1,0 +1,85 @@
+"""A crash at any step of writing a best epoch's checkpoint, then ``--resume``: the run tests the
+weights its best tracker names, and its final test equals an uninterrupted run's.
+
+The store's file operations are numbered by ``tests/checkpoint/kill_points.py``; a traced
+uninterrupted run says which belong to each best epoch's checkpoint, and the run is killed
+(SIGKILL) at each of them: in the middle of the file's bytes and before every rename
+(the numbered file, its checksum, ``last.pt``, ``best.pt`` and their checksums).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from tests.conftest import ROOT, subprocess_env
+from tests.dist_utils import PYTHON
+
+# 2 epochs, both new bests (val top-1 rises), so the second one replaces an existing best.pt
+SETTINGS = ["train.epochs=2", "threads=1", "model.args.backbone_args={widths: [8, 16]}", "custom_imports=[tests.checkpoint.kill_points]"]
+TIMEOUT = 180
+
+
+def run(out: Path, *extra: str, env: Dict[str, str] = None) -> subprocess.CompletedProcess:
+    cmd = [PYTHON, "main.py", f"experiment.output_root={out}", "experiment.name=crash", *SETTINGS, *extra]
+    return subprocess.run(cmd, cwd=ROOT, env={**subprocess_env(), **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def final_test(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [line for line in proc.stdout.splitlines() if line.startswith("test:")][-1]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Tuple[str, List[Tuple[int, str, str]]]:
+    """The uninterrupted run's test line and its numbered file operations."""
+    out = tmp_path_factory.mktemp("reference")
+    trace = out / "ops.txt"
+    line = final_test(run(out, env={"REGTRAIN_TRACE_OPS": str(trace)}))
+    ops = [(int(n), kind, name) for n, kind, name in (row.split() for row in trace.read_text().splitlines())]
+    return line, ops
+
+
+def best_saves(ops: List[Tuple[int, str, str]]) -> List[List[Tuple[int, str]]]:
+    """For each checkpoint that links best.pt: (operation number, what) of its data write and renames."""
+    saves: List[List[Tuple[int, str, str]]] = []
+    for op in ops:
+        if op[1] == "data":  # a checkpoint's operations start with its bytes
+            saves.append([])
+        saves[-1].append(op)
+    return [[(n, f"{kind} {name}") for n, kind, name in save if kind in ("data", "replace")] for save in saves if any(name == "best.pt" for _, _, name in save)]
+
+
+def test_the_trace_covers_every_write_of_both_best_epochs(reference):
+    saves = best_saves(reference[1])
+    assert len(saves) == 2
+    for epoch, save in enumerate(saves, 1):
+        name = f"epoch{epoch:04d}_batch000000.pt"
+        assert [what for _, what in save] == ["data -", f"replace {name}.sha256", f"replace {name}", "replace last.pt", "replace last.pt.sha256", "replace best.pt", "replace best.pt.sha256"]
+
+
+def selected(ops: List[Tuple[int, str, str]]) -> List[Tuple[int, str]]:
+    """Every point of the second best epoch (best.pt exists and must move), and the first
+    one's best.pt rename (a crash there leaves no best.pt at all)."""
+    first, second = best_saves(ops)
+    return second + [(n, f"{what} (epoch 1)") for n, what in first if what == "replace best.pt"]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("index", range(8))
+def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(tmp_path, reference, index):
+    line, ops = reference
+    points = selected(ops)
+    assert len(points) == 8, points
+    point, what = points[index]
+    killed = run(tmp_path, env={"REGTRAIN_KILL_AT": str(point)})
+    assert killed.returncode == -9, f"not killed at {what}: {killed.stderr[-2000:]}"
+    resumed = run(tmp_path, "--resume")
+    assert final_test(resumed) == line, f"killed at operation {point} ({what}):\n{resumed.stderr[-3000:]}"
+    best = re.search(r"testing (\S+)", resumed.stderr)
+    assert best and os.path.basename(best.group(1)) in ("best.pt", "epoch0002_batch000000.pt"), resumed.stderr[-2000:]

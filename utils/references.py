@@ -1,0 +1,75 @@
+"""A config's names checked against the registries before any data is read.
+
+``utils/config_rules.py`` checks values and the keys that refer to each other;
+this module checks what needs the registries: that every network, dataset,
+loss, hook and metric the config names exists and takes the arguments given
+(the same check ``Registry.build`` does later), and that ``eval.monitor`` is a
+name the metric reports (metrics declare them with ``reported_names``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import traceback
+from typing import Any, Dict, List, Sequence
+
+from utils.config import Config
+from utils.errors import ConfigError
+from utils.optim.optimizers import check_group_keys
+from utils.registry import DATASETS, HOOKS, LOSSES, METRICS, NETWORKS
+
+# what evaluate() reports next to the metric's own names
+EVALUATION_NAMES = ("loss",)
+
+
+def _named(spec: Dict[str, Any], drop: tuple = ()) -> tuple:
+    args = {k: v for k, v in spec.items() if k not in drop}
+    return args.pop("name"), args
+
+
+def check_references(cfg: Config) -> None:
+    """ConfigError (or RegistryError) for the first name that does not resolve or does not take its arguments."""
+    DATASETS.check(cfg.data.name, split="train", root=cfg.data.root, transform=None, **cfg.data.args)
+    NETWORKS.check(cfg.model.name, **cfg.model.args)
+    for spec in cfg.loss:
+        name, args = _named(spec, drop=("weight",))
+        LOSSES.check(name, **args)
+    for spec in cfg.hooks:
+        name, args = _named(spec, drop=("enabled",))  # the switch of a default hook, not an argument
+        HOOKS.check(name, **args)
+    check_group_keys(cfg.optim.param_groups)
+    check_monitor(cfg.eval.metric, cfg.eval.monitor)
+
+
+def check_monitor(metric_name: str, monitor: str) -> None:
+    """``eval.monitor`` is a name the metric reports (when it declares them)."""
+    names = METRICS.build(metric_name).reported_names()
+    if names is None:
+        return
+    reported: List[str] = [*names, *EVALUATION_NAMES]
+    if monitor not in reported:
+        hint = difflib.get_close_matches(monitor, reported, n=1, cutoff=0.0)
+        raise ConfigError(
+            f"config key 'eval.monitor' is '{monitor}', but metric '{metric_name}' reports {reported}; "
+            f"did you mean '{hint[0]}'? (without the ema_ prefix: eval.use_ema adds it)"
+        )
+
+
+def import_custom(names: Sequence[str]) -> None:
+    """Import the ``custom_imports`` modules (their registrations fill the registries).
+
+    A module that does not import, because it does not exist or because an
+    import inside it fails (a missing package, a misspelt name), is bad input:
+    ConfigError naming the module, the failing import's file and line, and the fix.
+    Any other exception raised by the module's code is a bug and keeps its traceback.
+    """
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            if isinstance(err, ModuleNotFoundError) and err.name is not None and (name == err.name or name.startswith(err.name + ".")):
+                raise ConfigError(f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH") from None
+            frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith("<frozen")]
+            where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+            raise ConfigError(f"custom_imports: module '{name}' does not import{where}: {err}; install the missing package or fix that import") from None
