@@ -75,6 +75,7 @@ class OptimConfig:
     lr_scaling: str = "none"  # none | linear | sqrt, relative to world size 1
     param_groups: List[Dict[str, Any]] = field(default_factory=list)
     layer_decay: Optional[float] = None
+    impl: str = "auto"  # auto (fused where torch has it for the device and dtype, else foreach) | fused | foreach | loop
 
 
 @dataclass
@@ -192,6 +193,7 @@ _CHOICES = {
     "schedule.name": ("constant", "step", "cosine", "poly"),
     "eval.monitor_mode": ("max", "min"),
     "train.nonfinite": ("stop", "skip"),
+    "optim.impl": ("auto", "fused", "foreach", "loop"),
     "amp.opt_level": ("O0", "O1", "O2", "O3"),
     "amp.backend": ("auto", "native", "apex"),
     "amp.dtype": ("auto", "float16", "bfloat16"),
