@@ -119,7 +119,8 @@ def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> 
     return LoopOptions(
         epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
         clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
-        max_nonfinite_skips=cfg.train.max_nonfinite_skips, device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
+        max_nonfinite_skips=cfg.train.max_nonfinite_skips, log_every=cfg.train.log_every, sync_every=cfg.train.sync_every,
+        device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
     )
 
 

@@ -98,6 +98,7 @@ class TrainConfig:
     clip_grad_value: Optional[float] = None
     ema: Optional[Dict[str, Any]] = None
     log_every: int = 10
+    sync_every: Optional[int] = None  # steps between agreements of the ranks (preemption, NaN losses); None: log_every
     auto_resume: bool = False
     checkpoint_every_steps: int = 0
     keep_checkpoints: int = 2
@@ -222,7 +223,7 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}") from None
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"config key 'threads' must be >= 1 or null, got {cfg.threads}")
-    for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "eval.every"):
+    for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "train.log_every", "eval.every"):
         if get_key(cfg, key) < 1:
             raise ConfigError(f"config key '{key}' must be >= 1, got {get_key(cfg, key)}")
     for i, item in enumerate(cfg.loss):
@@ -236,7 +237,7 @@ def validate(cfg: Config) -> None:
 
 def _validate_training_control(cfg: Config) -> None:
     """Fine-tuning and training-control keys (freezing, LR groups, EMA, length, early stopping)."""
-    for key in ("train.iterations", "train.patience"):
+    for key in ("train.iterations", "train.patience", "train.sync_every"):
         value = get_key(cfg, key)
         if value is not None and value < 1:
             raise ConfigError(f"config key '{key}' must be >= 1 or null, got {value}")
