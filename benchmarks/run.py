@@ -36,6 +36,7 @@ BENCHMARKS = [
     ("bench_checkpoint", "3 grad checkpointing"),
     ("bench_amp", "4 amp on CPU"),
     ("bench_ddp", "5 DDP"),
+    ("bench_host_reads", "6 host reads"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
