@@ -132,6 +132,8 @@ class DistConfig:
     mode: str = "ddp"  # ddp | dp | apex
     find_unused_parameters: bool = False
     static_graph: bool = False
+    gradient_as_bucket_view: bool = True  # gradients are views into DDP's buckets: one copy of the gradients less
+    bucket_cap_mb: float = 25.0  # DDP's gradient bucket size (torch's default)
     timeout_s: int = 1800
 
 
@@ -221,6 +223,8 @@ def validate(cfg: Config) -> None:
             cfg.amp.loss_scale = float(cfg.amp.loss_scale)
         except ValueError:
             raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a number, got {cfg.amp.loss_scale!r}") from None
+    if cfg.dist.bucket_cap_mb <= 0:
+        raise ConfigError(f"config key 'dist.bucket_cap_mb' must be > 0, got {cfg.dist.bucket_cap_mb}")
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"config key 'threads' must be >= 1 or null, got {cfg.threads}")
     for key in ("data.batch_size", "data.prefetch_depth", "train.epochs", "train.accumulate", "train.log_every", "eval.every"):

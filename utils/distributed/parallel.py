@@ -70,11 +70,15 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
         # apex's DDP has no find_unused_parameters / static_graph; it reduces gradients after backward.
         return apex_parallel().DistributedDataParallel(model)
     device_ids = [info.device.index] if info.device.type == "cuda" else None
+    # Gradients as views into DDP's communication buckets: no copy between the two, and
+    # one set of gradient memory less. bucket_cap_mb trades overlap for fewer all-reduces.
     return nn.parallel.DistributedDataParallel(
         model,
         device_ids=device_ids,
         find_unused_parameters=cfg.find_unused_parameters,
         static_graph=cfg.static_graph,
+        gradient_as_bucket_view=cfg.gradient_as_bucket_view,
+        bucket_cap_mb=cfg.bucket_cap_mb,
     )
 
 
