@@ -9,8 +9,6 @@ from typing import Callable, Optional, Set, Tuple
 import torch
 from PIL import UnidentifiedImageError
 from torch.utils.data import Dataset
-from torchvision.datasets import ImageFolder as _TorchImageFolder
-from torchvision.transforms import v2
 
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
@@ -46,6 +44,9 @@ class ImageFolder(Dataset):
             folder = Path(root) / "val"
         if not folder.is_dir():
             raise DataError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>")
+        from torchvision.datasets import ImageFolder as _TorchImageFolder  # here, not at import: torchvision costs about 1 s
+        from torchvision.transforms import v2
+
         try:
             self.inner = _TorchImageFolder(str(folder))
         except FileNotFoundError as err:
