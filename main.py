@@ -41,6 +41,7 @@ from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
+from utils.model.memory_format import to_channels_last
 from utils.model.summary import log_summary
 from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
@@ -127,8 +128,9 @@ def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
-    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
-    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
+    channels_last = cfg.model.channels_last
+    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device, channels_last)
+    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
@@ -141,6 +143,8 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, out / "config.yaml")
     model.to(info.device)
+    if cfg.model.channels_last:
+        to_channels_last(model)
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
@@ -173,7 +177,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
 
 def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int) -> Dict[str, float]:
     """Evaluate on the test split (hooks log the row), print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device)
+    loader = build_eval_loader(build_dataset(cfg.data, "test"), cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
@@ -192,6 +196,8 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint '{checkpoint.source}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, checkpoint.eval_weights)}); it was saved by another network, see the config it was saved with") from err
     model.to(info.device)
+    if cfg.model.channels_last:
+        to_channels_last(model)
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
     parts = Parts(model, build_criterion(cfg.loss).to(info.device), amp, metric=build_metric(cfg.eval.metric))

@@ -62,6 +62,7 @@ class ModelConfig:
     freeze_bn: bool = False
     sync_bn: bool = False
     grad_checkpointing: bool = False
+    channels_last: bool = False  # weights and 4-D inputs in channels_last memory format (faster convolutions on GPUs)
 
 
 @dataclass
