@@ -21,12 +21,12 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from utils import __version__
-from utils.amp import Amp
+from utils.amp import Amp, resolve_policy
 from utils.checkpoint.guard import check_resume_config, resume_differences
 from utils.checkpoint.restore import find_resume, init_weights
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.weights import weight_mismatch
-from utils.config import Config, load_config, save_config, to_dict
+from utils.config import Config, compile_options, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
@@ -40,6 +40,7 @@ from utils.errors import CheckpointError, ConfigError, UserError
 from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
+from utils.model.compile import check_compile_combination, compile_model
 from utils.model.criterion import build_criterion
 from utils.model.memory_format import to_channels_last
 from utils.model.summary import log_summary
@@ -127,6 +128,8 @@ def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> 
 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
+    compiling = compile_options(cfg.train.compile)
+    check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
     datasets = {split: build_dataset(cfg.data, split) for split in ("train", "val", "test")}
     channels_last = cfg.model.channels_last
     train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device, channels_last)
@@ -152,6 +155,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
     amp = Amp(cfg.amp, info.device)
     model, optimizer = amp.initialize(model, optimizer)
+    model = compile_model(model, compiling)  # in place, before DDP (PyTorch's advice)
     model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)

@@ -100,6 +100,7 @@ class TrainConfig:
     ema: Optional[Dict[str, Any]] = None
     log_every: int = 10
     sync_every: Optional[int] = None  # steps between agreements of the ranks (preemption, NaN losses); None: log_every
+    compile: Union[bool, Dict[str, Any], None] = None  # torch.compile the model: true or {mode, backend, fullgraph, dynamic}
     auto_resume: bool = False
     checkpoint_every_steps: int = 0
     keep_checkpoints: int = 2
@@ -258,8 +259,30 @@ def _validate_training_control(cfg: Config) -> None:
         decay = ema.get("decay", 0.5)  # only a given decay is checked; a missing one takes ModelEma's default
         if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
+    _validate_compile(cfg.train.compile)
     if cfg.eval.use_ema and ema is None:
         raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+COMPILE_DEFAULTS: Dict[str, Any] = {"mode": "default", "backend": "inductor", "fullgraph": False, "dynamic": None}
+
+
+def _validate_compile(spec: Union[bool, Dict[str, Any], None]) -> None:
+    options = {**COMPILE_DEFAULTS, **spec} if isinstance(spec, dict) else COMPILE_DEFAULTS
+    unknown = sorted(set(options) - set(COMPILE_DEFAULTS))
+    if unknown or options["mode"] not in COMPILE_MODES or not isinstance(options["backend"], str) or not isinstance(options["fullgraph"], bool) or options["dynamic"] not in (None, True, False):
+        raise ConfigError(
+            f"config key 'train.compile' must be true, false/null or a mapping like {{mode: default, backend: inductor, fullgraph: false, dynamic: null}} "
+            f"with mode one of {list(COMPILE_MODES)}, got {spec!r}" + (f" (unknown {unknown})" if unknown else "")
+        )
+
+
+def compile_options(spec: Union[bool, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
+    """The ``torch.compile`` arguments of ``train.compile``, or None when it is off."""
+    if spec is None or spec is False:
+        return None
+    return {**COMPILE_DEFAULTS, **(spec if isinstance(spec, dict) else {})}
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:

@@ -68,6 +68,8 @@ CASES: Dict[str, tuple] = {
                                     r"cannot resume from '.*': the config changed the model or the data \(model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]; data.batch_size: 64 -> 32\); .*--resume-force"),
     "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
                                       r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network"),
+    "train.compile with DataParallel": (lambda tmp, run: ["train.compile=true", "dist.mode=dp"],
+                                        r"train.compile does not work with dist.mode=dp \(.*\); use dist.mode=ddp under torchrun, or turn train.compile off"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 

@@ -83,11 +83,16 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The network inside DDP / DataParallel wrappers."""
+    """The network inside DDP / DataParallel wrappers (and a ``torch.compile`` wrapper, whose
+    state_dict keys carry ``_orig_mod.``; ``train.compile`` compiles in place and has none)."""
     wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
-    while isinstance(model, wrappers) or type(model).__module__.startswith("apex."):
-        model = model.module
-    return model
+    while True:
+        if isinstance(model, wrappers) or type(model).__module__.startswith("apex."):
+            model = model.module
+        elif type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
 
 
 def without_ddp(model: nn.Module) -> nn.Module:
