@@ -37,6 +37,7 @@ BENCHMARKS = [
     ("bench_amp", "4 amp on CPU"),
     ("bench_ddp", "5 DDP"),
     ("bench_host_reads", "6 host reads"),
+    ("bench_compile", "7 torch.compile"),
     ("bench_channels_last", "8 channels_last"),
     ("bench_startup", "9 start-up"),
 ]
