@@ -79,7 +79,10 @@ def _framework_ddp(model: nn.Module, rank: int, world: int) -> nn.Module:
 
 
 def _worker(rank: int, world: int, port: int, steps: int, rounds: int, result: str) -> None:
+    from utils.distributed.process_group import import_before_process_group
+
     torch.set_num_threads(1)
+    import_before_process_group()  # see there: an abort at exit otherwise, now and then
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=TIMEOUT_S))
     try:
