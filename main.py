@@ -35,6 +35,7 @@ from utils.distributed.process_group import DistInfo, cleanup, exit_now, init_di
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length
+from utils.engine.default_hooks import task_hooks
 from utils.engine.trainer import LoopOptions, Parts, Trainer
 from utils.errors import CheckpointError, ConfigError, UserError
 from utils.log import format_metrics, setup_logging
@@ -95,7 +96,8 @@ def import_custom(name: str) -> None:
 
 
 def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
-    """The built-in hooks, set up from their config keys, then the users' from ``cfg.hooks`` (order: utils/hook.py)."""
+    """The built-in hooks, set up from their config keys, then the task's default hooks and the
+    users' as ``cfg.hooks`` sets them (order: utils/hook.py)."""
     hooks = [HOOKS.build("logging", output_dir=str(cfg.output_dir), log_every=cfg.train.log_every)]
     if training:
         hooks += [
@@ -105,13 +107,8 @@ def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
             HOOKS.build("checkpoint", directory=str(cfg.output_dir / "checkpoints"), every_steps=cfg.train.checkpoint_every_steps, keep=cfg.train.keep_checkpoints),
         ]
         hooks += [HOOKS.build("ema")] if ema else []
-    for spec in cfg.hooks:
-        args = dict(spec)
-        name = args.pop("name")
-        if HOOKS.get(name).__module__.startswith("utils.engine.hooks"):
-            raise ConfigError(f"hooks: '{name}' is a built-in hook and always runs; set it up through its config keys (README: Add a hook)")
-        hooks.append(HOOKS.build(name, **args))
-    return hooks
+        hooks += [HOOKS.build("profiler", directory=str(cfg.output_dir / "profile"), **cfg.train.profile)] if cfg.train.profile else []
+    return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
 def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int) -> LoopOptions:
@@ -223,7 +220,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(cfg.output_dir, info.rank)
-        log.info("framework %s, torch %s, %d process(es), device %s", __version__, torch.__version__, info.world_size, info.device)
+        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s", __version__, torch.__version__, info.world_size, info.launcher, info.device)
         if args.mode == "train":
             train(cfg, info, args.resume or args.resume_force, args.resume_force)
         else:

@@ -11,7 +11,7 @@ setup(
     version="0.2.0",
     description="A registry-built PyTorch training framework: one CPU to many GPUs, mixed precision, exact distributed evaluation",
     python_requires=">=3.9",
-    packages=find_packages(include=["backbone*", "loss*", "module*", "network*", "utils*"]),
+    packages=find_packages(include=["backbone*", "hook*", "loss*", "module*", "network*", "utils*"]),
     py_modules=["main"],
     install_requires=[
         "torch>=2.1",
@@ -23,6 +23,8 @@ setup(
         "tqdm",
         "scikit-learn",
         "pysodmetrics",
+        "pillow>=10.1",  # pictures for TensorBoard: ImageFont.load_default(size=...)
+        "python-hostlist",  # SLURM node lists (srun launch)
     ],
     extras_require={
         "test": ["pytest", "pytest-timeout"],

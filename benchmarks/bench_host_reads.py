@@ -93,4 +93,4 @@ def run(quick: bool = False) -> List[dict]:
 
 
 def _row(label: str, measure: str, value: float, note: str) -> dict:
-    return {"benchmark": "6 host reads", "measure": f"{measure}, {label}", "value": f"{value:.3f}", "goal": "<= 0.1", "ok": value <= 0.1, "note": note}
+    return {"benchmark": "7 host reads", "measure": f"{measure}, {label}", "value": f"{value:.3f}", "goal": "<= 0.1", "ok": value <= 0.1, "note": note}

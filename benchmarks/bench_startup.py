@@ -40,7 +40,7 @@ def run(quick: bool = False) -> List[dict]:
     )
     torch_s = sorted(times["torch"])[len(times["torch"]) // 2]
     return [
-        row("9 start-up", "import main / import torch (fresh processes)", ratios(times["main"], times["torch"]), "<= 1.3", lambda m: m <= 1.3,
+        row("10 start-up", "import main / import torch (fresh processes)", ratios(times["main"], times["torch"]), "<= 1.3", lambda m: m <= 1.3,
             f"import torch alone {torch_s:.2f} s"),
-        row("9 start-up", "main.py --help / import torch", ratios(times["help"], times["torch"]), "", None, "parse the arguments and print the help"),
+        row("10 start-up", "main.py --help / import torch", ratios(times["help"], times["torch"]), "", None, "parse the arguments and print the help"),
     ]

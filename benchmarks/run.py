@@ -36,10 +36,11 @@ BENCHMARKS = [
     ("bench_checkpoint", "3 grad checkpointing"),
     ("bench_amp", "4 amp on CPU"),
     ("bench_ddp", "5 DDP"),
-    ("bench_host_reads", "6 host reads"),
-    ("bench_compile", "7 torch.compile"),
-    ("bench_channels_last", "8 channels_last"),
-    ("bench_startup", "9 start-up"),
+    ("bench_visual", "6 TensorBoard pictures"),
+    ("bench_host_reads", "7 host reads"),
+    ("bench_compile", "8 torch.compile"),
+    ("bench_channels_last", "9 channels_last"),
+    ("bench_startup", "10 start-up"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

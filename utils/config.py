@@ -107,6 +107,7 @@ class TrainConfig:
     nonfinite: str = "stop"  # stop | skip
     max_nonfinite_skips: int = 10
     patience: Optional[int] = None
+    profile: Optional[Dict[str, int]] = None  # {wait: 1, warmup: 1, active: 5}: torch.profiler over those steps (rank 0)
 
 
 @dataclass
@@ -260,6 +261,11 @@ def _validate_training_control(cfg: Config) -> None:
         if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
     _validate_compile(cfg.train.compile)
+    profile = cfg.train.profile
+    if profile is not None:
+        bad = sorted(set(profile) - {"wait", "warmup", "active"}) or [k for k, v in profile.items() if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "active" else 0)]
+        if bad or "active" not in profile:
+            raise ConfigError(f"config key 'train.profile' must look like {{wait: 1, warmup: 1, active: 5}} (wait, warmup >= 0, active >= 1), got {profile!r}")
     if cfg.eval.use_ema and ema is None:
         raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
 
@@ -272,10 +278,8 @@ def _validate_compile(spec: Union[bool, Dict[str, Any], None]) -> None:
     options = {**COMPILE_DEFAULTS, **spec} if isinstance(spec, dict) else COMPILE_DEFAULTS
     unknown = sorted(set(options) - set(COMPILE_DEFAULTS))
     if unknown or options["mode"] not in COMPILE_MODES or not isinstance(options["backend"], str) or not isinstance(options["fullgraph"], bool) or options["dynamic"] not in (None, True, False):
-        raise ConfigError(
-            f"config key 'train.compile' must be true, false/null or a mapping like {{mode: default, backend: inductor, fullgraph: false, dynamic: null}} "
-            f"with mode one of {list(COMPILE_MODES)}, got {spec!r}" + (f" (unknown {unknown})" if unknown else "")
-        )
+        example = "{mode: default, backend: inductor, fullgraph: false, dynamic: null}"
+        raise ConfigError(f"config key 'train.compile' must be true, false/null or a mapping like {example} with mode one of {list(COMPILE_MODES)}, got {spec!r}")
 
 
 def compile_options(spec: Union[bool, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:

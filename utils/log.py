@@ -1,4 +1,4 @@
-"""Rank-aware logging: console + log.txt, TensorBoard scalars, metrics.jsonl, progress bars.
+"""Rank-aware logging: console + log.txt, TensorBoard scalars, images and text, metrics.jsonl, progress bars.
 
 Only rank 0 writes files and shows progress bars; other ranks log warnings and
 errors to the console, so a failure on any rank is still visible.
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional
 
+import numpy as np
 from tqdm import tqdm
 
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
@@ -57,7 +58,7 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Optional[tqdm]:
 
 
 class RunWriter:
-    """TensorBoard scalars and metrics.jsonl for one run; every method is a no-op off rank 0."""
+    """TensorBoard (scalars, images, text, hparams) and metrics.jsonl for one run; every method is a no-op off rank 0."""
 
     def __init__(self, output_dir: Optional[Path], enabled: bool) -> None:
         self.enabled = enabled and output_dir is not None
@@ -78,6 +79,30 @@ class RunWriter:
             if isinstance(value, (int, float)) and math.isfinite(value):
                 self._tb.add_scalar(f"{prefix}/{name}", value, step)
 
+    def image(self, tag: str, image: np.ndarray, step: int) -> None:
+        """An ``(H, W, 3)`` uint8 image (a grid, a figure) under ``tag`` in TensorBoard's Images tab."""
+        if self._tb is not None:
+            self._tb.add_image(tag, image, step, dataformats="HWC")
+
+    def text(self, tag: str, text: str, step: int = 0) -> None:
+        """Markdown ``text`` under ``tag`` in TensorBoard's Text tab."""
+        if self._tb is not None:
+            self._tb.add_text(tag, text, step)
+
+    def hparams(self, params: Dict[str, Any], metrics: Dict[str, float]) -> None:
+        """The run's hyperparameters and the scalar tags of its final metrics (HParams tab).
+
+        Written into this run's own event file (``add_hparams`` would open a sub-run), so
+        the HParams tab pairs them with the ``metrics`` tags this writer already holds.
+        """
+        if self._tb is None:
+            return
+        from torch.utils.tensorboard.summary import hparams
+
+        writer = self._tb._get_file_writer()
+        for summary in hparams(params, metrics):
+            writer.add_summary(summary)
+
     def metrics(self, row: Dict[str, Any]) -> None:
         """Append one evaluation row (``split``, ``epoch``, metric values) to metrics.jsonl."""
         if self._metrics_path is None:
@@ -93,6 +118,15 @@ class RunWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def run_writer(trainer: Any) -> RunWriter:
+    """The run's writer, which the logging hook holds (a no-op writer when a trainer has none)."""
+    try:
+        logging_hook = trainer.hooks.get("logging")
+    except KeyError:
+        return RunWriter(None, False)
+    return logging_hook.writer(trainer)
 
 
 def format_metrics(values: Dict[str, float]) -> str:

@@ -51,6 +51,13 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     assert {"train/loss", "train/lr", "val/top1", "val/loss", "train_epoch/samples_per_s", "test/top1", "test/loss"} <= tags
     assert len(acc.Scalars("val/top1")) == 15
     assert acc.Scalars("test/top1")[0].value == pytest.approx(trained["top1"], abs=1e-4)
+    # the classification hooks' pictures: a confusion matrix per validation and for the test, the worst mistakes
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
+    acc.Reload()
+    assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(acc.Tags()["images"])
+    assert [e.step for e in acc.Images("val/confusion_matrix")] == list(range(15))
+    test_matrices = acc.Images("test/confusion_matrix")  # the run's test, then the two --mode test runs
+    assert len(test_matrices) == 3 and {(m.width, m.height) for m in test_matrices} == {(316, 340)}  # 10 classes of 28-px cells with labels
 
     # test mode alone writes the test metrics too (no empty event file)
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt"), f"experiment.output_root={out_root / 'tested'}"]) == 0

@@ -1,4 +1,5 @@
-"""Every registered backbone, module, network and loss builds and runs forward + backward on CPU.
+"""Every registered backbone, module, network and loss builds and runs forward + backward on CPU;
+every registered hook runs through a short fit and test of its task and leaves what it promises.
 
 Items that need arguments or a special input declare them in EXAMPLES; a newly
 registered item without a working default gets a clear failure pointing here.
@@ -9,7 +10,8 @@ from typing import Any, Dict, Tuple
 import pytest
 import torch
 
-from utils.registry import BACKBONES, LOSSES, MODULES, NETWORKS
+from tests.hooks.harness import run_with, tensorboard
+from utils.registry import BACKBONES, HOOKS, LOSSES, METRICS, MODULES, NETWORKS
 
 SMALL_SOD = {"backbone": "small_cnn", "backbone_args": {"widths": [8, 16, 16]}, "channels": 8, "head_channels": 8}
 
@@ -117,3 +119,44 @@ def test_loss(name):
     loss.backward()
     grads = [t.grad for t in outputs_of(outputs)]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def _json(path):
+    import json
+
+    return json.loads(path.read_text())
+
+
+def _images(out, *tags):
+    """Whether the run's TensorBoard holds ``tags`` (val: one image per epoch of the harness's 2, test: one)."""
+    images = tensorboard(out).Tags()["images"]
+    return all(tag in images and len(tensorboard(out).Images(tag)) == (2 if tag.startswith("val/") else 1) for tag in tags)
+
+
+# hook name -> (constructor kwargs given the run's output folder, task, what its run must leave behind)
+HOOK_EXAMPLES = {
+    "logging": (lambda out: {"output_dir": str(out), "log_every": 1}, "classification", lambda t, out: {"train/loss", "val/top1", "test/top1"} <= set(tensorboard(out).Tags()["scalars"])),
+    "progress": (lambda out: {"log_every": 1}, "classification", lambda t, out: t.hooks.get("progress").bar is None),
+    "ema": (lambda out: {}, "classification", lambda t, out: t.parts.ema.updates == t.state.step == 6),
+    "preemption": (lambda out: {}, "classification", lambda t, out: t.state.preempted is None and t.state.step == 6),
+    "validation": (lambda out: {"monitor": "top1"}, "classification", lambda t, out: t.hooks.get("validation").tracker.epoch in (0, 1)),
+    "checkpoint": (lambda out: {"directory": str(out / "ckpt")}, "classification", lambda t, out: (out / "ckpt" / "best.pt").is_file() and (out / "ckpt" / "epoch0002_batch000000.pt").is_file()),
+    "profiler": (lambda out: {"directory": str(out / "profile"), "wait": 0, "warmup": 1, "active": 2}, "classification",
+                 lambda t, out: {"ProfilerStep#1", "ProfilerStep#2"} <= {e.get("name") for e in _json(out / "profile" / "trace.json")["traceEvents"]}),
+    "saliency_grid": (lambda out: {"images": 3, "size": 16}, "sod", lambda t, out: _images(out, "val/saliency_grid", "test/saliency_grid")),
+    "confusion_matrix": (lambda out: {}, "classification", lambda t, out: _images(out, "val/confusion_matrix", "test/confusion_matrix")),
+    "confident_mistakes": (lambda out: {"images": 2, "size": 16}, "classification", lambda t, out: _images(out, "val/confident_mistakes")),
+    "clip_strips": (lambda out: {"clips": 2, "frames": 3, "size": 16}, "video", lambda t, out: _images(out, "val/clips")),
+    "run_summary": (lambda out: {}, "classification", lambda t, out: "config" in tensorboard(out).Tags()["tensors"][0] and "_hparams_/experiment" in tensorboard(out).PluginTagToContent("hparams")),
+}
+
+
+@pytest.mark.parametrize("name", framework_items(HOOKS))
+def test_hook(name, tmp_path):
+    if name not in HOOK_EXAMPLES:
+        pytest.fail(f"add an example for hook/{name} to HOOK_EXAMPLES in {__file__}")
+    make_kwargs, task, check = HOOK_EXAMPLES[name]
+    hook = HOOKS.build(name, **make_kwargs(tmp_path))
+    assert set(getattr(hook, "tasks", ())) <= {"*", *METRICS.names()}  # a default for tasks that exist
+    trainer = run_with(hook, task, tmp_path, ema=name == "ema")
+    assert check(trainer, tmp_path)

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from tests.engine import accumulate_worker as worker
 from tests.conftest import ROOT, subprocess_env
+from tests.engine import accumulate_worker as worker
 from utils.amp import Amp
 from utils.config import AmpConfig
 from utils.engine.trainer import LoopOptions, Parts, Trainer

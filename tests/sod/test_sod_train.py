@@ -32,6 +32,17 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
         saliency = np.asarray(Image.open(path))
         assert saliency.dtype == np.uint8 and saliency.shape == render_scene(0, "test", i)[1].shape
 
+    # image / ground truth / prediction of the same 8 images after each validation, and of the test split
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
+    acc.Reload()
+    val, test = acc.Images("val/saliency_grid"), acc.Images("test/saliency_grid")
+    assert [e.step for e in val] == [0, 1] and len(test) == 1
+    size = (84 + 8 * 96 + 10 * 4, 3 * 96 + 4 * 4)  # rows image, ground truth, prediction: a name, then 8 tiles of 96 px
+    assert {(e.width, e.height) for e in val} == {size}
+    assert (test[0].width, test[0].height) == size  # 9 test images: the first 8
+
     # test mode reproduces the numbers from the checkpoint alone and rewrites the maps
     for path in maps:
         path.unlink()

@@ -41,6 +41,14 @@ def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, confi
     test_row = history[-1]
     assert test_row["videos"] == 7.0 and {"clip_top1", "clip_top5", "video_top1", "loss"} <= set(test_row)
     assert f"video_top1={test_row['video_top1']:.4f}" in printed
+    # 4 clips of 4 different videos as strips of their 6 frames (64 px, captioned), after each validation
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
+    acc.Reload()
+    strips = acc.Images("val/clips")
+    assert [e.step for e in strips] == [0, 1] and {(e.width, e.height) for e in strips} == {(6 * 64 + 5 + 2 + 8, 4 * (66 + 18) + 5 * 4)}
+    assert {"val/confusion_matrix", "test/confusion_matrix"} <= set(acc.Tags()["images"])
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
     assert rows(run / "metrics.jsonl")[-1]["video_top1"] == test_row["video_top1"]
 

@@ -211,6 +211,7 @@ class PrefetchLoader:
         self.loader = loader
         self.mode = mode
         self.depth = depth
+        self.mean, self.std = mean, std  # what inputs were normalized with (pictures of them undo it)
         # Built once: a CUDA stream per loader, not per epoch.
         self.cuda = CudaPrefetcher(device, mean, std, channels_last) if mode == "cuda" else None
         self.normalize = Normalize(mean, std) if mode != "cuda" else None

@@ -1,7 +1,8 @@
-"""Process-group set-up and teardown from the launcher's environment (torchrun, torch.distributed.launch).
+"""Process-group set-up and teardown from the launcher's environment (torchrun, torch.distributed.launch, srun).
 
-The launchers describe the job in environment variables (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR/PORT); without them the run is a single process.
+The launchers describe the job in environment variables (torchrun: RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR/PORT; srun: SLURM_*, see ``launcher.py``); without them the
+run is a single process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Dict, NoReturn, Optional
 import torch
 import torch.distributed as dist
 
+from utils.distributed.launcher import export_launch, resolve_launch
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    launcher: str = "none"  # torchrun (also torch.distributed.launch) | slurm | none
 
     @property
     def distributed(self) -> bool:
@@ -43,8 +46,10 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise ConfigError("config device=cuda but CUDA is not available; use device=cpu or device=auto")
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
+        # srun may bind one GPU to each task (CUDA_VISIBLE_DEVICES): then it is device 0
+        index = 0 if torch.cuda.device_count() == 1 else local_rank
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     return torch.device("cpu")
 
 
@@ -76,10 +81,10 @@ def import_before_process_group() -> None:
 
 
 def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int = 1800) -> DistInfo:
-    """Join the process group the launcher described, or run as one process."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    """Join the process group the launcher described (torchrun, launch, srun), or run as one process."""
+    launch = resolve_launch(os.environ)
+    export_launch(launch, os.environ)  # srun: init_process_group reads torchrun's variables
+    rank, world_size, local_rank = launch.rank, launch.world_size, launch.local_rank
     dev = resolve_device(device, local_rank)
     if world_size > 1 and not dist.is_initialized():
         if backend == "auto":
@@ -92,8 +97,8 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
             **_restart_store(rank, world_size, timeout),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
-        log.info("process group: backend=%s rank=%d/%d local_rank=%d device=%s", backend, rank, world_size, local_rank, dev)
-    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+        log.info("process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s", launch.launcher, backend, rank, world_size, local_rank, dev)
+    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, launcher=launch.launcher)
 
 
 def cleanup() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
-from typing import Any, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from utils.errors import ConfigError
-from utils.hook import EVENTS
+from utils.hook import EVENTS, EvalBatch, Hook
 from utils.registry import snake_case
 
 log = logging.getLogger(__name__)
@@ -15,6 +16,12 @@ log = logging.getLogger(__name__)
 def hook_name(hook: Any) -> str:
     """The name a hook is known by in logs and checkpoints: its ``name`` attribute or its class's."""
     return getattr(hook, "name", None) or snake_case(type(hook).__name__)
+
+
+def _defines(hook: Any, event: str) -> bool:
+    """Whether ``hook`` has its own ``event`` (not only the no-op inherited from ``Hook``)."""
+    method = getattr(type(hook), event, None)
+    return callable(method) and method is not getattr(Hook, event)
 
 
 class HookList:
@@ -54,6 +61,24 @@ class HookList:
             method = getattr(hook, event, None)
             if method is not None:
                 method(*args)
+
+    def batch_listener(self, trainer: Any, split: str, loader: Any, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Optional[Callable[[Any, Any, Any], None]]:
+        """An ``on_batch(inputs, outputs, targets)`` for ``evaluate`` that calls ``on_batch`` and then
+        every hook's ``after_eval_batch`` with an :class:`EvalBatch` of ``split``; ``on_batch`` itself
+        when no hook listens."""
+        listeners = [hook.after_eval_batch for _, hook in self._hooks if _defines(hook, "after_eval_batch")]
+        if not listeners:
+            return on_batch
+        counter = itertools.count()
+
+        def listener(inputs: Any, outputs: Any, targets: Any) -> None:
+            if on_batch is not None:
+                on_batch(inputs, outputs, targets)
+            batch = EvalBatch(split, next(counter), inputs, outputs, targets, loader)
+            for after_eval_batch in listeners:
+                after_eval_batch(trainer, batch)
+
+        return listener
 
     def stateful(self) -> Dict[str, Any]:
         """The hooks that keep state (``state_dict`` and ``load_state_dict``), by name."""

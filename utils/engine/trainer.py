@@ -140,9 +140,12 @@ class Trainer:
             sampler=getattr(p.train_loader, "sampler", None), loop={"nonfinite": self.nonfinite}, hooks=self.hooks.stateful(),
         )
 
-    def evaluate(self, model: nn.Module, loader: Any, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
-        """``model``'s metrics on ``loader``, reduced exactly over all ranks."""
+    def evaluate(self, model: nn.Module, loader: Any, on_batch: Optional[Callable[[Any, Any, Any], None]] = None, split: Optional[str] = None) -> Dict[str, float]:
+        """``model``'s metrics on ``loader``, reduced exactly over all ranks; with ``split``
+        (val, val_ema, test) the hooks' ``after_eval_batch`` see every batch."""
         p = self.parts
+        if split is not None:
+            on_batch = self.hooks.batch_listener(self, split, loader, on_batch)
         return evaluate(model, loader, p.criterion, p.metric, p.amp, self.options.device, self.options.is_main, on_batch)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -269,7 +272,7 @@ class Trainer:
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
         """Evaluate the current weights on ``loader`` (the test split) as those of epoch ``epoch``; ``after_test`` hooks see the metrics."""
         self.state.epoch = epoch
-        results = self.evaluate(without_ddp(self.parts.model), loader, on_batch)
+        results = self.evaluate(without_ddp(self.parts.model), loader, on_batch, split="test")
         self.hooks.call("after_test", self, results)
         return results
 

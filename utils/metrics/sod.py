@@ -31,7 +31,7 @@ CURVES = ("f_curve", "e_curve")
 THRESHOLDS = 256
 
 
-def _logits(outputs: Any) -> torch.Tensor:
+def saliency_logits(outputs: Any) -> torch.Tensor:
     """The saliency logits ``[B, 1, H, W]`` (a dict output gives its ``mask`` entry)."""
     logits = outputs["mask"] if isinstance(outputs, dict) else outputs
     if logits.dim() == 3:
@@ -54,7 +54,7 @@ def ground_truths(targets: Any) -> List[np.ndarray]:
 def saliency_maps(outputs: Any, sizes: List[Tuple[int, int]]) -> List[np.ndarray]:
     """Sigmoid of the logits, resized (bilinear) to each ``(H, W)`` in ``sizes``, as uint8 0-255:
     the form a saliency map is saved and evaluated in."""
-    probs = _logits(outputs).detach().float().sigmoid()
+    probs = saliency_logits(outputs).detach().float().sigmoid()
     if len(sizes) != probs.shape[0]:
         raise ValueError(f"{probs.shape[0]} predictions but {len(sizes)} ground truths")
     maps = []

@@ -65,6 +65,7 @@ class Digits(Dataset):
             images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
         self.images = images
         self.labels = torch.from_numpy(labels).long()
+        self.classes = [str(digit) for digit in (classes if classes is not None else range(10))]  # label i shows digit classes[i]
         self.transform = transform
 
     def __len__(self) -> int:

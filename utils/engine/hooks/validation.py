@@ -97,9 +97,9 @@ class ValidationHook(Hook):
         """The model's metrics on the validation split (and the EMA's, prefixed ``ema_``)."""
         parts = trainer.parts
         broadcast_buffers(parts.model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
-        results = trainer.evaluate(without_ddp(parts.model), parts.val_loader)
+        results = trainer.evaluate(without_ddp(parts.model), parts.val_loader, split="val")
         if parts.ema is not None:
-            ema_results = trainer.evaluate(parts.ema.module, parts.val_loader)
+            ema_results = trainer.evaluate(parts.ema.module, parts.val_loader, split="val_ema")
             results.update({f"ema_{k}": v for k, v in ema_results.items()})
         trainer.hooks.call("after_validation", trainer, results)
         return results

@@ -1,0 +1,51 @@
+"""Salient object detection: image | ground truth | prediction for a fixed set of images, in TensorBoard."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from utils.hook import EvalBatch
+from utils.log import run_writer
+from utils.metrics.base import target_mask
+from utils.metrics.sod import saliency_logits
+from utils.registry import HOOKS
+from utils.visual.hook import EvaluationPictures
+from utils.visual.images import grid, loader_normalization, text_tile, to_display, to_tiles
+
+ROWS = ("image", "ground truth", "prediction")
+HEADING = 84  # pixels for the row names
+
+
+@HOOKS.register()
+class SaliencyGrid(EvaluationPictures):
+    """After each validation (tag ``val/saliency_grid``) and after the test (``test/saliency_grid``):
+    three rows (image, ground truth, predicted saliency) of a column per image, ``size`` pixels high.
+
+    The images are the first ``images`` of rank 0's shard, taken from the batches the
+    evaluation already ran: the same images every time, so progress is visible, and no
+    extra forward pass. Rank 0 only.
+    """
+
+    tasks = ("sod",)
+
+    def __init__(self, images: int = 8, size: int = 96, splits: Sequence[str] = ("val", "test")) -> None:
+        self.images, self.size, self.splits = images, size, tuple(splits)
+        self.columns: Dict[str, List[List[Any]]] = {split: [] for split in self.splits}  # per image: its three tiles
+
+    def after_eval_batch(self, trainer: Any, batch: EvalBatch) -> None:
+        columns = self.columns.get(batch.split)
+        if columns is None or not trainer.options.is_main or len(columns) >= self.images:
+            return
+        take = self.images - len(columns)
+        mean, std = loader_normalization(batch.loader)
+        images = to_display(batch.inputs[:take], mean, std)
+        masks = to_display(target_mask(batch.targets)[:take].float())
+        predictions = to_display(saliency_logits(batch.outputs)[:take].detach().float().sigmoid())
+        columns.extend([list(tiles) for tiles in zip(*(to_tiles(part, self.size) for part in (images, masks, predictions)))])
+
+    def write(self, trainer: Any, split: str) -> None:
+        columns = self.columns.get(split)
+        if columns:
+            rows = [[text_tile(name, HEADING, self.size), *(tiles[i] for tiles in columns)] for i, name in enumerate(ROWS)]
+            run_writer(trainer).image(f"{split}/saliency_grid", grid(rows), trainer.state.epoch)
+            columns.clear()

@@ -1,0 +1,53 @@
+"""Which registered hooks a run gets: the defaults of its task, switched and set by the ``hooks:`` list.
+
+A hook class declares the tasks (``eval.metric`` values) it serves in ``tasks``; ``("*",)``
+serves every task. Every such hook of the run's task is built with its default
+arguments, unless a ``hooks:`` entry names it: then the entry's arguments are used,
+and ``enabled: false`` leaves it out. Entries that name no default hook add a hook.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+from utils.errors import ConfigError
+from utils.registry import HOOKS
+
+ENGINE = "utils.engine.hooks"  # built-in hooks: always there, set up by their own config keys
+
+
+def serves(hook_class: Any, task: str) -> bool:
+    """Whether ``hook_class`` runs by default for ``task``."""
+    tasks = getattr(hook_class, "tasks", ()) or ()
+    return not hook_class.__module__.startswith(ENGINE) and ("*" in tasks or task in tasks)
+
+
+def default_hook_names(task: str) -> List[str]:
+    """The registered hooks that run by default for ``task``, by name."""
+    return [name for name in HOOKS.names() if serves(HOOKS.get(name), task)]
+
+
+def _parse(index: int, spec: Dict[str, Any]) -> Tuple[str, bool, Dict[str, Any]]:
+    args = dict(spec)
+    name = HOOKS.resolve(args.pop("name"))
+    enabled = args.pop("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"config key 'hooks[{index}].enabled' must be true or false, got {enabled!r}")
+    if HOOKS.get(name).__module__.startswith(ENGINE):
+        raise ConfigError(f"hooks: '{name}' is a built-in hook and always runs; set it up through its config keys (README: Add a hook)")
+    return name, enabled, args
+
+
+def task_hooks(task: str, specs: Sequence[Dict[str, Any]]) -> List[Any]:
+    """The default hooks of ``task`` as the ``hooks:`` entries set them, then the entries' other hooks, built."""
+    defaults = default_hook_names(task)
+    settings: Dict[str, Tuple[bool, Dict[str, Any]]] = {}
+    added: List[Tuple[str, Dict[str, Any]]] = []
+    for index, spec in enumerate(specs):
+        name, enabled, args = _parse(index, spec)
+        if name in defaults and name not in settings:
+            settings[name] = (enabled, args)
+        elif enabled:
+            added.append((name, args))
+    chosen = [(name, settings.get(name, (True, {}))) for name in defaults]
+    return [HOOKS.build(name, **args) for name, (enabled, args) in chosen if enabled] + [HOOKS.build(name, **args) for name, args in added]

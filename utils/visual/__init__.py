@@ -1,0 +1,1 @@
+"""Pictures for TensorBoard: input batches as image grids with captions, confusion matrices."""
