@@ -6,7 +6,9 @@ difference of the steps is the per-step figure, so everything paid once per run
 or per epoch (start-up, validation, the epoch's checkpoint, the test) cancels.
 The steps differ by a multiple of ``train.log_every`` (10), so log steps are
 counted at their true rate. ``data.batch_size=16`` (instead of 64) only gives
-an epoch enough steps; everything else is the default experiment.
+an epoch enough steps; everything else is the default experiment. Reads made
+by evaluation are not counted (``count_reads.py``). DDP's own gradient
+all-reduce runs inside torch and is not a call from the project's files.
 """
 
 from __future__ import annotations
@@ -85,10 +87,10 @@ def run(quick: bool = False) -> List[dict]:
             steps = (10, 30) if quick else ((10, 70) if ranks == 1 else (5, 35))
             name = label.split(",")[0].replace(" ", "_") + f"_{ranks}"
             kinds, sites = per_step(Path(tmp), name, steps, ranks, extra)
-            where = ", ".join(f"{site} {n:.2f}" for site, n in sorted(sites.items(), key=lambda kv: -kv[1])[:4]) or "none"
-            note = f"steps {steps[0]} vs {steps[1]}; per step: {where}"
-            rows.append(_row(label, "host reads per training step", kinds["read"], note))
-            rows.append(_row(label, "collectives per training step", kinds["collective"], "from the project's files (DDP's own gradient reduction not included)"))
+            for kind, measure in (("read", "host reads per training step"), ("collective", "collectives per training step")):
+                mine = sorted(((site.split(" ", 1)[1], n) for site, n in sites.items() if site.startswith(kind)), key=lambda kv: -kv[1])
+                where = ", ".join(f"{site} {n:.2f}" for site, n in mine[:4]) or "none"
+                rows.append(_row(label, measure, kinds[kind], f"steps {steps[0]} vs {steps[1]}; per step: {where}"))
     return rows
 
 

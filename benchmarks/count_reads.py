@@ -9,6 +9,9 @@ A host read is a call that makes Python wait for a tensor's value (``item``,
 collective (``all_reduce``, ``barrier``, ...) waits for every rank. Only calls
 whose caller is a file of the project (``main.py``, ``utils/``, the plugin
 folders) count: what PyTorch does inside its own functions is PyTorch's cost.
+Evaluation (validation, the test, and the hooks they call, e.g. the picture
+hooks) is not counted: it reads per evaluated batch, whatever the training
+steps do, and what it reads depends on how well the model has trained.
 """
 
 from __future__ import annotations
@@ -37,12 +40,24 @@ COLLECTIVES = (
 OWN = tuple(str(ROOT / name) for name in ("main.py", "utils", "backbone", "module", "network", "loss", "hook"))
 
 
+ENGINE = str(ROOT / "utils" / "engine")
+EVALUATION = ("validate", "evaluate", "test")  # the engine's evaluation passes and the hooks they call
+
+
+def _in_evaluation(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name in EVALUATION and frame.f_code.co_filename.startswith(ENGINE):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _counting(kind: str, fn: Callable, counts: Counter) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        caller = sys._getframe(1).f_code.co_filename
-        if caller.startswith(OWN):
-            counts[f"{kind} {os.path.relpath(caller, ROOT)}:{sys._getframe(1).f_lineno}"] += 1
+        caller = sys._getframe(1)
+        if caller.f_code.co_filename.startswith(OWN) and not _in_evaluation(caller):
+            counts[f"{kind} {os.path.relpath(caller.f_code.co_filename, ROOT)}:{caller.f_lineno}"] += 1
         return fn(*args, **kwargs)
 
     return wrapper
