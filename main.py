@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from utils import __version__
-from utils.amp import Amp
+from utils.amp import Amp, resolve_policy
 from utils.checkpoint.guard import check_fresh_start, check_resume_config, resume_differences
 from utils.checkpoint.lock import RunLock
 from utils.checkpoint.restore import find_resume, init_weights
@@ -29,6 +29,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import load_verified
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
+from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
@@ -43,7 +44,9 @@ from utils.errors import CheckpointError, UserError, one_line
 from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
+from utils.model.compile import check_compile_combination, compile_model
 from utils.model.criterion import build_criterion
+from utils.model.memory_format import to_channels_last
 from utils.model.summary import log_summary
 from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
@@ -106,21 +109,25 @@ def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int, dat
     return LoopOptions(
         epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
         clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
-        max_nonfinite_skips=cfg.train.max_nonfinite_skips, device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
+        max_nonfinite_skips=cfg.train.max_nonfinite_skips, log_every=cfg.train.log_every, sync_every=cfg.train.sync_every,
+        device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
         classes=getattr(data, "classes", None), num_classes=getattr(data, "num_classes", None),
     )
 
 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
     out = cfg.output_dir
+    compiling = compile_options(cfg.train.compile)
+    check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
     resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
     if resume_path is None and info.is_main:  # a fresh run: never mixed into another run's checkpoints
         check_fresh_start(out, cfg.train.overwrite)
     datasets = {"train": build_dataset(cfg.data, "train")}
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
-    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device)
-    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device)
+    channels_last = cfg.model.channels_last
+    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device, channels_last)
+    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
@@ -132,6 +139,8 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, out / "config.yaml")
     model.to(info.device)
+    if cfg.model.channels_last:
+        to_channels_last(model)
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
@@ -139,6 +148,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
     amp = Amp(cfg.amp, info.device)
     model, optimizer = amp.initialize(model, optimizer)
+    model = compile_model(model, compiling)  # in place, before DDP (PyTorch's advice)
     model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss).to(info.device)
@@ -164,7 +174,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
 
 def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int, classes: Optional[List[Any]]) -> Dict[str, float]:
     """Evaluate on the test split labelled with ``classes`` (hooks log the row), print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test", classes), cfg.data, info.rank, info.world_size, info.device)
+    loader = build_eval_loader(build_dataset(cfg.data, "test", classes), cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
@@ -183,6 +193,8 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint '{checkpoint.source}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, checkpoint.eval_weights)}); it was saved by another network, see the config it was saved with") from err
     model.to(info.device)
+    if cfg.model.channels_last:
+        to_channels_last(model)
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
     parts = Parts(model, build_criterion(cfg.loss).to(info.device), amp, metric=build_metric(cfg.eval.metric))

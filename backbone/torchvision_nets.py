@@ -6,17 +6,18 @@ state_dict for that architecture; nothing is downloaded at run time.
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
 
-import torchvision
 from torch import nn
 
 from backbone.base import Backbone
 from utils.registry import BACKBONES
 
 
-def _load_torchvision(builder: Callable[..., nn.Module], pretrained: str) -> nn.Module:
-    model = builder(weights=None)
+def _load_torchvision(arch: str, pretrained: str) -> nn.Module:
+    # torchvision is imported by the network that uses it: it costs about 1 s, which a run
+    # of another backbone (or --help) should not pay
+    model = getattr(importlib.import_module("torchvision.models"), arch)(weights=None)
     if pretrained:
         from utils.checkpoint.weights import load_weights
 
@@ -29,7 +30,7 @@ class ResNetBackbone(Backbone):
 
     def __init__(self, arch: str, in_channels: int = 3, pretrained: str = "") -> None:
         super().__init__()
-        net = _load_torchvision(getattr(torchvision.models, arch), pretrained)
+        net = _load_torchvision(arch, pretrained)
         if in_channels != 3:
             net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
         self.stages.extend(
@@ -79,7 +80,7 @@ class VGGBackbone(Backbone):
 
     def __init__(self, arch: str, in_channels: int = 3, pretrained: str = "") -> None:
         super().__init__()
-        features = _load_torchvision(getattr(torchvision.models, arch), pretrained).features
+        features = _load_torchvision(arch, pretrained).features
         if in_channels != 3:
             features[0] = nn.Conv2d(in_channels, 64, kernel_size=3, padding=1)
         pools = [i for i, layer in enumerate(features) if isinstance(layer, nn.MaxPool2d)]

@@ -7,7 +7,8 @@ e.g. its Kinetics-400 checkpoints; nothing is downloaded at run time.
 
 from __future__ import annotations
 
-import torchvision
+import importlib
+
 from torch import nn
 
 from backbone.base import Backbone
@@ -21,7 +22,7 @@ class VideoResNetBackbone(Backbone):
         super().__init__()
         # mc3_18 keeps full time in layers 2-4 (2D convolutions there); the others halve it.
         temporal = [1, 1, 1, 1, 1] if arch == "mc3_18" else [1, 1, 2, 4, 8]
-        net = getattr(torchvision.models.video, arch)(weights=None)
+        net = getattr(importlib.import_module("torchvision.models.video"), arch)(weights=None)  # imported here: about 1 s
         if pretrained:
             from utils.checkpoint.weights import load_weights
 

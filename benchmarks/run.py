@@ -38,6 +38,10 @@ BENCHMARKS = [
     ("bench_ddp", "5 DDP"),
     ("bench_visual", "6 TensorBoard pictures"),
     ("bench_checkpoint_write", "7 checkpoint write"),
+    ("bench_host_reads", "8 host reads"),
+    ("bench_compile", "9 torch.compile"),
+    ("bench_channels_last", "10 channels_last"),
+    ("bench_startup", "11 start-up"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.conftest import ROOT, subprocess_env
+from utils.distributed.process_group import import_before_process_group
 
 PYTHON = sys.executable
 
@@ -45,6 +46,7 @@ def run(cmd: Sequence[str], timeout: float = 240) -> subprocess.CompletedProcess
 
 def _worker(rank: int, world_size: int, port: int, fn: Callable, out_dir: str, args: tuple) -> None:
     torch.set_num_threads(1)
+    import_before_process_group()  # see there: an abort at exit otherwise, now and then
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=60))
     try:
         torch.save(fn(rank, world_size, *args), os.path.join(out_dir, f"rank{rank}.pt"))

@@ -62,6 +62,7 @@ class ModelConfig:
     freeze_bn: bool = False
     sync_bn: bool = False
     grad_checkpointing: bool = False
+    channels_last: bool = False  # weights and 4-D inputs in channels_last memory format (faster convolutions on GPUs)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class OptimConfig:
     lr_scaling: str = "none"  # none | linear | sqrt, relative to world size 1
     param_groups: List[Dict[str, Any]] = field(default_factory=list)
     layer_decay: Optional[float] = None
+    impl: str = "auto"  # auto (fused where torch has it for the device and dtype, else foreach) | fused | foreach | loop
 
 
 @dataclass
@@ -97,6 +99,8 @@ class TrainConfig:
     clip_grad_value: Optional[float] = None
     ema: Optional[Dict[str, Any]] = None
     log_every: int = 10
+    sync_every: Optional[int] = None  # steps between agreements of the ranks (preemption, NaN losses); None: log_every
+    compile: Union[bool, Dict[str, Any], None] = None  # torch.compile the model: true or {mode, backend, fullgraph, dynamic}
     auto_resume: bool = False
     checkpoint_every_steps: int = 0
     keep_checkpoints: int = 2
@@ -132,6 +136,8 @@ class DistConfig:
     mode: str = "ddp"  # ddp | dp | apex
     find_unused_parameters: bool = False
     static_graph: bool = False
+    gradient_as_bucket_view: bool = True  # gradients are views into DDP's buckets: one copy of the gradients less
+    bucket_cap_mb: float = 25.0  # DDP's gradient bucket size (torch's default)
     timeout_s: int = 1800
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from utils.errors import ConfigError
 from utils.typed_merge import lookup
@@ -24,6 +24,7 @@ CHOICES = {
     "data.loader": ("torch", "dali"),
     "optim.name": ("sgd", "adam", "adamw"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
+    "optim.impl": ("auto", "fused", "foreach", "loop"),
     "schedule.name": ("constant", "step", "cosine", "poly"),
     "eval.monitor_mode": ("max", "min"),
     "train.nonfinite": ("stop", "skip"),
@@ -86,8 +87,10 @@ RANGES: Dict[str, Tuple[Test, str]] = {
     "train.keep_checkpoints": (_ge(1), ">= 1"),
     "train.max_nonfinite_skips": (_ge(0), ">= 0"),
     "train.patience": (_null_or(_ge(1)), ">= 1 or null"),
+    "train.sync_every": (_null_or(_ge(1)), ">= 1 or null (null: train.log_every)"),
     "eval.every": (_ge(1), ">= 1"),
     "dist.timeout_s": (_ge(1), ">= 1"),
+    "dist.bucket_cap_mb": (_gt(0), "> 0"),
 }
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -146,8 +149,28 @@ def _validate_references(cfg: "Config") -> None:
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
     if cfg.eval.use_ema and ema is None:
         raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
+    _validate_compile(cfg.train.compile)
     profile = cfg.train.profile
     if profile is not None:
         bad = sorted(set(profile) - {"wait", "warmup", "active"}) or [k for k, v in profile.items() if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "active" else 0)]
         if bad or "active" not in profile:
             raise ConfigError(f"config key 'train.profile' must look like {{wait: 1, warmup: 1, active: 5}} (wait, warmup >= 0, active >= 1), got {profile!r}")
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+COMPILE_DEFAULTS: Dict[str, Any] = {"mode": "default", "backend": "inductor", "fullgraph": False, "dynamic": None}
+
+
+def _validate_compile(spec: Any) -> None:
+    options = {**COMPILE_DEFAULTS, **spec} if isinstance(spec, dict) else COMPILE_DEFAULTS
+    unknown = sorted(set(options) - set(COMPILE_DEFAULTS))
+    if unknown or options["mode"] not in COMPILE_MODES or not isinstance(options["backend"], str) or not isinstance(options["fullgraph"], bool) or options["dynamic"] not in (None, True, False):
+        example = "{mode: default, backend: inductor, fullgraph: false, dynamic: null}"
+        raise ConfigError(f"config key 'train.compile' must be true, false/null or a mapping like {example} with mode one of {list(COMPILE_MODES)}, got {spec!r}")
+
+
+def compile_options(spec: Any) -> Optional[Dict[str, Any]]:
+    """The ``torch.compile`` arguments of ``train.compile``, or None when it is off."""
+    if spec is None or spec is False:
+        return None
+    return {**COMPILE_DEFAULTS, **(spec if isinstance(spec, dict) else {})}

@@ -7,12 +7,17 @@ what a hook reads:
 
 - ``trainer.state``: where training is (``epoch``, ``batch``, ``step``,
   ``step_taken``, ``loss``, ``train_metrics``) and what hooks tell the loop or
-  each other (``stop``, ``preempted``, ``is_best``, ``last_checkpoint``);
+  each other (``stop``, ``stop_request``, ``preempted``, ``is_best``, ``last_checkpoint``);
 - ``trainer.parts``: model, optimizer, scheduler, amp, criterion, metric,
   loaders, EMA; ``trainer.options``: the loop's settings (``is_main``, ...);
 - ``trainer.evaluate(model, loader)`` and ``trainer.hooks.call(event, ...)``;
   ``trainer.hooks.get("logging").writer(trainer)`` is the run's TensorBoard writer
   (``utils.log.RunWriter``: scalars, images, text; a no-op off rank 0).
+- ``trainer.read_loss()``: the mean training loss since the previous log step.
+  ``state.loss`` is a tensor on the device: reading it makes the host wait for
+  the GPU, so a hook reads values at its log steps only (``read_loss`` reads
+  once per step however many hooks ask); ``trainer.sync()`` before anything
+  that must see every step so far (the checkpoint hook calls it).
 
 Events, in the order of one run:
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.config import AmpConfig
+from utils.distributed.process_group import import_before_process_group
 from utils.registry import NETWORKS
 
 
@@ -47,6 +48,7 @@ def check(dtype: str) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    import_before_process_group()  # see there: an abort at exit otherwise, now and then
     dist.init_process_group("gloo")
     for name in sys.argv[1:]:
         check(name)

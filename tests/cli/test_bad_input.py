@@ -113,6 +113,8 @@ CASES: Dict[str, tuple] = {
                                                r"images of different sizes cannot form a batch: .*big.png' is 12x10.*\(width x height, after the transforms\); resize them all to one size: data.args.image_size=N, or a Resize"),
     "unreadable image in a loader worker": (lambda tmp, run: rgb_folder(image_tree(tmp / "imgs", bad=True), "data.num_workers=1"),
                                             r"^error: cannot read image '.*broken.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip$"),
+    "train.compile with DataParallel": (lambda tmp, run: ["train.compile=true", "dist.mode=dp"],
+                                        r"train.compile does not work with dist.mode=dp \(.*\); use dist.mode=ddp under torchrun, or turn train.compile off"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 

@@ -47,9 +47,11 @@ def main(out: str) -> None:
 
     from utils.amp import Amp
     from utils.config import AmpConfig
+    from utils.distributed.process_group import import_before_process_group
     from utils.engine.trainer import LoopOptions, Parts, Trainer
 
     torch.set_num_threads(1)
+    import_before_process_group()  # see there: an abort at exit otherwise, now and then
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     model = nn.parallel.DistributedDataParallel(make_model())

@@ -8,6 +8,7 @@ The training loop only talks to ``Amp``::
         loss = criterion(model(x), y)
     amp.backward(loss)
     taken = amp.step(optimizer, clip_grad_norm, clip_grad_value)  # False: overflow, step skipped
+    outcome = amp.apply_step(optimizer, ClipOptions(norm), check_finite)  # the loop's form: no host read
 
 The native backend implements every level with PyTorch; the apex backend is
 used only where an apex with ``apex.amp`` (before 25.07) is installed and the
@@ -24,10 +25,11 @@ from torch import nn
 from utils.amp.apex_backend import ApexAmp
 from utils.amp.loss_scale import LossScaler
 from utils.amp.native import NativeAmp
+from utils.amp.outcome import ClipOptions, StepOutcome
 from utils.amp.policy import AmpPolicy, apex_amp_available, resolve_policy
 from utils.config import AmpConfig
 
-__all__ = ["Amp", "AmpPolicy", "LossScaler", "apex_amp_available", "resolve_policy"]
+__all__ = ["Amp", "AmpPolicy", "ClipOptions", "LossScaler", "StepOutcome", "apex_amp_available", "resolve_policy"]
 
 
 class Amp:
@@ -50,8 +52,27 @@ class Amp:
         self.backend.backward(loss)
 
     def step(self, optimizer: torch.optim.Optimizer, clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None) -> bool:
-        """Unscale, clip, step; False when an overflow made it skip the step."""
-        return self.backend.step(optimizer, clip_grad_norm, clip_grad_value)
+        """Unscale, clip, step; False when an overflow made it skip the step (reads the decision)."""
+        outcome = self.apply_step(optimizer, ClipOptions(clip_grad_norm, clip_grad_value))
+        if outcome.taken is None:
+            outcome.taken = outcome.found_inf.item() == 0
+            self.count_skipped(0 if outcome.taken else 1)
+        return outcome.taken
+
+    def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
+        """Unscale, clip, step, skipping the update where a gradient is not finite (overflow; any
+        non-finite gradient with ``check_finite``); with a fused optimizer the device decides and
+        the outcome's ``found_inf`` says, to be read later (see ``count_skipped``)."""
+        return self.backend.apply_step(optimizer, clip, check_finite)
+
+    def count_skipped(self, steps: int, where: str = "") -> None:
+        """Count overflow-skipped steps the device decided on, once they are read."""
+        self.backend.count_skipped(steps, where)
+
+    @property
+    def scales_loss(self) -> bool:
+        """Whether a loss scaler may skip steps for overflow."""
+        return getattr(self.backend, "scaler", None) is not None or self.policy.backend == "apex"
 
     @property
     def skipped_steps(self) -> int:

@@ -13,6 +13,8 @@ from typing import Any, ContextManager, Dict, Optional, Tuple
 import torch
 from torch import nn
 
+from utils.amp.loss_scale import unscale_and_check_
+from utils.amp.outcome import ClipOptions, StepOutcome
 from utils.amp.policy import AmpPolicy
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,19 @@ class ApexAmp:
         # Unscaling on every exit accumulates correctly into apex's fp32 master gradients.
         with self.apex_amp.scale_loss(loss, self.optimizer) as scaled:
             scaled.backward()
+
+    def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
+        """apex decides on the host (it reads its overflow flag in ``scale_loss``); ``check_finite`` adds one read."""
+        if check_finite:
+            grads = [p.grad for p in self.apex_amp.master_params(optimizer) if p.grad is not None]
+            if unscale_and_check_(grads).item() != 0:
+                if getattr(getattr(optimizer, "_amp_stash", None), "already_patched", False):
+                    optimizer.step()  # consumes apex's one-shot skip of this overflow
+                return StepOutcome(False)
+        return StepOutcome(self.step(optimizer, clip.norm, clip.value))
+
+    def count_skipped(self, steps: int, where: str = "") -> None:
+        self.skipped_steps += steps
 
     def step(self, optimizer: torch.optim.Optimizer, clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None) -> bool:
         # On overflow apex replaces optimizer.step by a one-shot skip and marks the stash.

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, ContextManager, Dict, Optional, Tuple
+from typing import Any, ContextManager, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 
 from utils.amp.casting import MasterWeights, add_cast_hooks, cast_model, low_precision_params
-from utils.amp.loss_scale import LossScaler
+from utils.amp.loss_scale import LossScaler, unscale_and_check_
+from utils.amp.outcome import ClipOptions, StepOutcome
 from utils.amp.policy import AmpPolicy
+from utils.optim.impl import step_unless, takes_found_inf
 
 log = logging.getLogger(__name__)
 
@@ -49,28 +51,52 @@ class NativeAmp:
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale_loss(loss) if self.scaler is not None else loss).backward()
 
-    def step(self, optimizer: torch.optim.Optimizer, clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None) -> bool:
-        """Unscale, clip and step; on overflow skip the step. Returns whether it was taken."""
+    def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
+        """Unscale, clip and step; skip the update where a gradient is not finite (loss scaling, or ``check_finite``).
+
+        Reads nothing when nothing can skip the step, or when the optimizer takes ``found_inf``
+        (fused kernels) and skips on the device; other optimizers need one read of the flag.
+        """
         if self.masters is not None:
             self.masters.grads_to_masters()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        finite = self.scaler.unscale_([p.grad for p in params]) if self.scaler is not None else True
-        if finite:
-            # Clipping sees the true (unscaled, fp32 master at O2) gradients.
-            if clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(params, clip_grad_norm)
-            if clip_grad_value is not None:
-                torch.nn.utils.clip_grad_value_(params, clip_grad_value)
-            optimizer.step()
-            if self.masters is not None:
-                self.masters.masters_to_model()
-        else:
-            self.skipped_steps += 1
+        grads = [p.grad for p in params]
+        found_inf = self.scaler.check_and_unscale_(grads) if self.scaler is not None else unscale_and_check_(grads) if check_finite else None
+        if found_inf is None:
+            self._clip_and_step(optimizer, params, clip)
+            return StepOutcome(True)
+        if takes_found_inf(optimizer):
+            self._clip_and_step(optimizer, params, clip, found_inf)  # a skipped step's NaN gradients are clipped to NaN: never applied
+            if self.scaler is not None:
+                self.scaler.update_from(found_inf)
+            return StepOutcome(None, found_inf)
+        taken = found_inf.item() == 0  # the one read per step of a non-fused optimizer that may skip
+        if taken:
+            self._clip_and_step(optimizer, params, clip)
         if self.scaler is not None:
-            self.scaler.update(finite)
-            if not finite:
-                log.info("gradient overflow: step skipped (%d so far), loss scale now %g", self.skipped_steps, self.scaler.scale)
-        return finite
+            self.scaler.update_from(found_inf)
+            if not taken:
+                self.count_skipped(1)
+        return StepOutcome(taken, found_inf)
+
+    def _clip_and_step(self, optimizer: torch.optim.Optimizer, params: List[torch.Tensor], clip: ClipOptions, found_inf: Optional[torch.Tensor] = None) -> None:
+        # Clipping sees the true (unscaled, fp32 master at O2) gradients.
+        if clip.norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip.norm)
+        if clip.value is not None:
+            torch.nn.utils.clip_grad_value_(params, clip.value)
+        if found_inf is None:
+            optimizer.step()
+        else:
+            step_unless(optimizer, found_inf)
+        if self.masters is not None:
+            self.masters.masters_to_model()
+
+    def count_skipped(self, steps: int, where: str = "") -> None:
+        """Count ``steps`` overflow-skipped steps (found at a sync point when the device decided)."""
+        self.skipped_steps += steps
+        if self.scaler is not None and steps:
+            log.info("gradient overflow: step skipped%s (%d so far), loss scale now %g", where, self.skipped_steps, self.scaler.scale)
 
     @property
     def loss_scale(self) -> float:

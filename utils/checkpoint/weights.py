@@ -50,15 +50,20 @@ class LoadReport(NamedTuple):
     mismatched: List[str]  # "name: checkpoint shape -> model shape"
 
 
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
 def load_matching(model: nn.Module, state: Dict[str, torch.Tensor], prefix: str = "", strict: bool = False) -> LoadReport:
     """Load the tensors of ``state`` whose names and shapes match ``model``.
 
     ``prefix`` is prepended to every checkpoint key (``backbone.`` loads a bare
-    backbone into a network); a ``module.`` prefix left by DDP is stripped.
+    backbone into a network); the ``module.`` prefix of DDP and the ``_orig_mod.`` prefix of a
+    ``torch.compile`` wrapper are stripped.
     """
     cleaned = {}
     for key, value in state.items():
-        key = key[len("module.") :] if key.startswith("module.") else key
+        while key.startswith(WRAPPER_PREFIXES):
+            key = key.split(".", 1)[1]
         cleaned[prefix + key] = value
     own = model.state_dict()
     matching = {k: v for k, v in cleaned.items() if k in own and own[k].shape == v.shape}

@@ -13,8 +13,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.utils.data import Dataset
-from torchvision import tv_tensors
-from torchvision.transforms import v2
 
 from utils.errors import ConfigError, DataError
 
@@ -63,6 +61,8 @@ class ClipDataset(Dataset):
         self.frame_stride = frame_stride
         self.num_clips = num_clips
         self.pad_short = pad_short
+        from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s to import
+
         self.to_float = v2.ToDtype(torch.float32, scale=True)
         self.labels: List[int] = []
         self.frame_counts: List[int] = []
@@ -107,6 +107,8 @@ class ClipDataset(Dataset):
             raise IndexError(f"index {index} is outside a dataset of {len(self)} clips")
         video, start = self.locate(index)
         indices = clip_indices(start, self.clip_len, self.frame_stride, self.frame_counts[video])
+        from torchvision import tv_tensors
+
         clip = self.to_float(tv_tensors.Video(self.read_frames(video, indices)))
         if self.transform is not None:
             clip = self.transform(clip)

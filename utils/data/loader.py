@@ -46,14 +46,14 @@ def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, A
     return options
 
 
-def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device]) -> PrefetchLoader:
+def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device], channels_last: bool) -> PrefetchLoader:
     # DALI normalizes inside its pipeline; the prefetcher does it for the torch loader.
     mean, std = (None, None) if cfg.loader == "dali" else (cfg.mean, cfg.std)
-    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, mean, std)
+    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, mean, std, channels_last)
 
 
 def build_train_loader(
-    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None
+    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None, channels_last: bool = False
 ) -> PrefetchLoader:
     """Shuffled per epoch by a seeded ``ResumableSampler`` (a ``DistributedSampler``, also
     with one process, so the order depends only on seed and epoch: reproducible, and a
@@ -62,27 +62,30 @@ def build_train_loader(
     Wrapped in the configured prefetcher (``data.prefetch``); ``len()`` and
     ``.sampler.set_epoch()`` work as on the DataLoader. ``data.loader=dali``
     reads the image folder of ``dataset`` with DALI pipelines instead.
+    ``channels_last``: 4-D inputs come out NHWC (``model.channels_last``).
     """
     mode = resolve_mode(cfg.prefetch, device)
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
 
-        return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device)
+        return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last)
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
     sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
     loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, generator=generator, **_loader_options(dataset, cfg, mode))
-    return _prefetching(loader, cfg, mode, device)
+    return _prefetching(loader, cfg, mode, device, channels_last)
 
 
-def build_eval_loader(dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, device: Optional[torch.device] = None) -> PrefetchLoader:
+def build_eval_loader(
+    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, device: Optional[torch.device] = None, channels_last: bool = False
+) -> PrefetchLoader:
     """Disjoint, unpadded shards: every sample is evaluated exactly once over all ranks."""
     mode = resolve_mode(cfg.prefetch, device)
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
 
-        return _prefetching(build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device)
+        return _prefetching(build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device, channels_last)
     sampler = ShardSampler(len(dataset), rank, world_size)
     batch_size = cfg.eval_batch_size or cfg.batch_size
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode))
-    return _prefetching(loader, cfg, mode, device)
+    return _prefetching(loader, cfg, mode, device, channels_last)

@@ -14,8 +14,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torchvision import tv_tensors
-from torchvision.transforms.v2 import functional as TF
 
 from utils.errors import ConfigError, DataError
 
@@ -53,6 +51,9 @@ class PairPipeline:
     def __call__(self, image: np.ndarray, mask: np.ndarray, name: str) -> Tuple[torch.Tensor, Dict[str, Any]]:
         if image.shape[:2] != mask.shape[:2]:
             raise DataError(f"sample '{name}': image is {image.shape[:2]} but its mask is {mask.shape[:2]}; they must have the same size")
+        from torchvision import tv_tensors  # here, not at import: torchvision costs about 1 s to import
+        from torchvision.transforms.v2 import functional as TF
+
         img = tv_tensors.Image(torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float().div_(255.0))
         msk = tv_tensors.Mask(torch.from_numpy(np.ascontiguousarray(mask)).unsqueeze(0).float().div_(255.0))
         if self.transform is not None:

@@ -19,6 +19,7 @@ from prefetch_generator import BackgroundGenerator
 
 from utils.data.batch import to_device
 from utils.errors import ConfigError
+from utils.model.memory_format import inputs_channels_last
 
 log = logging.getLogger(__name__)
 
@@ -117,15 +118,17 @@ class CudaPrefetcher:
     waits for the copy, and ``record_stream`` tells the caching allocator that
     the compute stream uses the memory, so it is not reused too early. Host
     tensors should be pinned (``pin_memory=True``) for the copy to be async.
-    ``mean``/``std`` normalize the inputs on the GPU, on the side stream.
+    ``mean``/``std`` normalize the inputs on the GPU, on the side stream, where
+    ``channels_last`` also turns 4-D inputs NHWC (``model.channels_last``).
     """
 
-    def __init__(self, device: torch.device, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None) -> None:
+    def __init__(self, device: torch.device, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, channels_last: bool = False) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():
             raise ConfigError(f"data.prefetch=cuda needs a CUDA device, got {device}; use data.prefetch=thread")
         self.device = device
         self.stream = torch.cuda.Stream(device)
         self.normalize = Normalize(mean, std, device)
+        self.channels_last = channels_last
 
     def _load(self, it: Iterator[Any]) -> Any:
         batch = next(it, _Done)
@@ -134,6 +137,8 @@ class CudaPrefetcher:
         with torch.cuda.stream(self.stream):
             batch = to_device(batch, self.device)
             batch = self.normalize(batch)
+            if self.channels_last:
+                batch = inputs_channels_last(batch)
         return batch
 
     def __call__(self, iterable: Iterable) -> Iterator[Any]:
@@ -199,6 +204,7 @@ class PrefetchLoader:
         device: Optional[torch.device] = None,
         mean: Optional[Sequence[float]] = None,
         std: Optional[Sequence[float]] = None,
+        channels_last: bool = False,
     ) -> None:
         if mode not in ("none", "thread", "cuda"):
             raise ConfigError(f"data.prefetch must be none, thread, cuda or auto, got {mode!r}")
@@ -207,8 +213,9 @@ class PrefetchLoader:
         self.depth = depth
         self.mean, self.std = mean, std  # what inputs were normalized with (pictures of them undo it)
         # Built once: a CUDA stream per loader, not per epoch.
-        self.cuda = CudaPrefetcher(device, mean, std) if mode == "cuda" else None
+        self.cuda = CudaPrefetcher(device, mean, std, channels_last) if mode == "cuda" else None
         self.normalize = Normalize(mean, std) if mode != "cuda" else None
+        self.channels_last = channels_last and mode != "cuda"  # the CUDA prefetcher converts on its copy stream
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -222,6 +229,8 @@ class PrefetchLoader:
         source: Iterable = self.loader
         if self.normalize is not None and self.normalize.mean is not None:
             source = map(self.normalize, source)
+        if self.channels_last:  # in the prefetch thread with mode=thread
+            source = map(inputs_channels_last, source)
         if self.mode == "thread":
             return thread_prefetch(source, self.depth)
         if self.mode == "cuda":

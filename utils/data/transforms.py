@@ -10,14 +10,22 @@ dense prediction and video tasks need.
 from __future__ import annotations
 
 import difflib
+from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional
-
-from torchvision.transforms import v2
 
 from utils.errors import ConfigError
 
 
+def _v2() -> ModuleType:
+    # imported on first use: torchvision pulls in its model zoo and torch._dynamo (about 1 s),
+    # which a run without transforms, or ``main.py --help``, does not need
+    from torchvision.transforms import v2
+
+    return v2
+
+
 def _names() -> List[str]:
+    v2 = _v2()
     return [n for n in dir(v2) if n[:1].isupper() and isinstance(getattr(v2, n), type)]
 
 
@@ -25,6 +33,7 @@ def build_transforms(specs: List[Dict[str, Any]]) -> Optional[Callable]:
     """A ``v2.Compose`` of the listed transforms, or None for an empty list."""
     if not specs:
         return None
+    v2 = _v2()
     ops = []
     for spec in specs:
         spec = dict(spec)

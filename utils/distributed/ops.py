@@ -50,8 +50,7 @@ def all_reduce_sums(sums: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         return {}
     keys = sorted(layout)
     shapes = [layout[k] for k in keys]
-    # gloo reduces CPU tensors, nccl CUDA ones: reduce where the backend wants them.
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = _backend_device()
     parts = [sums[k].detach() if k in sums else torch.zeros(shape) for k, shape in zip(keys, shapes)]
     flat = torch.cat([p.to(device, torch.float64).reshape(-1) for p in parts])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
@@ -81,11 +80,22 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     return box[0]
 
 
+def _backend_device() -> torch.device:
+    # gloo reduces CPU tensors, nccl CUDA ones
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def all_reduce_max(values: torch.Tensor) -> torch.Tensor:
+    """The elementwise maximum of ``values`` over ranks, without reading it (on the backend's device)."""
+    if not is_dist():
+        return values
+    values = values.to(_backend_device())
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return values
+
+
 def any_rank(flag: bool) -> bool:
     """True on every rank when ``flag`` is true on at least one (a one-number all-reduce)."""
     if not is_dist():
         return bool(flag)
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    value = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item())
+    return bool(all_reduce_max(torch.tensor([1.0 if flag else 0.0])).item())

@@ -70,20 +70,29 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
         # apex's DDP has no find_unused_parameters / static_graph; it reduces gradients after backward.
         return apex_parallel().DistributedDataParallel(model)
     device_ids = [info.device.index] if info.device.type == "cuda" else None
+    # Gradients as views into DDP's communication buckets: no copy between the two, and
+    # one set of gradient memory less. bucket_cap_mb trades overlap for fewer all-reduces.
     return nn.parallel.DistributedDataParallel(
         model,
         device_ids=device_ids,
         find_unused_parameters=cfg.find_unused_parameters,
         static_graph=cfg.static_graph,
+        gradient_as_bucket_view=cfg.gradient_as_bucket_view,
+        bucket_cap_mb=cfg.bucket_cap_mb,
     )
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The network inside DDP / DataParallel wrappers."""
+    """The network inside DDP / DataParallel wrappers (and a ``torch.compile`` wrapper, whose
+    state_dict keys carry ``_orig_mod.``; ``train.compile`` compiles in place and has none)."""
     wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
-    while isinstance(model, wrappers) or type(model).__module__.startswith("apex."):
-        model = model.module
-    return model
+    while True:
+        if isinstance(model, wrappers) or type(model).__module__.startswith("apex."):
+            model = model.module
+        elif type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
 
 
 def without_ddp(model: nn.Module) -> nn.Module:

@@ -2,9 +2,11 @@
 
 Schedulers (SLURM, Kubernetes, spot instances) send SIGTERM some time before
 they kill a job. The handler only sets a flag; the training loop looks at it at
-each optimizer-step boundary, where the state is consistent (the preemption hook). Under DDP the flag
-is all-reduced (max) so every rank stops after the same step, even when the
-signal reached only some of them. The process then exits with PREEMPTED_EXIT.
+an optimizer-step boundary, where the state is consistent (the preemption hook):
+after the step the signal arrived in, or under DDP at the loop's next agreement
+of the ranks (every ``train.sync_every`` steps), so every rank stops after the
+same step, even when the signal reached only some of them. The process then
+exits with PREEMPTED_EXIT.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import logging
 import signal
 from types import FrameType
 from typing import Dict, Optional
-
-from utils.distributed.ops import any_rank
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,3 @@ class StopFlag:
 
     def __exit__(self, *exc) -> None:
         self.restore()
-
-    def agreed(self) -> bool:
-        """True on every rank when any rank received a signal (one small all-reduce under DDP)."""
-        return any_rank(bool(self.signum))

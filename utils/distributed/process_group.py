@@ -8,6 +8,7 @@ run is a single process.
 from __future__ import annotations
 
 import datetime
+import importlib
 import logging
 import os
 import sys
@@ -69,6 +70,17 @@ def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> D
     return {"store": dist.PrefixStore(f"restart{attempt}/", store), "rank": rank, "world_size": world_size}
 
 
+def import_before_process_group() -> None:
+    """Import ``torch._dynamo`` before a process group is created.
+
+    torch imports it lazily (the first ``optimizer.step()`` does). Imported after a
+    gloo process group exists, the process now and then aborts at interpreter exit
+    ("terminate called without an active exception"; torch 2.15, 2 ranks: about 1 run
+    in 10, none in 35 with this import first). It costs about 0.5 s, in distributed runs only.
+    """
+    importlib.import_module("torch._dynamo")
+
+
 def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int = 1800) -> DistInfo:
     """Join the process group the launcher described (torchrun, launch, srun), or run as one process."""
     launch = resolve_launch(os.environ)
@@ -79,6 +91,7 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
         if backend == "auto":
             backend = "nccl" if dev.type == "cuda" else "gloo"
         timeout = datetime.timedelta(seconds=timeout_s)
+        import_before_process_group()
         dist.init_process_group(
             backend=backend,
             timeout=timeout,

@@ -1,16 +1,29 @@
-"""What a NaN/inf loss does: stop the run, or skip the step up to a limit (``train.nonfinite``)."""
+"""What a NaN/inf loss does: stop the run, or skip the step up to a limit (``train.nonfinite``).
+
+No loss is read per step. The decision to skip a step stays on the device:
+``guard`` turns every gradient of a non-finite loss into NaN, so the step's
+finiteness check (which DDP's gradient averaging makes the same on every rank)
+skips it; fused optimizers take that check as ``found_inf`` and skip the update
+on the device, others need one read per step (``utils/amp/native.py``). The
+host learns what happened at the next sync point, where ``review`` replays the
+steps in order: the warnings, the counts and the errors are those of a check
+at every step, only later.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Dict
+import math
+from typing import Dict, Sequence
 
 import torch
 
-from utils.distributed.ops import any_rank
+from utils.engine.step_log import StepRecord
 from utils.errors import ConfigError, NonFiniteError
 
 log = logging.getLogger(__name__)
+
+HINT = "lower optim.lr, enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
 
 
 class NonFinitePolicy:
@@ -22,23 +35,50 @@ class NonFinitePolicy:
             raise ConfigError(f"train.nonfinite must be 'stop' or 'skip', got '{mode}'")
         self.mode, self.max_skips, self.consecutive, self.total = mode, int(max_skips), 0, 0
 
-    def is_bad(self, loss: torch.Tensor) -> bool:
-        """Whether to skip this micro-batch; under ``skip`` all ranks agree, so none desyncs."""
-        bad = not bool(torch.isfinite(loss.detach()).all())
-        return any_rank(bad) if self.mode == "skip" else bad
+    @property
+    def skips(self) -> bool:
+        return self.mode == "skip"
 
-    def on_bad(self, loss: torch.Tensor, epoch: int, step: int) -> None:
-        hint = "lower optim.lr, enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
-        if self.mode == "stop":
-            raise NonFiniteError(f"loss is {loss.item()} at epoch {epoch}, step {step} (train.nonfinite=stop); {hint}")
+    def guard(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss to backpropagate: under ``skip``, a non-finite loss makes every gradient NaN (no read)."""
+        if not self.skips:
+            return loss
+        return loss * torch.where(torch.isfinite(loss.detach()), 1.0, math.nan)
+
+    def review(self, records: Sequence[StepRecord], peer_bad: bool = False, scaled: bool = False) -> None:
+        """Replay the steps read at a sync point; raises NonFiniteError where a check at every step would have.
+
+        ``peer_bad``: another rank reported a non-finite loss (the ranks agreed on it).
+        ``scaled``: a loss scaler may skip steps for overflow; those are not counted here.
+        """
+        if not records:
+            if peer_bad and not self.skips:
+                raise NonFiniteError(f"another rank saw a NaN/inf loss (train.nonfinite=stop); {HINT}")
+            return
+        span = f"steps {records[0].step}..{records[-1].step} were checked at step {records[-1].step + 1}"
+        for record in records:
+            bad = record.bad_loss
+            if not self.skips:
+                if bad is not None:
+                    raise NonFiniteError(f"loss is {bad} at epoch {record.epoch}, step {record.step} (train.nonfinite=stop); {span}; {HINT}")
+                continue
+            if record.skipped and (bad is not None or not scaled):
+                self._skipped(record, bad)
+            elif not record.skipped:
+                self.consecutive = 0
+        if peer_bad and not self.skips:
+            raise NonFiniteError(f"another rank saw a NaN/inf loss in {span} (train.nonfinite=stop); {HINT}")
+
+    def _skipped(self, record: StepRecord, bad: object) -> None:
         self.consecutive += 1
         self.total += 1
+        value = bad if bad is not None else record.losses[-1] if record.losses else math.nan
         if self.consecutive > self.max_skips:
-            raise NonFiniteError(f"non-finite loss in {self.consecutive} consecutive steps at epoch {epoch}, step {step} (train.max_nonfinite_skips={self.max_skips}); {hint}")
-        log.warning("loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)", loss.item(), epoch, step, self.consecutive, self.max_skips)
-
-    def on_good(self) -> None:
-        self.consecutive = 0
+            raise NonFiniteError(
+                f"non-finite loss in {self.consecutive} consecutive steps at epoch {record.epoch}, step {record.step} "
+                f"(train.max_nonfinite_skips={self.max_skips}); {HINT}"
+            )
+        log.warning("loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)", value, record.epoch, record.step, self.consecutive, self.max_skips)
 
     def state_dict(self) -> Dict[str, int]:
         return {"consecutive": self.consecutive, "total": self.total}

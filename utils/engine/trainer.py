@@ -12,22 +12,28 @@ Read top to bottom, one run is::
     after_train
 
 The built-in hooks (``utils/engine/hooks/``) and the users' (``hook/``) are
-called in the order of ``utils/hook.py``. The loop itself reads no tensor value.
+called in the order of ``utils/hook.py``.
+
+The loop reads no tensor value between sync points: every ``train.log_every``
+steps (the log steps), before every checkpoint and at the end of each epoch it
+reads what the steps left on the device in one go (``sync``, see
+``step_log.py``); under DDP the ranks also agree, every ``train.sync_every``
+steps (default: ``log_every``), on stop requests (preemption) and non-finite
+losses, in one small all-reduce. On a GPU the host thus queues step after step
+without waiting for the device.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import nn
 
-from utils.amp import Amp
+from utils.amp import Amp, ClipOptions
 from utils.checkpoint.state import Checkpoint, StateObjects
 from utils.data.batch import batch_size_of, to_device
 from utils.distributed.parallel import unwrap, without_ddp
@@ -36,6 +42,7 @@ from utils.engine.evaluate import evaluate
 from utils.engine.hook_list import HookList
 from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
+from utils.engine.sync import HostSync
 from utils.metrics.base import Metric
 
 log = logging.getLogger(__name__)
@@ -72,6 +79,8 @@ class LoopOptions:
     clip_grad_value: Optional[float] = None
     nonfinite: str = "stop"
     max_nonfinite_skips: int = 10
+    log_every: int = 10  # steps between reads of the loss (train.log_every)
+    sync_every: Optional[int] = None  # steps between agreements of the ranks (train.sync_every; None: log_every)
     device: torch.device = torch.device("cpu")
     is_main: bool = True  # rank 0: writes files, shows progress
     world_size: int = 1
@@ -87,34 +96,15 @@ class LoopState:
     epoch: int = 0  # the current epoch (0-based)
     batch: int = 0  # batches of the current epoch consumed so far
     step: int = 0  # optimizer steps so far, skipped ones (overflow, non-finite loss) included
-    step_taken: bool = False  # whether the last step changed the weights
-    loss: Optional[torch.Tensor] = None  # the last micro-batch's loss, on the device: read it at log steps only
+    step_taken: Optional[bool] = False  # whether the last step changed the weights; None: the device decided (step_skipped)
+    step_skipped: Optional[torch.Tensor] = None  # with step_taken None: 0-dim flag on the device, 1.0 where the update was skipped
+    loss: Optional[torch.Tensor] = None  # the last micro-batch's loss, on the device (trainer.read_loss() for logs)
     train_metrics: Dict[str, float] = field(default_factory=dict)  # the last epoch's (after_epoch)
     stop: bool = False  # set by a hook: end training after this epoch (early stopping)
-    preempted: Optional[int] = None  # set by the preemption hook: the signal (0: a peer's); checkpoint, then stop
+    stop_request: int = 0  # a signal a hook received; under DDP the ranks agree on it at sync points
+    preempted: Optional[int] = None  # the signal (0: a peer's) all ranks stop for: checkpoint, then stop
     is_best: bool = False  # set by validation in after_epoch: this epoch is the new best
     last_checkpoint: Optional[str] = None  # set by the checkpoint hook
-
-
-class EpochMeter:
-    """The training metrics of one epoch: mean loss, throughput, steps taken."""
-
-    def __init__(self) -> None:
-        self.loss_sum, self.samples, self.steps = 0.0, 0, 0
-        self.start = time.perf_counter()
-
-    def add(self, loss: torch.Tensor, samples: int) -> None:
-        self.loss_sum += loss.item() * samples
-        self.samples += samples
-
-    def result(self, skipped_steps: int) -> Dict[str, float]:
-        elapsed = time.perf_counter() - self.start
-        return {
-            "loss": self.loss_sum / max(self.samples, 1),
-            "samples_per_s": self.samples / elapsed if elapsed > 0 else math.nan,
-            "steps": float(self.steps),
-            "skipped_steps": float(skipped_steps),
-        }
 
 
 class Trainer:
@@ -128,8 +118,9 @@ class Trainer:
         self.num_batches = len(parts.train_loader) if parts.train_loader is not None else 0
         self.nonfinite = NonFinitePolicy(options.nonfinite, options.max_nonfinite_skips)
         self._batches: Optional[Iterator[Any]] = None
-        self._meter = EpochMeter()
         self._forwards = 0
+        self._clip = ClipOptions(options.clip_grad_norm, options.clip_grad_value)
+        self.host = HostSync(self.nonfinite, options.world_size, options.log_every, options.sync_every)
 
     # -- what hooks ask ---------------------------------------------------------------------
 
@@ -188,12 +179,15 @@ class Trainer:
             try:
                 while state.batch < self.num_batches and not self.out_of_steps:
                     self.run_step()
+                    if self.host.due(state.step):
+                        self.sync(agree=self.host.agrees(state.step))
                     self.hooks.call("after_step", self)
                     if state.preempted is not None:
                         raise Preempted(state.preempted, state.last_checkpoint)
             finally:
                 self._close_batches()
-            state.train_metrics = self._meter.result(self.parts.amp.skipped_steps)
+            self.sync(agree=True)  # the epoch's last steps: a complete meter, and no NaN loss in its checkpoint
+            state.train_metrics = self.host.meter.result(self.parts.amp.skipped_steps)
             self.hooks.call("after_epoch", self)
             state.epoch, state.batch = state.epoch + 1, 0
         self.hooks.call("after_train", self)
@@ -214,7 +208,7 @@ class Trainer:
                 next(batches)
         self.parts.model.train()
         self._batches = iter(batches)
-        self._meter = EpochMeter()
+        self.host.new_epoch()
         self.parts.optimizer.zero_grad(set_to_none=True)
 
     def _close_batches(self) -> None:
@@ -226,13 +220,12 @@ class Trainer:
 
     def run_step(self) -> None:
         """One optimizer step: forward, loss and backward over the micro-batches of one
-        accumulation group (``train.accumulate``), then clip and step under amp."""
+        accumulation group (``train.accumulate``), then clip and step under amp. Reads nothing."""
         p, opt, state = self.parts, self.options, self.state
         # groups are aligned to multiples of K within the epoch; a shorter last group is divided by its own size
         group_start = state.batch - state.batch % opt.accumulate
         size = min(opt.accumulate, self.num_batches - group_start)
         count = group_start + size - state.batch
-        bad = False
         for index in range(count):
             inputs, targets = next(self._batches)
             inputs, targets = to_device(inputs, opt.device), to_device(targets, opt.device)
@@ -241,22 +234,30 @@ class Trainer:
             with contextlib.nullcontext() if last or not hasattr(p.model, "no_sync") else p.model.no_sync():
                 with p.amp.autocast():
                     loss = p.criterion(self._forward(inputs), targets)
-                if self.nonfinite.is_bad(loss):
-                    self.nonfinite.on_bad(loss, state.epoch, state.step)
-                    bad = True  # the whole group is dropped
-                else:
-                    p.amp.backward(loss / size)
-                    self._meter.add(loss.detach(), batch_size_of(inputs))
+                self.host.steps.add_loss(loss, batch_size_of(inputs))
+                p.amp.backward(self.nonfinite.guard(loss) / size)  # under skip a NaN loss leaves NaN gradients: the step skips itself
             state.batch += 1
-        state.step_taken = not bad and p.amp.step(p.optimizer, opt.clip_grad_norm, opt.clip_grad_value)
+        outcome = p.amp.apply_step(p.optimizer, self._clip, check_finite=self.nonfinite.skips)
         p.optimizer.zero_grad(set_to_none=True)
-        if not bad:
-            self.nonfinite.on_good()
-        if state.step_taken:
-            p.scheduler.step()
-            self._meter.steps += 1
+        decided_on_device = outcome.taken is None
+        self.host.steps.end_step(state.epoch, state.step, outcome.found_inf if decided_on_device else not outcome.taken)
+        state.step_taken, state.step_skipped = outcome.taken, outcome.found_inf if decided_on_device else None
+        if outcome.taken is not False:
+            p.scheduler.step()  # a step the device skipped is taken back at the next sync (HostSync)
         state.step += 1
         state.loss = loss.detach()
+
+    # -- sync points: the only places the loop reads tensor values (utils/engine/sync.py) -------
+
+    def sync(self, agree: bool = False) -> None:
+        """Read and replay what the steps since the last sync left on the device (one host read);
+        with ``agree`` the ranks also agree on stop requests and NaN losses. Hooks call it before
+        anything that must see every step (the checkpoint hook does). May raise NonFiniteError."""
+        self.host.sync(self.state, self.parts, agree)
+
+    def read_loss(self) -> float:
+        """The mean training loss of the steps since the previous call: what the logs show (one read per step at most)."""
+        return self.host.read_loss(self.state, self.parts)
 
     def _forward(self, inputs: Any) -> Any:
         self._forwards += 1

@@ -50,8 +50,13 @@ def run_checkpointed(module: nn.Module, x: torch.Tensor, enabled: bool) -> torch
 
     Non-reentrant checkpointing works with DDP (each parameter's gradient is
     produced once, so no "marked ready twice") and with inputs that do not
-    require grad; the recomputation leaves norm running statistics alone.
+    require grad; the recomputation leaves norm running statistics alone, also
+    under ``train.compile``.
     """
     if enabled and module.training and torch.is_grad_enabled():
+        if torch.compiler.is_compiling():
+            # torch.compile takes no context_fn but its own: the recomputation is part of the compiled
+            # backward graph, where the in-place updates of running statistics happen once (in forward)
+            return checkpoint(module, x, use_reentrant=False)
         return checkpoint(module, x, use_reentrant=False, context_fn=functools.partial(_contexts, module))
     return module(x)

@@ -49,19 +49,30 @@ class ModelEma:
         return self.decay
 
     @torch.no_grad()
-    def update(self, model: nn.Module) -> None:
-        """Move the average towards ``model``'s current weights (the network or its DDP wrapper)."""
+    def update(self, model: nn.Module, skipped: Optional[torch.Tensor] = None) -> None:
+        """Move the average towards ``model``'s current weights (the network or its DDP wrapper).
+
+        ``skipped``: the step's device flag (1.0: the optimizer skipped it); where it is set the
+        average is left as it is, without a host read. ``updates`` counts the update until the
+        caller learns of the skip (``uncount``).
+        """
         model = unwrap(model)
         decay = self.current_decay()
         own = self.module.state_dict()
+        keep = None if skipped is None else skipped.reshape(()).bool()
         for name, value in model.state_dict().items():
             target = own[name]
             if target.is_floating_point():
                 # lerp: ema + (1 - d) * (w - ema); exact when ema == w (frozen tensors stay equal)
-                target.lerp_(value.to(target.dtype), 1.0 - decay)
+                weight = 1.0 - decay if keep is None else torch.where(keep, 0.0, 1.0 - decay).to(target.device, target.dtype)
+                target.lerp_(value.to(target.dtype), weight)
             else:
-                target.copy_(value)
+                target.copy_(value if keep is None else torch.where(keep.to(target.device), target, value))
         self.updates += 1
+
+    def uncount(self, steps: int) -> None:
+        """Steps the average was updated for but the optimizer skipped on the device (read later)."""
+        self.updates -= steps
 
     def state_dict(self) -> Dict[str, Any]:
         """The averaged weights (a plain network state_dict) and the number of updates so far."""

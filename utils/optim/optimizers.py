@@ -11,6 +11,7 @@ from torch import nn
 
 from utils.config import OptimConfig
 from utils.errors import ConfigError
+from utils.optim.impl import impl_options, keep_impl, resolve_impl
 from utils.optim.patterns import check_patterns, matches
 
 log = logging.getLogger(__name__)
@@ -128,10 +129,16 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> 
     if cfg.param_groups or cfg.layer_decay is not None:
         for group in groups:
             log.info("param group %s: %d tensors, lr %.3g (x%.4g), weight_decay %g", group["group"], len(group["params"]), group["lr"], group["lr_scale"], group["weight_decay"])
+    impl = resolve_impl(cfg.impl, [p for g in groups for p in g["params"]])
+    options = impl_options(impl)
     if cfg.name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
-    if cfg.name == "adam":
-        return torch.optim.Adam(groups, lr=lr, betas=tuple(cfg.betas))
-    if cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas))
-    raise ConfigError(f"unknown optimizer optim.name='{cfg.name}'; choose sgd, adam or adamw")
+        optimizer: torch.optim.Optimizer = torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **options)
+    elif cfg.name == "adam":
+        optimizer = torch.optim.Adam(groups, lr=lr, betas=tuple(cfg.betas), **options)
+    elif cfg.name == "adamw":
+        optimizer = torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), **options)
+    else:
+        raise ConfigError(f"unknown optimizer optim.name='{cfg.name}'; choose sgd, adam or adamw")
+    keep_impl(optimizer, impl)
+    log.info("optimizer %s (%s implementation%s)", cfg.name, impl, ", optim.impl=auto" if cfg.impl == "auto" else "")
+    return optimizer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -35,3 +35,23 @@ def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) ->
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> torch.optim.lr_scheduler.LambdaLR:
     """A scheduler stepped once per optimizer step (not per epoch)."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor_fn(cfg, iters_per_epoch, total_iters))
+
+
+def rewind(scheduler: Any, steps: int) -> bool:
+    """Take back ``steps`` of ``scheduler``'s steps (optimizer updates the device skipped, learnt at a
+    sync point), so the next LR is the one of the steps actually taken. Closed-form schedules only
+    (LambdaLR, which ``build_scheduler`` makes, or one with ``_get_closed_form_lr``); False otherwise."""
+    if steps <= 0:
+        return True
+    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        scheduler.last_epoch -= steps
+        values = [base * fn(scheduler.last_epoch) for fn, base in zip(scheduler.lr_lambdas, scheduler.base_lrs)]
+    elif hasattr(scheduler, "_get_closed_form_lr"):
+        scheduler.last_epoch -= steps
+        values = scheduler._get_closed_form_lr()
+    else:
+        return False
+    for group, lr in zip(scheduler.optimizer.param_groups, values):
+        group["lr"] = lr
+    scheduler._last_lr = list(values)
+    return True

@@ -19,13 +19,14 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 import torch
 from PIL import Image
 from torch.utils.data import Dataset, default_collate
-from torchvision.datasets.folder import IMG_EXTENSIONS
-from torchvision.transforms import v2
 
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 log = logging.getLogger(__name__)
+
+# torchvision's list (torchvision.datasets.folder.IMG_EXTENSIONS), kept here: importing torchvision costs about 1 s
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 # What a damaged or hostile file raises while PIL opens and decodes it: truncated or not an
 # image (OSError, UnidentifiedImageError), broken chunks (SyntaxError, ValueError), and a
@@ -103,6 +104,8 @@ class ImageFolder(Dataset):
         self.samples = scan(folder, self.classes)
         if not self.samples:
             raise DataError(f"data folder '{folder}' holds no images (looked for {', '.join(IMG_EXTENSIONS)} under {folder}/<class>/)")
+        from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
+
         resize = [v2.Resize((image_size, image_size), antialias=True)] if image_size else []
         self.to_tensor = v2.Compose([v2.ToImage(), *resize, v2.ToDtype(torch.float32, scale=True)])
         self.transform = transform

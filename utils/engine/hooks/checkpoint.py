@@ -65,6 +65,7 @@ class CheckpointHook(Hook):
     def save(self, trainer: Any, progress: Progress, best: bool = False) -> None:
         """Write the checkpoint of ``progress`` on rank 0 (every rank calls: the random states are gathered)."""
         parts = trainer.parts
+        trainer.sync(agree=True)  # a NaN loss since the last sync point stops the run before this checkpoint
         if not weights_finite(parts.model, parts.ema.module if parts.ema is not None else None):
             raise NonFiniteError(
                 f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "

@@ -16,5 +16,6 @@ class EmaHook(Hook):
     priority = 20
 
     def after_step(self, trainer: Any) -> None:
-        if trainer.state.step_taken and trainer.parts.ema is not None:
-            trainer.parts.ema.update(trainer.parts.model)
+        state = trainer.state
+        if state.step_taken is not False and trainer.parts.ema is not None:  # None: the device decided, step_skipped says
+            trainer.parts.ema.update(trainer.parts.model, state.step_skipped)

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 @HOOKS.register("logging")
 class LoggingHook(Hook):
-    """``train/loss`` and ``train/lr`` every ``log_every`` steps, ``train_epoch/*`` after each
+    """``train/loss`` (the mean since the previous log step) and ``train/lr`` every ``log_every`` steps, ``train_epoch/*`` after each
     epoch, ``val/*`` and ``test/*`` with a metrics.jsonl row per evaluation.
 
     Runs first (priority 10), so an epoch's training line precedes its validation.
@@ -39,7 +39,7 @@ class LoggingHook(Hook):
         state = trainer.state
         if state.step % self.log_every == 0:
             lr = trainer.parts.optimizer.param_groups[0]["lr"]
-            self.writer(trainer).scalars("train", {"loss": state.loss.item(), "lr": lr}, state.step)
+            self.writer(trainer).scalars("train", {"loss": trainer.read_loss(), "lr": lr}, state.step)
 
     def after_epoch(self, trainer: Any) -> None:
         epoch, metrics = trainer.state.epoch, trainer.state.train_metrics
