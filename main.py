@@ -30,7 +30,7 @@ from utils.checkpoint.store import load_verified
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
-from utils.data import build_dataset, build_eval_loader, build_train_loader
+from utils.data import build_dataset, build_eval_loader, build_train_loader, per_process
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
@@ -94,7 +94,8 @@ def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
             HOOKS.build("progress", log_every=cfg.train.log_every),
             HOOKS.build("preemption"),
             HOOKS.build("validation", every=cfg.eval.every, monitor=cfg.eval.monitor, mode=cfg.eval.monitor_mode, patience=cfg.train.patience, use_ema=cfg.eval.use_ema),
-            HOOKS.build("checkpoint", directory=str(cfg.output_dir / "checkpoints"), every_steps=cfg.train.checkpoint_every_steps, keep=cfg.train.keep_checkpoints),
+            HOOKS.build("checkpoint", directory=str(cfg.output_dir / "checkpoints"), every_steps=cfg.train.checkpoint_every_steps, keep=cfg.train.keep_checkpoints,
+                        background=cfg.train.async_checkpoint),
         ]
         hooks += [HOOKS.build("ema")] if ema else []
         hooks += [HOOKS.build("profiler", directory=str(cfg.output_dir / "profile"), **cfg.train.profile)] if cfg.train.profile else []
@@ -119,6 +120,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     out = cfg.output_dir
     compiling = compile_options(cfg.train.compile)
     check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
+    train_data = per_process(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
     resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
     if resume_path is None and info.is_main:  # a fresh run: never mixed into another run's checkpoints
         check_fresh_start(out, cfg.train.overwrite)
@@ -126,7 +128,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     channels_last = cfg.model.channels_last
-    train_loader = build_train_loader(datasets["train"], cfg.data, info.rank, info.world_size, cfg.seed, info.device, channels_last)
+    train_loader = build_train_loader(datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
 

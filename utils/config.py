@@ -32,6 +32,9 @@ class DataConfig:
     root: Optional[str] = None
     args: Dict[str, Any] = field(default_factory=dict)  # extra dataset arguments
     batch_size: int = 64  # per process
+    # The global batch (all processes together): when set, the per-process batch is global_batch_size /
+    # world size and the data order is the same at every world size, so a run resumes on another one.
+    global_batch_size: Optional[int] = None
     eval_batch_size: Optional[int] = None  # defaults to batch_size
     num_workers: int = 0
     pin_memory: bool = False
@@ -103,6 +106,7 @@ class TrainConfig:
     compile: Union[bool, Dict[str, Any], None] = None  # torch.compile the model: true or {mode, backend, fullgraph, dynamic}
     auto_resume: bool = False
     checkpoint_every_steps: int = 0
+    async_checkpoint: bool = False  # write checkpoints in a background thread (the loop only copies the state to CPU memory)
     keep_checkpoints: int = 2
     overwrite: bool = False  # a fresh run moves another run's checkpoints in its folder aside instead of refusing
     nonfinite: str = "stop"  # stop | skip

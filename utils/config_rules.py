@@ -61,6 +61,7 @@ RANGES: Dict[str, Tuple[Test, str]] = {
     "threads": (_null_or(_ge(1)), ">= 1 or null"),
     "data.batch_size": (_ge(1), ">= 1"),
     "data.eval_batch_size": (_null_or(_ge(1)), ">= 1 or null"),
+    "data.global_batch_size": (_null_or(_ge(1)), ">= 1 or null"),
     "data.num_workers": (_ge(0), ">= 0"),
     "data.prefetch_factor": (_null_or(_ge(1)), ">= 1 or null"),
     "data.prefetch_depth": (_ge(1), ">= 1"),
@@ -147,6 +148,11 @@ def _validate_references(cfg: "Config") -> None:
         decay = ema.get("decay", 0.5)  # only a given decay is checked; a missing one takes ModelEma's default
         if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
+    if data.global_batch_size is not None and cfg.optim.lr_scaling != "none":
+        raise ConfigError(
+            f"config key 'optim.lr_scaling' is {cfg.optim.lr_scaling}, which scales the LR with the world size, but data.global_batch_size "
+            "keeps the global batch the same at every world size; set optim.lr_scaling=none and give optim.lr for the global batch"
+        )
     if cfg.eval.use_ema and ema is None:
         raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
     _validate_compile(cfg.train.compile)

@@ -19,6 +19,7 @@ from PIL import Image
 
 import main
 from tests.conftest import fast_overrides
+from utils.checkpoint.store import CheckpointStore
 
 SMALL = "model.args.backbone_args={widths: [8, 16]}"
 
@@ -115,6 +116,10 @@ CASES: Dict[str, tuple] = {
                                             r"^error: cannot read image '.*broken.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip$"),
     "train.compile with DataParallel": (lambda tmp, run: ["train.compile=true", "dist.mode=dp"],
                                         r"train.compile does not work with dist.mode=dp \(.*\); use dist.mode=ddp under torchrun, or turn train.compile off"),
+    "lr_scaling with a global batch": (lambda tmp, run: ["data.global_batch_size=64", "optim.lr_scaling=linear"],
+                                      r"config key 'optim.lr_scaling' is linear, which scales the LR with the world size, but data.global_batch_size keeps the global batch the same at every world size; set optim.lr_scaling=none"),
+    "resume on another world size without a global batch": (lambda tmp, run: _as_if_two_ranks(run, tmp) + ["--resume"],
+                                                            r"cannot resume from '.*': the config changed the model or the data \(world size: 2 -> 1, which changes the global batch from 2 x 64 = 128 to 1 x 64 = 64 samples \(resume with 2 processes; a run started with data.global_batch_size resumes on any world size that divides it\)\)"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 
@@ -133,6 +138,17 @@ def _without_cuda(args: List[str]) -> List[str]:
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     return args
+
+
+def _as_if_two_ranks(run: Path, tmp: Path) -> List[str]:
+    """A copy of the run whose newest checkpoint says 2 processes wrote it (re-saved with its checksum)."""
+    shutil.copytree(run / "run", tmp / "out" / "two")
+    store = CheckpointStore(tmp / "out" / "two" / "checkpoints")
+    data = torch.load(store.latest_usable(), weights_only=False)
+    data["world_size"] = 2
+    store.best = data["hooks"]["checkpoint"]["best"]
+    store.save(data, data["progress"]["epoch"], data["progress"]["batch"])
+    return fast_overrides(tmp / "out", "two", epochs=2)
 
 
 def _copy_corrupt(run: Path, tmp: Path) -> List[str]:

@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 
+from utils.distributed.seed import seed_everything
+
 log = logging.getLogger(__name__)
 
 
@@ -49,3 +51,9 @@ def restore_rank_rng(states: Optional[List[Dict[str, Any]]], rank: int) -> bool:
         return False
     restore_rng(states[rank])
     return True
+
+
+def reseed_rank(seed: int, step: int, rank: int) -> None:
+    """New streams for rank ``rank`` from (seed, step, rank): a resume on another world size cannot
+    carry the per-rank streams over (which old rank's would a new one continue?)."""
+    seed_everything(seed * 1_000_003 + step, rank)

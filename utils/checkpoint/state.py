@@ -9,11 +9,14 @@ Format 2, a dict saved with ``torch.save``::
                 test mode labels its split with it (absent from checkpoints of framework 0.2.0 and older)
     world_size  the number of processes that trained it
     progress    {epoch, batch, step}: the point training continues from, epoch ``epoch``
-                after ``batch`` of its batches, ``step`` optimizer steps in
+                after ``batch`` of its batches, ``step`` optimizer steps in; every rank consumes
+                one batch at a time, so ``batch`` counts global batches (with
+                ``data.global_batch_size``, the same at every world size)
     model       the network's state_dict (unwrapped: no ``module.`` prefix)
     ema         {weights, updates} of the EMA of the weights, or None
     optimizer, scheduler, amp, sampler      their state_dict()s
-    rng         the random states of every rank (each rank restores its own)
+    rng         the random states of every rank (each rank restores its own; at another
+                world size every rank starts new streams from the seed and step)
     loop        the training loop's own state (the non-finite-loss count)
     hooks       the state of every hook that keeps one, by hook name
 
@@ -34,7 +37,7 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.files import load_file
-from utils.checkpoint.rng import capture_rng, restore_rank_rng
+from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
 from utils.distributed.ops import all_gather_objects
 from utils.errors import CheckpointError
 
@@ -192,8 +195,9 @@ class Checkpoint:
     def loop_state(self, name: str) -> Optional[Any]:
         return self._data.get("loop", {}).get(name)
 
-    def restore(self, objects: StateObjects, rank: int) -> None:
-        """Everything but the model's weights (loaded before amp and DDP, see restore.py), and rank ``rank``'s random state."""
+    def restore(self, objects: StateObjects, rank: int, world_size: Optional[int] = None) -> None:
+        """Everything but the model's weights (loaded before amp and DDP, see restore.py), and rank ``rank``'s random state
+        (new streams from the seed and step when ``world_size`` differs from the checkpoint's)."""
         data = self._data
         objects.optimizer.load_state_dict(data["optimizer"])
         objects.scheduler.load_state_dict(data["scheduler"])
@@ -206,7 +210,12 @@ class Checkpoint:
         for name, obj in objects.loop.items():
             obj.load_state_dict(self.loop_state(name) or {})
         self._restore_hooks(objects.hooks)
-        restore_rank_rng(data.get("rng"), rank)
+        if world_size is not None and self.world_size is not None and world_size != self.world_size:
+            if rank == 0:
+                log.info("world size %d -> %d: the random streams (dropout, augmentation) start anew from the seed and step on every rank", self.world_size, world_size)
+            reseed_rank(int((self.config or {}).get("seed", 0)), self.progress.step, rank)
+        else:
+            restore_rank_rng(data.get("rng"), rank)
 
     def _restore_hooks(self, hooks: Dict[str, Any]) -> None:
         saved: Dict[str, Any] = self._data.get("hooks", {})

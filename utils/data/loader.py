@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import logging
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
@@ -10,10 +12,12 @@ from torch.utils.data import DataLoader, Dataset
 
 from utils.config import DataConfig
 from utils.data.prefetch import PrefetchLoader, resolve_mode
-from utils.data.samplers import ResumableSampler, ShardSampler
+from utils.data.samplers import GlobalBatchSampler, ResumableSampler, ShardSampler
 from utils.data.transforms import build_transforms
-from utils.errors import DataError
+from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
+
+log = logging.getLogger(__name__)
 
 
 def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] = None) -> Dataset:
@@ -32,6 +36,22 @@ def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] 
     if len(dataset) == 0:
         raise DataError(f"dataset '{cfg.name}' split '{split}' is empty; check data.root={cfg.root!r}")
     return dataset
+
+
+def per_process(cfg: DataConfig, world_size: int) -> DataConfig:
+    """``cfg`` with ``batch_size`` derived from ``data.global_batch_size`` and the world size (``cfg`` itself when unset)."""
+    total = cfg.global_batch_size
+    if total is None:
+        return cfg
+    if total % world_size:
+        sizes = [w for w in range(1, total + 1) if total % w == 0]
+        raise ConfigError(
+            f"data.global_batch_size={total} cannot be split over {world_size} processes; run with one of {sizes} processes, "
+            f"or set data.global_batch_size to a multiple of {world_size}"
+        )
+    if cfg.batch_size != total // world_size:
+        log.info("data.global_batch_size=%d over %d process(es): %d samples per process (data.batch_size=%d is not used)", total, world_size, total // world_size, cfg.batch_size)
+    return dataclasses.replace(cfg, batch_size=total // world_size)
 
 
 def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, Any]:
@@ -57,7 +77,9 @@ def build_train_loader(
 ) -> PrefetchLoader:
     """Shuffled per epoch by a seeded ``ResumableSampler`` (a ``DistributedSampler``, also
     with one process, so the order depends only on seed and epoch: reproducible, and a
-    resume can skip the batches an epoch had consumed).
+    resume can skip the batches an epoch had consumed). With ``data.global_batch_size``
+    (``cfg`` from ``per_process``) a ``GlobalBatchSampler`` instead: the order depends on
+    seed and epoch only, not on the world size.
 
     Wrapped in the configured prefetcher (``data.prefetch``); ``len()`` and
     ``.sampler.set_epoch()`` work as on the DataLoader. ``data.loader=dali``
@@ -70,7 +92,13 @@ def build_train_loader(
 
         return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last)
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
-    sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
+    sampler: Any
+    if cfg.global_batch_size is not None:
+        if len(dataset) < cfg.global_batch_size:
+            raise DataError(f"the training split has {len(dataset)} samples, fewer than one global batch (data.global_batch_size={cfg.global_batch_size}); lower it")
+        sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator)
+    else:
+        sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
     loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, generator=generator, **_loader_options(dataset, cfg, mode))
     return _prefetching(loader, cfg, mode, device, channels_last)

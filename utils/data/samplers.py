@@ -1,4 +1,4 @@
-"""Samplers: a padding-free shard sampler for exact distributed evaluation, a resumable training sampler."""
+"""Samplers: a padding-free shard sampler for exact distributed evaluation, resumable training samplers."""
 
 from __future__ import annotations
 
@@ -65,3 +65,52 @@ class ResumableSampler(DistributedSampler):
 
     def state_dict(self) -> Dict[str, int]:
         return {"epoch": self.epoch, "seed": self.seed, "num_replicas": self.num_replicas, "rank": self.rank}
+
+
+class GlobalBatchSampler(Sampler[int]):
+    """The training order of ``data.global_batch_size``: the same global batches at every world size.
+
+    An epoch's order is one permutation of the dataset drawn from (seed, epoch),
+    cut into global batches of ``global_batch`` samples (the last, incomplete one
+    is left out, so every step sees a full global batch); rank ``r`` of ``w``
+    takes the r-th slice of ``global_batch / w`` samples of each. Which samples a
+    global batch holds therefore does not depend on the world size, and a run that
+    consumed ``b`` global batches continues at any world size by skipping
+    ``b * global_batch / w`` samples of its slice (``skip_first``).
+    """
+
+    def __init__(self, length: int, global_batch: int, rank: int, world_size: int, seed: int, generator: Optional[torch.Generator] = None) -> None:
+        if global_batch % world_size:
+            raise ValueError(f"global batch {global_batch} is not divisible by world size {world_size}")
+        self.length, self.global_batch, self.rank, self.world_size, self.seed = length, global_batch, rank, world_size, seed
+        self.local_batch = global_batch // world_size
+        self.generator = generator
+        self.epoch = 0
+        self.skip = 0
+
+    @property
+    def batches(self) -> int:
+        """Global batches per epoch."""
+        return self.length // self.global_batch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch's permutation, clear the skip, reseed the loader's generator (as ``ResumableSampler``)."""
+        self.epoch, self.skip = epoch, 0
+        if self.generator is not None:
+            self.generator.manual_seed((self.seed * 1_000_003 + epoch) * 1_009 + self.rank)
+
+    def skip_first(self, count: int) -> None:
+        """Leave out the first ``count`` indices of this rank's part of the current epoch (call after ``set_epoch``)."""
+        self.skip = max(int(count), 0)
+
+    def __iter__(self) -> Iterator[int]:
+        order = torch.randperm(self.length, generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        start = self.rank * self.local_batch
+        mine = order[: self.batches * self.global_batch].view(self.batches, self.global_batch)[:, start : start + self.local_batch]
+        return iter(mine.reshape(-1)[self.skip :].tolist())
+
+    def __len__(self) -> int:
+        return max(self.batches * self.local_batch - self.skip, 0)
+
+    def state_dict(self) -> Dict[str, int]:
+        return {"epoch": self.epoch, "seed": self.seed, "num_replicas": self.world_size, "rank": self.rank, "global_batch": self.global_batch}

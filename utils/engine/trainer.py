@@ -158,7 +158,7 @@ class Trainer:
         With ``same_data`` False (``--resume-force`` over a changed data config) the
         interrupted epoch restarts from its first batch.
         """
-        checkpoint.restore(self.state_objects(), rank)
+        checkpoint.restore(self.state_objects(), rank, self.options.world_size)
         progress = checkpoint.progress
         self.state.epoch, self.state.batch, self.state.step = progress.epoch, progress.batch, progress.step
         if progress.batch and not same_data:
