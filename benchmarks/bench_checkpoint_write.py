@@ -66,7 +66,7 @@ class CheckpointPoints:
 def run(quick: bool = False) -> List[dict]:
     rounds = 2 if quick else 7
     state = resnet50_state()
-    megabytes = sum(t.numel() * t.element_size() for t in _tensors(state)) / 1e6
+    megabytes = state_megabytes(state)
     (ROOT / "output").mkdir(exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="bench_checkpoint_write.", dir=ROOT / "output"))  # the disk checkpoints go to
     try:
@@ -80,6 +80,10 @@ def run(quick: bool = False) -> List[dict]:
         row(BENCHMARK, "seconds per best-epoch checkpoint point / one bare torch.save + fsync", ratios(times["store"], times["bare"]), "<= 1.15", lambda m: m <= 1.15,
             f"resnet50 + AdamW state, {megabytes:.0f} MB; one point: {per_point:.2f} s (numbered file hashed while written, .sha256, last.pt and best.pt hard links, rotation)"),
     ]
+
+
+def state_megabytes(state: Dict[str, Any]) -> float:
+    return sum(t.numel() * t.element_size() for t in _tensors(state)) / 1e6
 
 
 def _tensors(obj: Any) -> List[torch.Tensor]:

@@ -42,6 +42,8 @@ BENCHMARKS = [
     ("bench_compile", "9 torch.compile"),
     ("bench_channels_last", "10 channels_last"),
     ("bench_startup", "11 start-up"),
+    ("bench_async_checkpoint", "12 background checkpoint"),
+    ("bench_world_resume", "13 resume on another world size"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

@@ -128,13 +128,16 @@ def reference_2ranks(tmp_path_factory) -> Dict[str, object]:
 
 
 @pytest.mark.timeout(600)
-def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference):
-    count = kill_point("sigkill", 1, 10)  # a point of the first 2 epochs, often mid-epoch
-    proc = start(single(tmp_path, "killed"))
+@pytest.mark.parametrize("writes", ["sync", "async"])
+def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference, writes):
+    """Also with train.async_checkpoint: a kill while the background thread writes leaves the previous checkpoint."""
+    count = kill_point(f"sigkill/{writes}" if writes == "async" else "sigkill", 1, 10)  # a point of the first 2 epochs, often mid-epoch
+    mode = f"train.async_checkpoint={writes == 'async'}".lower()
+    proc = start(single(tmp_path, "killed", mode))
     wait_for_checkpoints(proc, tmp_path / "killed", count)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    resumed = finish(start(single(tmp_path, "killed", "--resume")))
+    resumed = finish(start(single(tmp_path, "killed", mode, "--resume")))
     assert "training state restored" in resumed, killed_at(count)
     assert_identical(outcome(tmp_path / "killed"), reference, killed_at(count))
 

@@ -68,7 +68,10 @@ def test_a_full_disk_is_one_line_and_the_folder_resumes_on_a_larger_disk(small_d
     assert final_test(capsys) == reference
 
 
-def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(tmp_path, reference, monkeypatch, capsys):
+@pytest.mark.parametrize("background", [False, True], ids=["sync", "async"])
+def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(tmp_path, reference, monkeypatch, capsys, background):
+    """Also when the write runs in the background (train.async_checkpoint): its error is the same
+    line, raised in the training thread at the next checkpoint point or the end of training."""
     writers = []
     real_write_all = files.HashingWriter._write_all
 
@@ -80,11 +83,12 @@ def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(
         real_write_all(self, view)
 
     monkeypatch.setattr(files.HashingWriter, "_write_all", fills_the_disk)
-    assert main.main(args(tmp_path)) == 2
+    mode = f"train.async_checkpoint={str(background).lower()}"
+    assert main.main(args(tmp_path, mode)) == 2
     error = one_error(capsys)
     assert "No space left on device" in error and "epoch0001_batch000000.pt' is intact" in error, error
     monkeypatch.undo()
-    assert main.main([*args(tmp_path), "--resume"]) == 0
+    assert main.main([*args(tmp_path), mode, "--resume"]) == 0
     assert final_test(capsys) == reference
 
 
