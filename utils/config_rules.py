@@ -148,6 +148,8 @@ def _validate_references(cfg: "Config") -> None:
         decay = ema.get("decay", 0.5)  # only a given decay is checked; a missing one takes ModelEma's default
         if unknown or not isinstance(decay, (int, float)) or not 0.0 < decay < 1.0 or not isinstance(ema.get("warmup", True), bool):
             raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {ema!r}")
+    if data.global_batch_size is not None and data.loader == "dali":
+        raise ConfigError("config key 'data.global_batch_size' needs data.loader=torch (DALI's readers shard and shuffle the data themselves); set data.loader=torch or data.global_batch_size=null")
     if data.global_batch_size is not None and cfg.optim.lr_scaling != "none":
         raise ConfigError(
             f"config key 'optim.lr_scaling' is {cfg.optim.lr_scaling}, which scales the LR with the world size, but data.global_batch_size "

@@ -52,8 +52,10 @@ def test_the_per_process_batch_comes_from_the_global_batch():
         per_process(cfg, 5)
 
 
-def test_lr_scaling_with_the_world_size_contradicts_a_fixed_global_batch():
+def test_settings_that_contradict_a_fixed_global_batch_are_refused():
     with pytest.raises(ConfigError, match="set optim.lr_scaling=none and give optim.lr for the global batch"):
         load_config(None, ["data.global_batch_size=64", "optim.lr_scaling=linear"])
+    with pytest.raises(ConfigError, match="'data.global_batch_size' needs data.loader=torch"):
+        load_config(None, ["data.global_batch_size=64", "data.loader=dali"])
     with pytest.raises(ConfigError, match="'data.global_batch_size' must be >= 1 or null, got 0"):
         load_config(None, ["data.global_batch_size=0"])
