@@ -74,7 +74,7 @@ def _corrupt_all(ckpt_dir: Path) -> None:
 
 # name -> (arguments given the tmp folder and the trained run's output root, expected message)
 CASES: Dict[str, tuple] = {
-    "unknown network": (lambda tmp, run: ["model.name=resnet_typo"], r"unknown network 'resnet_typo'; known: classifier"),
+    "unknown network": (lambda tmp, run: ["model.name=resnet_typo"], r"unknown network 'resnet_typo'; known: (.*, )?classifier \(Classifier\), .*minet \(MINet\)"),
     "unknown loss": (lambda tmp, run: ["loss=[{name: focal_typo}]"], r"unknown loss 'focal_typo'; known: .*cross_entropy"),
     "unknown config key": (lambda tmp, run: ["train.epoch=3"], r"unknown config key 'train.epoch'; did you mean 'train.epochs'\?"),
     "wrong value type": (lambda tmp, run: ["train.epochs=three"], r"config key 'train.epochs' must be int, got 'three'"),
