@@ -165,3 +165,36 @@ def test_without_a_best_the_run_says_it_tests_last_pt(tmp_path, caplog):
     store.repair_best()
     assert store.best is None and "no longer exists" in caplog.text
     assert store.best_path() == tmp_path / "last.pt" and "testing" in caplog.text
+
+
+def test_the_file_rotation_removes_is_rewritten_in_place_and_nothing_else_is(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path, keep=2)
+    store.save({"model": {"w": torch.zeros(256, 256)}, "epoch": 1}, 1, 0)  # longer than the files that follow
+    store.save(state(2), 2, 0)
+    inode = lambda epoch: (tmp_path / f"epoch{epoch:04d}_batch000000.pt").stat().st_ino  # noqa: E731
+    first, second = inode(1), inode(2)
+
+    seen = {}
+    real_serialize = files._serialize
+
+    def watching(obj, fd):  # while the new file is written, the newest complete one is whole
+        seen["names"] = [p.name for p in store.numbered()]
+        seen["epochs"] = [load_verified(p)["epoch"] for p in store.numbered()]
+        return real_serialize(obj, fd)
+
+    monkeypatch.setattr(files, "_serialize", watching)
+    store.save(state(3), 3, 0)  # rotation removes epoch 1: its file becomes epoch 3's
+    assert seen == {"names": ["epoch0002_batch000000.pt"], "epochs": [2]}
+    assert inode(3) == first and load_verified(tmp_path / "epoch0003_batch000000.pt")["epoch"] == 3
+    assert (tmp_path / "epoch0003_batch000000.pt").stat().st_size == (tmp_path / "epoch0002_batch000000.pt").stat().st_size  # the old tail is cut
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["epoch0002_batch000000.pt.sha256", "epoch0003_batch000000.pt.sha256", "last.pt.sha256"]
+
+    store.best = "epoch0002_batch000000.pt"  # best.pt's file is kept by rotation, and never rewritten
+    store.save(state(4), 4, 0)
+    assert inode(4) not in (first, second) and load_verified(tmp_path / "epoch0002_batch000000.pt")["epoch"] == 2
+
+    store.best = None
+    os.link(tmp_path / "epoch0002_batch000000.pt", tmp_path / "kept_by_hand.pt")  # another name links it: never rewritten
+    store.save(state(5), 5, 0)  # rotation removes epochs 2 and 3; epoch 3's file is rewritten
+    assert inode(5) == first and torch.load(tmp_path / "kept_by_hand.pt", weights_only=False)["epoch"] == 2
+    assert [p.name for p in store.numbered()] == ["epoch0005_batch000000.pt", "epoch0004_batch000000.pt"]

@@ -143,6 +143,7 @@ def _serialize(obj: Any, fd: int) -> str:
         writer = HashingWriter(raw, stable_addresses(obj))
         try:
             torch.save(obj, writer)
+            os.ftruncate(raw.fileno(), writer.size)  # a recycled file was longer: cut its old tail
             os.fsync(raw.fileno())  # while the last bytes are hashed
             return writer.hexdigest()
         except RuntimeError as err:
@@ -153,7 +154,7 @@ def _serialize(obj: Any, fd: int) -> str:
             writer.close()
 
 
-def write_checkpoint(obj: Any, path: Union[str, Path]) -> str:
+def write_checkpoint(obj: Any, path: Union[str, Path], recycle: Optional[Path] = None) -> str:
     """Write ``obj`` to ``path`` with its ``.sha256``; returns the SHA-256.
 
     The bytes go to a temporary file (hashed as they are written), are fsynced,
@@ -162,10 +163,20 @@ def write_checkpoint(obj: Any, path: Union[str, Path]) -> str:
     and has its checksum. A crash or a failed write (OSError, also a short write
     that torch reports as a RuntimeError) leaves any earlier file at ``path``
     as it was and removes the temporary file.
+
+    ``recycle``: a file the caller is about to delete anyway (no other name may link
+    to it). It becomes the temporary file and is overwritten in place, not truncated
+    (its old tail is cut at the end): the file system rewrites blocks it already has,
+    where a new file of hundreds of MB next to one being freed costs it about as much
+    again as the write itself.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if recycle is not None:
+        os.close(fd)
+        os.replace(recycle, tmp)  # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
+        fd = os.open(tmp, os.O_WRONLY)  # not truncated: its blocks are overwritten where they are, none freed and allocated again
     try:
         digest = _serialize(obj, fd)
         write_text_atomic(sidecar(path), digest)

@@ -7,6 +7,12 @@ One checkpoint point writes the training state once::
     3. best.pt                when it is the best epoch: a hard link to it, then best.pt.sha256
     4. rotation               all but the newest ``keep`` numbered files and the best one are removed
 
+(the file that step 4 would remove is, where nothing else links to it, renamed to
+the temporary file of step 1 and overwritten in place: the file system reuses its
+blocks instead of freeing them and allocating new ones, which made a point cost
+twice a bare ``torch.save``; while it is written the newest complete checkpoint
+and the best one stay as they are)
+
 (a copy replaces a link only where the file system has no hard links, with a
 warning). The name of the best file is part of the training state itself
 (``best``, saved by the checkpoint hook), so a crash between any two of these
@@ -123,7 +129,7 @@ class CheckpointStore:
         """
         path = self.path_for(epoch, batch)
         try:
-            write_checkpoint(state, path)
+            write_checkpoint(state, path, recycle=self._recyclable(path))
             self._link(path, LAST)
             if self.best == path.name:
                 self._link(path, BEST)
@@ -168,6 +174,22 @@ class CheckpointStore:
             return True
         own, theirs = sidecar(path), sidecar(target)
         return own.is_file() and theirs.is_file() and own.read_text().strip() == theirs.read_text().strip()
+
+    def _recyclable(self, path: Path) -> Optional[Path]:
+        """The oldest numbered file that this save's rotation removes anyway, to be rewritten in place.
+
+        Never the newest complete checkpoint (it stays until the new one is complete),
+        never ``best.pt``'s file, never a file another name links to (a ``last.pt`` left
+        behind by a crash): what those hold stays as it is.
+        """
+        existing = [p for p in self.numbered() if p != path]
+        for old in reversed(existing[max(self.keep - 1, 1) :]):
+            try:
+                if old.name != self.best and old.stat().st_nlink == 1:
+                    return old  # its .sha256, left without a file, goes in the rotation
+            except OSError:  # removed meanwhile: nothing to recycle
+                pass
+        return None
 
     def _prune(self) -> None:
         for old in self.numbered()[self.keep :]:
