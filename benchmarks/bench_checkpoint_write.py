@@ -1,4 +1,4 @@
-"""One checkpoint point vs one bare ``torch.save``: the store writes the state once.
+"""One checkpoint point vs one bare ``torch.save``: the store writes the state once, into the file its rotation retires.
 
 A checkpoint point that is also the best epoch writes ``epoch<E>_batch<B>.pt``
 (hashed while written, fsynced, its ``.sha256``), links ``last.pt`` and
@@ -96,7 +96,7 @@ def run(quick: bool = False) -> List[dict]:
         row(BENCHMARK, "seconds per best-epoch checkpoint point / one bare torch.save + fsync", ratios(times["store"], times["bare"]), "<= 1.15", lambda m: m <= 1.15,
             f"resnet50 + AdamW state, {megabytes:.0f} MB; one point: {per_point:.2f} s (numbered file hashed while written, .sha256, last.pt and best.pt hard links, rotation)"),
         row(BENCHMARK, "seconds per best-epoch checkpoint point / bare torch.save + fsync to a new file, the one before last deleted", ratios(times["store"], times["fresh"]), "", None,
-            "the same bytes as new files: the file system allocates new blocks and frees the old file's, which overwriting one file in place does not"),
+            "the same bytes as a new file per point: the file system frees and allocates blocks; the store overwrites the file its rotation retires"),
     ]
 
 
