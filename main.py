@@ -38,7 +38,7 @@ from utils.distributed.process_group import PEER_GRACE_S, DistInfo, cleanup, exi
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.control import steps_per_epoch, training_length
-from utils.engine.default_hooks import task_hooks
+from utils.hook.selection import task_hooks
 from utils.engine.trainer import LoopOptions, Parts, Trainer
 from utils.errors import CheckpointError, UserError, one_line
 from utils.log import format_metrics, setup_logging
@@ -87,7 +87,7 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
 
 def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
     """The built-in hooks, set up from their config keys, then the task's default hooks and the
-    users' as ``cfg.hooks`` sets them (order: utils/hook.py)."""
+    users' as ``cfg.hooks`` sets them (order: utils/hook/)."""
     hooks = [HOOKS.build("logging", output_dir=str(cfg.output_dir), log_every=cfg.train.log_every)]
     if training:
         hooks += [

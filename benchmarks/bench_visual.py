@@ -20,7 +20,7 @@ from benchmarks.common import interleaved, ratios, row, timed
 from utils.amp import Amp
 from utils.config import load_config
 from utils.data import build_dataset, build_eval_loader
-from utils.engine.default_hooks import default_hook_names, task_hooks
+from utils.hook.selection import default_hook_names, task_hooks
 from utils.engine.trainer import LoopOptions, Parts, Trainer
 from utils.metrics import build_metric
 from utils.model.build import build_network

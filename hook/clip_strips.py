@@ -10,7 +10,7 @@ from utils.hook import EvalBatch
 from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
-from utils.visual.hook import EvaluationPictures
+from utils.hook.pictures import EvaluationPictures
 from utils.visual.images import caption, class_names, grid, label_name, loader_normalization, to_display, to_tiles
 
 

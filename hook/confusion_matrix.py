@@ -12,7 +12,7 @@ from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.visual.confusion import confusion_image
-from utils.visual.hook import EvaluationPictures
+from utils.hook.pictures import EvaluationPictures
 from utils.visual.images import class_names
 
 

@@ -9,7 +9,7 @@ from utils.log import run_writer
 from utils.metrics.base import target_mask
 from utils.metrics.sod import saliency_logits
 from utils.registry import HOOKS
-from utils.visual.hook import EvaluationPictures
+from utils.hook.pictures import EvaluationPictures
 from utils.visual.images import grid, loader_normalization, text_tile, to_display, to_tiles
 
 ROWS = ("image", "ground truth", "prediction")

@@ -12,7 +12,7 @@ Read top to bottom, one run is::
     after_train
 
 The built-in hooks (``utils/engine/hooks/``) and the users' (``hook/``) are
-called in the order of ``utils/hook.py``.
+called in the order of ``utils/hook/``.
 
 The loop reads no tensor value between sync points: every ``train.log_every``
 steps (the log steps), before every checkpoint and at the end of each epoch it
@@ -39,7 +39,7 @@ from utils.data.batch import batch_size_of, to_device
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
 from utils.engine.evaluate import evaluate
-from utils.engine.hook_list import HookList
+from utils.hook.hook_list import HookList
 from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.sync import HostSync

@@ -1,4 +1,4 @@
-"""The built-in hooks, one behaviour per file, registered in ``HOOKS`` (order: ``utils/hook.py``).
+"""The built-in hooks, one behaviour per file, registered in ``HOOKS`` (order: ``utils/hook/``).
 
 ``main.py`` adds them to every run from the config keys that set them up
 (``train.checkpoint_every_steps``, ``eval.every``, ``train.ema``, ...); the
