@@ -11,7 +11,7 @@ from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.hook.pictures import EvaluationPictures
-from utils.visual.images import caption, class_names, grid, label_name, loader_normalization, to_display, to_tiles
+from utils.visual.images import caption, class_names, grid, input_tensor, label_name, loader_normalization, to_display, to_tiles
 
 
 def frame_indices(length: int, frames: int) -> List[int]:
@@ -51,7 +51,7 @@ class ClipStrips(EvaluationPictures):
         labels = target_labels(batch.targets).view(-1)
         mean, std = loader_normalization(batch.loader)
         for i in self._pick(batch, self.clips - len(rows)):
-            clip, label, pred, conf = batch.inputs[i], int(labels[i]), int(predicted[i]), float(confidence[i])  # clip [C, T, H, W]
+            clip, label, pred, conf = input_tensor(batch.inputs)[i], int(labels[i]), int(predicted[i]), float(confidence[i])  # clip [C, T, H, W]
             frames = to_tiles(to_display(clip[:, frame_indices(clip.shape[1], self.frames)].transpose(0, 1), mean, std), self.size)
             text = f"true {label_name(self.names, label)}  pred {label_name(self.names, pred)} ({conf:.2f})"
             rows.append([caption(grid([frames], pad=1), [text], size=11)])

@@ -45,7 +45,8 @@ class ConfidentMistakes(EvaluationPictures):
             return
         if self.names is None:
             self.names = class_names(batch.loader)
-        images = to_display(as_images(batch.inputs[wrong.to(batch.inputs.device)]), *loader_normalization(batch.loader))
+        inputs = as_images(batch.inputs)
+        images = to_display(inputs[wrong.to(inputs.device)], *loader_normalization(batch.loader))
         found = zip(confidence[wrong].tolist(), images, labels[wrong].tolist(), predicted[wrong].tolist())
         kept = self.kept.setdefault(batch.split, []) + list(found)
         self.kept[batch.split] = sorted(kept, key=lambda m: -m[0])[: self.images]

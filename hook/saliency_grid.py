@@ -10,7 +10,7 @@ from utils.metrics.base import target_mask
 from utils.metrics.sod import saliency_logits
 from utils.registry import HOOKS
 from utils.hook.pictures import EvaluationPictures
-from utils.visual.images import grid, loader_normalization, text_tile, to_display, to_tiles
+from utils.visual.images import grid, input_tensor, loader_normalization, text_tile, to_display, to_tiles
 
 ROWS = ("image", "ground truth", "prediction")
 HEADING = 84  # pixels for the row names
@@ -38,7 +38,7 @@ class SaliencyGrid(EvaluationPictures):
             return
         take = self.images - len(columns)
         mean, std = loader_normalization(batch.loader)
-        images = to_display(batch.inputs[:take], mean, std)
+        images = to_display(input_tensor(batch.inputs)[:take], mean, std)
         masks = to_display(target_mask(batch.targets)[:take].float())
         predictions = to_display(saliency_logits(batch.outputs)[:take].detach().float().sigmoid())
         columns.extend([list(tiles) for tiles in zip(*(to_tiles(part, self.size) for part in (images, masks, predictions)))])

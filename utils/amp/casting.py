@@ -10,19 +10,12 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from utils.errors import CheckpointError
+from utils.tree import map_tensors
 
 
 def cast_floats(obj: Any, dtype: torch.dtype) -> Any:
-    """``obj`` with every floating tensor (also inside lists, tuples, dicts) cast to ``dtype``."""
-    if isinstance(obj, torch.Tensor):
-        return obj.to(dtype) if obj.is_floating_point() else obj
-    if isinstance(obj, dict):
-        return type(obj)((k, cast_floats(v, dtype)) for k, v in obj.items())
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
-        return type(obj)(*(cast_floats(v, dtype) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(cast_floats(v, dtype) for v in obj)
-    return obj
+    """``obj`` with every floating tensor (also inside containers, ``utils/tree.py``) cast to ``dtype``."""
+    return map_tensors(lambda t: t.to(dtype) if t.is_floating_point() else t, obj)
 
 
 def _cast_inputs(dtype: torch.dtype, module: nn.Module, args: Tuple, kwargs: Dict) -> Tuple[Tuple, Dict]:

@@ -18,11 +18,13 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from utils.tree import map_tensors, tensors_in
+
 log = logging.getLogger(__name__)
 
 
 def cpu_copy(obj: Any, reuse: Any = None) -> Any:
-    """``obj`` with every tensor (inside dicts, lists and tuples) copied to CPU memory the training
+    """``obj`` with every tensor (in any container, ``utils/tree.py``) copied to CPU memory the training
     thread no longer touches; GPU tensors go to pinned memory, copied asynchronously, then synchronized.
 
     ``reuse``: the previous checkpoint's copy, whose write has ended. Its tensors of the same
@@ -30,29 +32,19 @@ def cpu_copy(obj: Any, reuse: Any = None) -> Any:
     faults on every page, which make up most of a copy's time.
     """
     from_gpu = set()
+    previous = iter(list(tensors_in(reuse)))  # the same walk over the same structure: the same order; each used once
 
-    def target_for(item: torch.Tensor, old: Any) -> torch.Tensor:
+    def copy(item: torch.Tensor) -> torch.Tensor:
+        old = next(previous, None)
         pinned = item.device.type == "cuda"
-        if isinstance(old, torch.Tensor) and old.shape == item.shape and old.dtype == item.dtype and old.is_pinned() == pinned:
-            return old
-        return torch.empty(item.shape, dtype=item.dtype, pin_memory=pinned)
+        reusable = old is not None and old.shape == item.shape and old.dtype == item.dtype and old.is_pinned() == pinned
+        target = old if reusable else torch.empty(item.shape, dtype=item.dtype, pin_memory=pinned)
+        target.copy_(item.detach(), non_blocking=pinned)
+        if pinned:
+            from_gpu.add(item.device)
+        return target
 
-    def copy(item: Any, old: Any) -> Any:
-        if isinstance(item, torch.Tensor):
-            target = target_for(item, old)
-            target.copy_(item.detach(), non_blocking=item.device.type == "cuda")
-            if item.device.type == "cuda":
-                from_gpu.add(item.device)
-            return target
-        if isinstance(item, dict):
-            previous = old if isinstance(old, dict) else {}
-            return type(item)((key, copy(value, previous.get(key))) for key, value in item.items())
-        if isinstance(item, (list, tuple)) and not hasattr(item, "_fields"):
-            previous = old if isinstance(old, (list, tuple)) and len(old) == len(item) else [None] * len(item)
-            return type(item)(copy(value, before) for value, before in zip(item, previous))
-        return item  # numbers, strings, numpy RNG states: not changed by training afterwards
-
-    result = copy(obj, reuse)
+    result = map_tensors(copy, obj)  # numbers, strings, numpy RNG states: not changed by training afterwards
     for device in from_gpu:
         torch.cuda.synchronize(device)
     return result

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from utils.errors import CheckpointError
+from utils.tree import tensors_in
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +34,9 @@ def sidecar(path: Path) -> Path:
 
 
 def stable_addresses(obj: Any) -> Set[int]:
-    """Start addresses of the CPU tensor storages in ``obj`` (dicts, lists, tuples): memory that
+    """Start addresses of the CPU tensor storages in ``obj`` (any container, ``utils/tree.py``): memory that
     stays as it is while ``torch.save`` writes it, so it can be hashed after the write returns."""
-    found: Set[int] = set()
-    stack = [obj]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            if item.device.type == "cpu" and item.untyped_storage().nbytes():
-                found.add(item.untyped_storage().data_ptr())
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return found
+    return {t.untyped_storage().data_ptr() for t in tensors_in(obj) if t.device.type == "cpu" and t.untyped_storage().nbytes()}
 
 
 class HashingWriter:

@@ -1,4 +1,4 @@
-"""Helpers for batches whose parts may be tensors, dicts, lists or tuples of them."""
+"""Batches whose parts may be tensors or nested containers of them (``utils/tree.py`` walks them)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,17 @@ from typing import Any
 
 import torch
 
+from utils.tree import map_tensors, tensors_in
+
 
 def to_device(batch: Any, device: torch.device) -> Any:
-    """Move tensors (also inside lists, tuples and dicts) to ``device``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(v, device) for v in batch)
-    return batch
+    """Move every tensor of ``batch`` (dicts, lists, tuples, namedtuples, dataclasses) to ``device``."""
+    return map_tensors(lambda t: t.to(device, non_blocking=True), batch)
 
 
 def batch_size_of(inputs: Any) -> int:
-    """The number of samples in ``inputs`` (the first tensor's leading dimension)."""
-    if isinstance(inputs, torch.Tensor):
-        return inputs.shape[0]
-    if isinstance(inputs, dict):
-        return batch_size_of(next(iter(inputs.values())))
-    return batch_size_of(inputs[0])
+    """The number of samples in ``inputs``: the leading dimension of its first tensor."""
+    first = next(tensors_in(inputs), None)
+    if first is None:
+        raise TypeError(f"a batch's inputs hold no tensor (got {type(inputs).__name__}); the dataset must return tensors")
+    return first.shape[0]

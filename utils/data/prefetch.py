@@ -20,6 +20,7 @@ from prefetch_generator import BackgroundGenerator
 from utils.data.batch import to_device
 from utils.errors import ConfigError
 from utils.model.memory_format import inputs_channels_last
+from utils.tree import map_inputs, tensors_in
 
 log = logging.getLogger(__name__)
 
@@ -154,34 +155,33 @@ class CudaPrefetcher:
 
 
 class Normalize:
-    """``(inputs - mean) / std`` per channel on the first element of a batch (no-op without mean/std)."""
+    """``(inputs - mean) / std`` per channel (dim 1) of every floating input tensor of a batch; targets untouched (no-op without mean/std)."""
 
     def __init__(self, mean: Optional[Sequence[float]], std: Optional[Sequence[float]], device: torch.device = torch.device("cpu")) -> None:
         if (mean is None) != (std is None):
             raise ConfigError("data.mean and data.std go together; set both or neither")
         self.mean = self.std = None
         if mean is not None:
-            self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-            self.std = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+            self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1)
+            self.std = torch.tensor(std, dtype=torch.float32, device=device).view(1, -1)
 
     def __call__(self, batch: Any) -> Any:
-        if self.mean is None or not isinstance(batch, (list, tuple)) or not isinstance(batch[0], torch.Tensor):
+        if self.mean is None:
             return batch
-        inputs = batch[0]
-        inputs = (inputs.float() - self.mean.to(inputs.device)) / self.std.to(inputs.device)
-        return type(batch)([inputs, *batch[1:]])
+        return map_inputs(self._normalize, batch)
+
+    def _normalize(self, inputs: torch.Tensor) -> torch.Tensor:
+        # image-like inputs with one value per channel of mean/std; other tensors of the inputs are left as they are
+        if inputs.dim() < 2 or inputs.shape[1] != self.mean.shape[1]:
+            return inputs
+        shape = (1, -1) + (1,) * (inputs.dim() - 2)
+        return (inputs.float() - self.mean.view(shape).to(inputs.device)) / self.std.view(shape).to(inputs.device)
 
 
 def _record_stream(batch: Any, stream: "torch.cuda.Stream") -> None:
-    if isinstance(batch, torch.Tensor):
-        if batch.is_cuda:
-            batch.record_stream(stream)
-    elif isinstance(batch, dict):
-        for v in batch.values():
-            _record_stream(v, stream)
-    elif isinstance(batch, (list, tuple)):
-        for v in batch:
-            _record_stream(v, stream)
+    for tensor in tensors_in(batch):
+        if tensor.is_cuda:
+            tensor.record_stream(stream)
 
 
 def resolve_mode(mode: str, device: Optional[torch.device]) -> str:

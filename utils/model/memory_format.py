@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from utils.tree import map_inputs
+
 log = logging.getLogger(__name__)
 
 
@@ -37,9 +39,5 @@ def to_channels_last(model: nn.Module) -> nn.Module:
 
 
 def inputs_channels_last(batch: Any) -> Any:
-    """A batch ``(inputs, ...)`` (or bare inputs) whose 4-D floating inputs are channels_last."""
-    if isinstance(batch, torch.Tensor):
-        return _nhwc(batch) if batch.is_floating_point() else batch
-    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor):
-        return type(batch)([inputs_channels_last(batch[0]), *batch[1:]])
-    return batch
+    """A batch ``(inputs, ...)`` (or bare inputs) whose 4-D floating input tensors are channels_last."""
+    return map_inputs(lambda t: _nhwc(t) if t.is_floating_point() else t, batch)

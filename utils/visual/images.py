@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFont
 
+from utils.tree import tensors_in
+
 BACKGROUND = (255, 255, 255)
 INK = (20, 20, 20)
 
@@ -33,8 +35,15 @@ def label_name(names: Optional[Sequence[str]], index: int) -> str:
     return names[index] if names is not None and 0 <= index < len(names) else str(index)
 
 
-def as_images(inputs: torch.Tensor) -> torch.Tensor:
+def input_tensor(inputs: Any) -> torch.Tensor:
+    """The tensor pictures show of a batch's inputs: the inputs, or their first tensor when they
+    are a container (a dict, a namedtuple of views, ...)."""
+    return inputs if isinstance(inputs, torch.Tensor) else next(tensors_in(inputs))
+
+
+def as_images(inputs: Any) -> torch.Tensor:
     """``[B, C, H, W]``; a clip batch ``[B, C, T, H, W]`` gives its middle frames."""
+    inputs = input_tensor(inputs)
     return inputs[:, :, inputs.shape[2] // 2] if inputs.dim() == 5 else inputs
 
 
