@@ -11,11 +11,11 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Union
 
 import yaml
 
-from utils.config_rules import validate
+from utils.config_rules import above, at_least, rule, validate
 from utils.errors import ConfigError, OutputError
 from utils.typed_merge import apply_override, load_yaml, lookup, merge_into, parse_value
 
@@ -31,23 +31,23 @@ class DataConfig:
     name: str = "digits"
     root: Optional[str] = None
     args: Dict[str, Any] = field(default_factory=dict)  # extra dataset arguments
-    batch_size: int = 64  # per process
+    batch_size: int = field(default=64, metadata=at_least(1))  # per process
     # The global batch (all processes together): when set, the per-process batch is global_batch_size /
     # world size and the data order is the same at every world size, so a run resumes on another one.
-    global_batch_size: Optional[int] = None
-    eval_batch_size: Optional[int] = None  # defaults to batch_size
-    num_workers: int = 0
+    global_batch_size: Optional[int] = field(default=None, metadata=at_least(1, null=True))
+    eval_batch_size: Optional[int] = field(default=None, metadata=at_least(1, null=True))  # defaults to batch_size
+    num_workers: int = field(default=0, metadata=at_least(0))
     pin_memory: bool = False
     drop_last: bool = True
     persistent_workers: bool = False
-    prefetch_factor: Optional[int] = None
-    prefetch: str = "auto"  # none | thread | cuda | auto (thread on CPU, cuda on GPU)
-    prefetch_depth: int = 2
-    loader: str = "torch"  # torch (DataLoader) | dali (image_folder data, NVIDIA DALI pipelines)
+    prefetch_factor: Optional[int] = field(default=None, metadata=at_least(1, null=True))
+    prefetch: Literal["none", "thread", "cuda", "auto"] = "auto"  # auto: thread on CPU, cuda on GPU
+    prefetch_depth: int = field(default=2, metadata=at_least(1))
+    loader: Literal["torch", "dali"] = "torch"  # dali: image_folder data through NVIDIA DALI pipelines
     # Per-channel input normalization done by the loader (on the GPU with prefetch=cuda, in DALI's
     # pipeline with loader=dali); None leaves inputs as the dataset and transforms give them.
     mean: Optional[List[float]] = None
-    std: Optional[List[float]] = None
+    std: Optional[List[float]] = field(default=None, metadata=rule(lambda v: v is None or all(x > 0 for x in v), "numbers > 0 (one per channel) or null"))
     # torchvision.transforms.v2 classes by name, e.g. [{name: RandomCrop, size: 8, padding: 1}]
     train_transforms: List[Dict[str, Any]] = field(default_factory=list)
     eval_transforms: List[Dict[str, Any]] = field(default_factory=list)
@@ -57,7 +57,7 @@ class DataConfig:
 class ModelConfig:
     name: str = "classifier"
     args: Dict[str, Any] = field(default_factory=lambda: {"backbone": "small_cnn", "num_classes": 10})
-    input_size: Optional[List[int]] = field(default_factory=lambda: [1, 8, 8])  # one sample's C,H,W (or C,T,H,W): FLOP count, lazy modules
+    input_size: Optional[List[int]] = field(default_factory=lambda: [1, 8, 8], metadata=rule(lambda v: v is None or all(x >= 1 for x in v), "one sample's shape, every size >= 1 (e.g. [3, 224, 224]), or null"))  # one sample's C,H,W (or C,T,H,W): FLOP count, lazy modules
     pretrained: Optional[str] = None
     pretrained_prefix: str = ""
     pretrained_strict: bool = False
@@ -70,87 +70,87 @@ class ModelConfig:
 
 @dataclass
 class OptimConfig:
-    name: str = "adamw"
-    lr: float = 3e-3
-    weight_decay: float = 1e-4
-    momentum: float = 0.9
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    name: Literal["sgd", "adam", "adamw"] = "adamw"
+    lr: float = field(default=3e-3, metadata=at_least(0))  # 0: a run that only evaluates or only updates statistics
+    weight_decay: float = field(default=1e-4, metadata=at_least(0))
+    momentum: float = field(default=0.9, metadata=rule(lambda v: 0 <= v < 1, "in [0, 1)"))
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999], metadata=rule(lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1) (e.g. [0.9, 0.999])"))
     nesterov: bool = False
-    lr_scaling: str = "none"  # none | linear | sqrt, relative to world size 1
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"  # relative to world size 1
     param_groups: List[Dict[str, Any]] = field(default_factory=list)
-    layer_decay: Optional[float] = None
-    impl: str = "auto"  # auto (fused where torch has it for the device and dtype, else foreach) | fused | foreach | loop
+    layer_decay: Optional[float] = field(default=None, metadata=rule(lambda v: v is None or 0 < v <= 1, "in (0, 1] (e.g. 0.75) or null"))
+    impl: Literal["auto", "fused", "foreach", "loop"] = "auto"  # auto: fused where torch has it for the device and dtype, else foreach
 
 
 @dataclass
 class ScheduleConfig:
-    name: str = "cosine"  # constant | step | cosine | poly
-    warmup_epochs: float = 1.0
-    warmup_start_factor: float = 0.01
-    min_lr_factor: float = 0.0  # cosine floor as a fraction of lr
-    step_epochs: List[int] = field(default_factory=lambda: [30, 60])
-    gamma: float = 0.1
-    power: float = 0.9
+    name: Literal["constant", "step", "cosine", "poly"] = "cosine"
+    warmup_epochs: float = field(default=1.0, metadata=at_least(0))
+    warmup_start_factor: float = field(default=0.01, metadata=rule(lambda v: 0 < v <= 1, "in (0, 1]"))
+    min_lr_factor: float = field(default=0.0, metadata=rule(lambda v: 0 <= v <= 1, "in [0, 1]"))  # cosine floor as a fraction of lr
+    step_epochs: List[int] = field(default_factory=lambda: [30, 60], metadata=rule(lambda v: all(x >= 0 for x in v) and list(v) == sorted(v), "ascending epochs >= 0 (e.g. [30, 60])"))
+    gamma: float = field(default=0.1, metadata=above(0))
+    power: float = field(default=0.9, metadata=above(0))
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 15
-    iterations: Optional[int] = None  # if set, overrides epochs
-    accumulate: int = 1
-    clip_grad_norm: Optional[float] = None
-    clip_grad_value: Optional[float] = None
+    epochs: int = field(default=15, metadata=at_least(1))
+    iterations: Optional[int] = field(default=None, metadata=at_least(1, null=True))  # if set, overrides epochs
+    accumulate: int = field(default=1, metadata=at_least(1))
+    clip_grad_norm: Optional[float] = field(default=None, metadata=above(0, null=True))
+    clip_grad_value: Optional[float] = field(default=None, metadata=above(0, null=True))
     ema: Optional[Dict[str, Any]] = None
-    log_every: int = 10
-    sync_every: Optional[int] = None  # steps between agreements of the ranks (preemption, NaN losses); None: log_every
+    log_every: int = field(default=10, metadata=at_least(1, "log every N steps"))
+    sync_every: Optional[int] = field(default=None, metadata=at_least(1, "null: train.log_every", null=True))  # steps between agreements of the ranks (preemption, NaN losses); None: log_every
     compile: Union[bool, Dict[str, Any], None] = None  # torch.compile the model: true or {mode, backend, fullgraph, dynamic}
     auto_resume: bool = False
-    checkpoint_every_steps: int = 0
+    checkpoint_every_steps: int = field(default=0, metadata=at_least(0, "0: at the end of each epoch only"))
     async_checkpoint: bool = False  # write checkpoints in a background thread (the loop only copies the state to CPU memory)
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = field(default=2, metadata=at_least(1))
     overwrite: bool = False  # a fresh run moves another run's checkpoints in its folder aside instead of refusing
-    nonfinite: str = "stop"  # stop | skip
-    max_nonfinite_skips: int = 10
-    patience: Optional[int] = None
+    nonfinite: Literal["stop", "skip"] = "stop"
+    max_nonfinite_skips: int = field(default=10, metadata=at_least(0))
+    patience: Optional[int] = field(default=None, metadata=at_least(1, null=True))
     profile: Optional[Dict[str, int]] = None  # {wait: 1, warmup: 1, active: 5}: torch.profiler over those steps (rank 0)
 
 
 @dataclass
 class EvalConfig:
-    every: int = 1  # validate every K epochs
+    every: int = field(default=1, metadata=at_least(1))  # validate every K epochs
     metric: str = "classification"
     monitor: str = "top1"
-    monitor_mode: str = "max"  # max | min
+    monitor_mode: Literal["max", "min"] = "max"
     use_ema: bool = False
     save_predictions: bool = False
 
 
 @dataclass
 class AmpConfig:
-    opt_level: str = "O0"
-    backend: str = "auto"  # auto | native | apex
-    dtype: str = "auto"  # auto | float16 | bfloat16
+    opt_level: Literal["O0", "O1", "O2", "O3"] = "O0"
+    backend: Literal["auto", "native", "apex"] = "auto"
+    dtype: Literal["auto", "float16", "bfloat16"] = "auto"
     loss_scale: Union[str, float] = "auto"  # auto (dynamic for fp16 at O1/O2, else none) | dynamic | <float>
     keep_batchnorm_fp32: Optional[bool] = None
 
 
 @dataclass
 class DistConfig:
-    backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
-    mode: str = "ddp"  # ddp | dp | apex
+    backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: nccl on CUDA, gloo on CPU
+    mode: Literal["ddp", "dp", "apex"] = "ddp"
     find_unused_parameters: bool = False
     static_graph: bool = False
     gradient_as_bucket_view: bool = True  # gradients are views into DDP's buckets: one copy of the gradients less
-    bucket_cap_mb: float = 25.0  # DDP's gradient bucket size (torch's default)
-    timeout_s: int = 1800
+    bucket_cap_mb: float = field(default=25.0, metadata=above(0))  # DDP's gradient bucket size (torch's default)
+    timeout_s: int = field(default=1800, metadata=at_least(1))
 
 
 @dataclass
 class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
-    seed: int = 0
-    device: str = "auto"  # auto | cpu | cuda
-    threads: Optional[int] = None  # CPU intra-op threads per process (None: torch's default, one per core)
+    seed: int = field(default=0, metadata=at_least(0))
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Optional[int] = field(default=None, metadata=at_least(1, null=True))  # CPU intra-op threads per process (None: torch's default, one per core)
     custom_imports: List[str] = field(default_factory=list)
     hooks: List[Dict[str, Any]] = field(default_factory=list)  # users' hooks: [{name: my_hook, <its arguments>}]
     data: DataConfig = field(default_factory=DataConfig)

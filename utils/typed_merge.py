@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import re
 import typing
-from typing import Any, Dict, List, Mapping, Union
+from typing import Any, Dict, List, Literal, Mapping, Union
 
 import yaml
 
@@ -42,6 +42,8 @@ def _type_ok(value: Any, tp: Any) -> bool:
     origin = typing.get_origin(tp)
     if tp is Any:
         return True
+    if origin is Literal:
+        return any(value == choice and type(value) is type(choice) for choice in typing.get_args(tp))
     if origin is Union:
         return any(_type_ok(value, arg) for arg in typing.get_args(tp))
     if tp is type(None):
@@ -79,7 +81,18 @@ def _coerce(value: Any, tp: Any) -> Any:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return f"one of {list(typing.get_args(tp))}"
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _type_error(path: str, value: Any, tp: Any) -> ConfigError:
+    """What a wrong value must be instead; for a choice, also the closest one."""
+    if typing.get_origin(tp) is Literal:
+        choices = [str(c) for c in typing.get_args(tp)]
+        hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
+        return ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r}; did you mean '{hint[0]}'?")
+    return ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
 
 def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, Any]:
@@ -113,7 +126,7 @@ def merge_into(section: Any, updates: Dict[str, Any], prefix: str) -> None:
             continue
         value = _coerce(value, tp)
         if not _type_ok(value, tp):
-            raise ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+            raise _type_error(path, value, tp)
         setattr(section, key, value)
 
 

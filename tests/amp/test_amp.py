@@ -99,10 +99,10 @@ def test_policy_defaults_per_device_and_level():
     assert not Amp(AmpConfig(opt_level="O3"), CPU).policy.keep_batchnorm_fp32
     with pytest.raises(ConfigError, match="keep_batchnorm_fp32 applies to O2 and O3"):
         Amp(AmpConfig(opt_level="O1", keep_batchnorm_fp32=True), CPU)
-    with pytest.raises(ConfigError, match="loss_scale must be"):
-        Amp(AmpConfig(opt_level="O2", loss_scale=-1.0), CPU)
+    with pytest.raises(ConfigError, match="'amp.loss_scale' must be auto, dynamic or a finite number > 0, got -1.0"):
+        load_config(overrides=["amp.loss_scale=-1"])
     assert load_config(overrides=["amp.loss_scale=1e30"]).amp.loss_scale == 1e30  # YAML reads 1e30 as a string
-    with pytest.raises(ConfigError, match="'amp.loss_scale' must be auto, dynamic or a number"):
+    with pytest.raises(ConfigError, match="'amp.loss_scale' must be auto, dynamic or a finite number"):
         load_config(overrides=["amp.loss_scale=big"])
 
 

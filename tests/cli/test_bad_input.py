@@ -103,7 +103,7 @@ CASES: Dict[str, tuple] = {
     "custom_imports module that does not import": (lambda tmp, run: ["custom_imports=[tests.cli.broken_import]"],
                                                    r"custom_imports: module 'tests.cli.broken_import' does not import at .*broken_import.py:3: No module named 'regtrain_missing_dependency'; install the missing package or fix that import"),
     "custom_imports given as a file": (lambda tmp, run: ["custom_imports=[hook/my_hook.py]"], r"custom_imports: 'hook/my_hook.py' is not a module path; give the module as you would import it \(e.g. hook.my_hook\)"),
-    "device=cuda without CUDA": (lambda tmp, run: _without_cuda(["device=cuda"]), r"config device=cuda but CUDA is not available; use device=cpu or device=auto"),
+    "device=cuda without CUDA": (lambda tmp, run: _without_cuda(["device=cuda"]), r"device=cuda needs a CUDA device, but CUDA is not available here; use device=cpu or device=auto"),
     "class folder that the train split lacks": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "val/c")),
                                                 r"class folder\(s\) \['c'\] in '.*imgs/val' are not classes of the training split \(a, b\); remove them, add them to the train split, or list every class in data.args.classes"),
     "more classes than the network's outputs": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/c", "val/c")),

@@ -62,7 +62,7 @@ def test_train_loader_yields_the_same_batches_in_order_as_without_prefetch(num_w
 def test_auto_mode_is_thread_on_cpu_and_cuda_needs_a_gpu():
     assert resolve_mode("auto", torch.device("cpu")) == "thread"
     assert resolve_mode("auto", torch.device("cuda", 0)) == "cuda"
-    with pytest.raises(ConfigError, match="data.prefetch=cuda needs device=cuda"):
+    with pytest.raises(ConfigError, match=r"data.prefetch=cuda needs a CUDA device, but .*; use data.prefetch=thread or auto"):
         resolve_mode("cuda", torch.device("cpu"))
 
 
@@ -130,8 +130,6 @@ def test_prefetch_loader_normalizes_inputs_when_mean_and_std_are_given():
     x, _ = next(iter(loader))
     assert torch.allclose(x[:, 0], torch.zeros(2, 2, 2)) and torch.allclose(x[:, 1], torch.ones(2, 2, 2))
     assert torch.allclose(x[:, 2], torch.ones(2, 2, 2))
-    with pytest.raises(ConfigError, match="data.mean and data.std go together"):
-        PrefetchLoader([], "thread", 2, mean=[0.5])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -13,6 +13,7 @@ from typing import Optional, Union
 import torch
 
 from utils.config import AmpConfig
+from utils.distributed.device import need_cuda
 from utils.errors import ConfigError
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -73,8 +74,7 @@ def _backend(cfg: AmpConfig, device: torch.device, dtype: torch.dtype) -> str:
             "amp.backend=apex: 'apex.amp' is not importable; NVIDIA removed apex.amp in apex 25.07 "
             "(apex >= 25.07 has no amp), so the opt levels run on native torch.amp here: use amp.backend=native (or auto)"
         )
-    if device.type != "cuda":
-        raise ConfigError(f"amp.backend=apex needs a CUDA device (apex amp is CUDA-only), the run is on {device.type}; use amp.backend=native")
+    need_cuda("amp.backend=apex", device, "apex amp is CUDA-only: use amp.backend=native")
     if dtype == torch.bfloat16:
         raise ConfigError("amp.backend=apex supports float16 only; use amp.dtype=float16, or amp.backend=native for bfloat16")
     return "apex"
@@ -88,10 +88,7 @@ def _loss_scale(cfg: AmpConfig, opt_level: str, dtype: torch.dtype) -> Optional[
         return "dynamic" if dtype == torch.float16 and opt_level in ("O1", "O2") else None
     if cfg.loss_scale == "dynamic":
         return "dynamic"
-    scale = float(cfg.loss_scale)
-    if not scale > 0 or scale == float("inf"):
-        raise ConfigError(f"amp.loss_scale must be auto, dynamic or a finite number > 0, got {cfg.loss_scale!r}")
-    return scale
+    return float(cfg.loss_scale)  # a finite number > 0: checked with the config
 
 
 def resolve_policy(cfg: AmpConfig, device: torch.device) -> AmpPolicy:

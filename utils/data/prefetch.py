@@ -18,7 +18,7 @@ import torch
 from prefetch_generator import BackgroundGenerator
 
 from utils.data.batch import to_device
-from utils.errors import ConfigError
+from utils.distributed.device import need_cuda
 from utils.model.memory_format import inputs_channels_last
 from utils.tree import map_inputs, tensors_in
 
@@ -124,8 +124,6 @@ class CudaPrefetcher:
     """
 
     def __init__(self, device: torch.device, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, channels_last: bool = False) -> None:
-        if device.type != "cuda" or not torch.cuda.is_available():
-            raise ConfigError(f"data.prefetch=cuda needs a CUDA device, got {device}; use data.prefetch=thread")
         self.device = device
         self.stream = torch.cuda.Stream(device)
         self.normalize = Normalize(mean, std, device)
@@ -158,8 +156,6 @@ class Normalize:
     """``(inputs - mean) / std`` per channel (dim 1) of every floating input tensor of a batch; targets untouched (no-op without mean/std)."""
 
     def __init__(self, mean: Optional[Sequence[float]], std: Optional[Sequence[float]], device: torch.device = torch.device("cpu")) -> None:
-        if (mean is None) != (std is None):
-            raise ConfigError("data.mean and data.std go together; set both or neither")
         self.mean = self.std = None
         if mean is not None:
             self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1)
@@ -188,8 +184,8 @@ def resolve_mode(mode: str, device: Optional[torch.device]) -> str:
     """``auto``: ``cuda`` on a GPU, ``thread`` otherwise."""
     if mode == "auto":
         return "cuda" if device is not None and device.type == "cuda" else "thread"
-    if mode == "cuda" and (device is None or device.type != "cuda"):
-        raise ConfigError(f"data.prefetch=cuda needs device=cuda (the run uses {device}); use data.prefetch=thread or auto")
+    if mode == "cuda":
+        need_cuda("data.prefetch=cuda", device or torch.device("cpu"), "use data.prefetch=thread or auto")
     return mode
 
 
@@ -206,8 +202,6 @@ class PrefetchLoader:
         std: Optional[Sequence[float]] = None,
         channels_last: bool = False,
     ) -> None:
-        if mode not in ("none", "thread", "cuda"):
-            raise ConfigError(f"data.prefetch must be none, thread, cuda or auto, got {mode!r}")
         self.loader = loader
         self.mode = mode
         self.depth = depth

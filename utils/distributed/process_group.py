@@ -19,8 +19,8 @@ from typing import Any, Dict, NoReturn, Optional
 import torch
 import torch.distributed as dist
 
+from utils.distributed.device import need_cuda
 from utils.distributed.launcher import export_launch, resolve_launch
-from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ class DistInfo:
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     """``auto`` picks the GPU of this local rank when CUDA is available, else the CPU."""
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ConfigError("config device=cuda but CUDA is not available; use device=cpu or device=auto")
+        need_cuda("device=cuda", torch.device("cuda"), "use device=cpu or device=auto")
         # srun may bind one GPU to each task (CUDA_VISIBLE_DEVICES): then it is device 0
         index = 0 if torch.cuda.device_count() == 1 else local_rank
         torch.cuda.set_device(index)

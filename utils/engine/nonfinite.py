@@ -19,7 +19,7 @@ from typing import Dict, Sequence
 import torch
 
 from utils.engine.step_log import StepRecord
-from utils.errors import ConfigError, NonFiniteError
+from utils.errors import NonFiniteError
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ class NonFinitePolicy:
     ``max_skips`` consecutive ones. The count survives epochs and resumes (``state_dict``)."""
 
     def __init__(self, mode: str = "stop", max_skips: int = 10) -> None:
-        if mode not in ("stop", "skip"):
-            raise ConfigError(f"train.nonfinite must be 'stop' or 'skip', got '{mode}'")
         self.mode, self.max_skips, self.consecutive, self.total = mode, int(max_skips), 0, 0
 
     @property

@@ -22,19 +22,18 @@ import torch
 from torch import nn
 
 from utils.distributed.parallel import unwrap
-from utils.errors import ConfigError
+from utils.config_rules import EMA_DECAY, ema_settings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DECAY = 0.9998  # train.ema without a decay
 
 
 class ModelEma:
     """A frozen copy of ``model`` that follows its weights as an EMA; ``self.module`` evaluates it."""
 
-    def __init__(self, model: nn.Module, decay: float = DEFAULT_DECAY, warmup: bool = True) -> None:
+    def __init__(self, model: nn.Module, decay: float = EMA_DECAY, warmup: bool = True) -> None:
         if not 0.0 < decay < 1.0:
-            raise ConfigError(f"train.ema.decay must be in (0, 1), got {decay}")
+            raise ValueError(f"ModelEma: decay must be in (0, 1), got {decay}")  # train.ema is checked with the config
         self.module = copy.deepcopy(model).eval()
         for param in self.module.parameters():
             param.requires_grad_(False)
@@ -87,6 +86,7 @@ def build_ema(model: nn.Module, spec: Optional[Dict[str, Any]]) -> Optional[Mode
     """``train.ema: {decay: 0.9998, warmup: true}`` -> a ModelEma of ``model``; None when unset."""
     if spec is None:
         return None
-    ema = ModelEma(model, decay=float(spec.get("decay", DEFAULT_DECAY)), warmup=bool(spec.get("warmup", True)))
+    decay, warmup = ema_settings(spec)
+    ema = ModelEma(model, decay=decay, warmup=warmup)
     log.info("EMA of weights: decay %g, warmup %s", ema.decay, ema.warmup)
     return ema

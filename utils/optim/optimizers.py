@@ -135,10 +135,8 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> 
         optimizer: torch.optim.Optimizer = torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **options)
     elif cfg.name == "adam":
         optimizer = torch.optim.Adam(groups, lr=lr, betas=tuple(cfg.betas), **options)
-    elif cfg.name == "adamw":
+    else:  # adamw: the schema allows these three names only
         optimizer = torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), **options)
-    else:
-        raise ConfigError(f"unknown optimizer optim.name='{cfg.name}'; choose sgd, adam or adamw")
     keep_impl(optimizer, impl)
     log.info("optimizer %s (%s implementation%s)", cfg.name, impl, ", optim.impl=auto" if cfg.impl == "auto" else "")
     return optimizer
