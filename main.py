@@ -15,18 +15,17 @@ import logging
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import torch
 
 from utils import __version__
 from utils.amp import Amp, resolve_policy
-from utils.checkpoint.guard import check_fresh_start, check_resume_config, resume_differences
+from utils.checkpoint.guard import check_fresh_start, check_resume_config
 from utils.checkpoint.lock import RunLock
-from utils.checkpoint.restore import find_resume, init_weights
+from utils.checkpoint.restore import find_resume, load_initial_weights
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.store import load_verified
+from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
@@ -34,14 +33,25 @@ from utils.data import build_dataset, build_eval_loader, build_train_loader, per
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
-from utils.distributed.process_group import PEER_GRACE_S, DistInfo, cleanup, exit_now, init_distributed
+from utils.distributed.process_group import (
+    PEER_GRACE_S,
+    DistInfo,
+    cleanup,
+    exit_now,
+    init_distributed,
+)
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
+from utils.engine.checkpointer import Checkpointer
+from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.control import steps_per_epoch, training_length
-from utils.hook.selection import task_hooks
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.engine.trainer import Trainer
+from utils.engine.validator import Validator
 from utils.errors import CheckpointError, UserError, one_line
-from utils.log import format_metrics, setup_logging
+from utils.hook.profiler import ProfilerHook
+from utils.hook.progress import ProgressHook
+from utils.hook.selection import task_hooks
+from utils.log import RunWriter, format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.compile import check_compile_combination, compile_model
@@ -53,7 +63,6 @@ from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
 from utils.references import check_references, import_custom
-from utils.registry import HOOKS
 
 log = logging.getLogger("main")
 
@@ -85,35 +94,39 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     return cfg
 
 
-def build_hooks(cfg: Config, training: bool, ema: bool) -> List[Any]:
-    """The built-in hooks, set up from their config keys, then the task's default hooks and the
-    users' as ``cfg.hooks`` sets them (order: utils/hook/)."""
-    hooks = [HOOKS.build("logging", output_dir=str(cfg.output_dir), log_every=cfg.train.log_every)]
-    if training:
-        hooks += [
-            HOOKS.build("progress", log_every=cfg.train.log_every),
-            HOOKS.build("preemption"),
-            HOOKS.build("validation", every=cfg.eval.every, monitor=cfg.eval.monitor, mode=cfg.eval.monitor_mode, patience=cfg.train.patience, use_ema=cfg.eval.use_ema),
-            HOOKS.build("checkpoint", directory=str(cfg.output_dir / "checkpoints"), every_steps=cfg.train.checkpoint_every_steps, keep=cfg.train.keep_checkpoints,
-                        background=cfg.train.async_checkpoint),
-        ]
-        hooks += [HOOKS.build("ema")] if ema else []
-        hooks += [HOOKS.build("profiler", directory=str(cfg.output_dir / "profile"), **cfg.train.profile)] if cfg.train.profile else []
+def build_hooks(cfg: Config, training: bool) -> List[Any]:
+    """The progress bar and the profiler (training), then the task's default hooks and the users'
+    as ``cfg.hooks`` sets them (order: utils/hook/)."""
+    hooks: List[Any] = [ProgressHook(cfg.train.log_every)] if training else []
+    if training and cfg.train.profile:
+        hooks.append(ProfilerHook(str(cfg.output_dir / "profile"), **cfg.train.profile))
     return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
-def loop_options(cfg: Config, info: DistInfo, epochs: int, total_steps: int, data: Any) -> LoopOptions:
-    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy,
-    and the training ``data``'s classes (saved in checkpoints; the network's outputs must cover them)."""
+def build_services(cfg: Config, info: DistInfo, val_loader: Any, resumed_step: Optional[int]) -> Services:
+    """The run writer, the checkpointer and the validator, from their config keys."""
+    store = CheckpointStore(cfg.output_dir / "checkpoints", cfg.train.keep_checkpoints)
+    return Services(
+        writer=RunWriter(cfg.output_dir, info.is_main, resumed_step),
+        checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
+        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience, cfg.eval.use_ema),
+    )
+
+
+def loop_options(cfg: Config, epochs: int, total_steps: int) -> LoopOptions:
+    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy."""
     # A step budget only when the length is given in steps: an epoch-based run resumed with
     # another train.accumulate has a different step count per epoch and still runs its epochs.
     return LoopOptions(
         epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
         clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
         max_nonfinite_skips=cfg.train.max_nonfinite_skips, log_every=cfg.train.log_every, sync_every=cfg.train.sync_every,
-        device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg),
-        classes=getattr(data, "classes", None), num_classes=getattr(data, "num_classes", None),
     )
+
+
+def run_meta(cfg: Config, data: Any) -> RunMeta:
+    """The resolved config and the training ``data``'s classes: what checkpoints keep."""
+    return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None))
 
 
 def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
@@ -135,9 +148,9 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
     model = build_network(cfg.model)
     log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
-    config = to_dict(cfg)  # what checkpoints store and resume guards compare against
+    meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
-    checkpoint = init_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, config, info.world_size, force))
+    resumed = load_initial_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, meta.config, info.world_size, force))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, out / "config.yaml")
     model.to(info.device)
@@ -157,26 +170,25 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
-    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, val_loader, build_metric(cfg.eval.metric), ema)
-    trainer = Trainer(parts, loop_options(cfg, info, epochs, total_steps, datasets["train"]), build_hooks(cfg, training=True, ema=ema is not None))
+    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric), ema)
+    services = build_services(cfg, info, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
+    trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, training=True), info, meta)
     try:
-        if checkpoint is not None:
-            trainer.restore(checkpoint, info.rank, same_data=not resume_differences(checkpoint, config, info.world_size))
-            del checkpoint  # the optimizer state it held is copied; free it before training
-        trainer.fit()
+        if resumed is not None:
+            resumed.restore(trainer)
+            del resumed  # the optimizer state it held is copied; free it before training
+        result = trainer.fit()
         check_replicas(model)
-        tracker = trainer.hooks.get("validation").tracker
-        best_path = trainer.hooks.get("checkpoint").store.best_path()  # the file the tracker's best was saved in
-        log.info("best %s=%s at epoch %s; testing %s", trainer.hooks.get("validation").monitor, tracker.value, tracker.epoch, best_path)
-        unwrap(model).load_state_dict(Checkpoint(load_verified(best_path), best_path).eval_weights)
-        return run_test(cfg, info, trainer, tracker.epoch, classes)
+        log.info("best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path)
+        unwrap(model).load_state_dict(Checkpoint.load(result.best_path).eval_weights)
+        return run_test(cfg, info, trainer, datasets["test"], result.best_epoch)
     finally:
         trainer.close()
 
 
-def run_test(cfg: Config, info: DistInfo, trainer: Trainer, epoch: int, classes: Optional[List[Any]]) -> Dict[str, float]:
-    """Evaluate on the test split labelled with ``classes`` (hooks log the row), print the metrics (rank 0)."""
-    loader = build_eval_loader(build_dataset(cfg.data, "test", classes), cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
+def run_test(cfg: Config, info: DistInfo, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
+    """Evaluate on the test split (the writer and the hooks record it), print the metrics (rank 0)."""
+    loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
@@ -200,10 +212,11 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
     parts = Parts(model, build_criterion(cfg.loss).to(info.device), amp, metric=build_metric(cfg.eval.metric))
-    options = LoopOptions(device=info.device, is_main=info.is_main, world_size=info.world_size, config=to_dict(cfg))
-    trainer = Trainer(parts, options, build_hooks(cfg, training=False, ema=False))
+    services = Services(writer=RunWriter(cfg.output_dir, info.is_main))
+    trainer = Trainer(parts, LoopOptions(), services, build_hooks(cfg, training=False), info, RunMeta(to_dict(cfg), checkpoint.classes))
     try:
-        return run_test(cfg, info, trainer, checkpoint.progress.epoch - 1, checkpoint.classes)  # the labels it was trained with
+        dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
+        return run_test(cfg, info, trainer, dataset, checkpoint.progress.epoch - 1)
     finally:
         trainer.close()
 
@@ -212,7 +225,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     info, lock = None, None
     try:
-        checkpoint = Checkpoint(load_verified(Path(args.checkpoint)), args.checkpoint) if args.mode == "test" else None
+        checkpoint = Checkpoint.load(args.checkpoint) if args.mode == "test" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other

@@ -25,23 +25,24 @@ if str(ROOT) not in sys.path:
 from benchmarks.bench_checkpoint_write import resnet50_state, state_megabytes  # noqa: E402
 from benchmarks.common import interleaved, ratios, row, timed  # noqa: E402
 from utils.checkpoint.state import Progress  # noqa: E402
-from utils.engine.hooks.checkpoint import CheckpointHook  # noqa: E402
+from utils.checkpoint.store import CheckpointStore  # noqa: E402
+from utils.engine.checkpointer import Checkpointer  # noqa: E402
 
 BENCHMARK = "12 background checkpoint"
 
 
 class Points:
-    """Successive checkpoint points of one hook; ``background`` as ``train.async_checkpoint``."""
+    """Successive checkpoint points of one checkpointer; ``background`` as ``train.async_checkpoint``."""
 
     def __init__(self, folder: Path, state: Dict, background: bool) -> None:
-        self.hook = CheckpointHook(str(folder), keep=2, background=background)
+        self.checkpointer = Checkpointer(CheckpointStore(folder, keep=2), background=background)
         self.state, self.epoch = state, 0
         self.write_s: List[float] = []  # the background thread's time, waited for outside the timed region
 
     def __call__(self) -> float:
         self.epoch += 1
-        blocked = timed(lambda: self.hook.write(self.state, Progress(self.epoch, 0, self.epoch)))
-        self.write_s.append(blocked + timed(self.hook.wait))
+        blocked = timed(lambda: self.checkpointer.write(self.state, Progress(self.epoch, 0, self.epoch)))
+        self.write_s.append(blocked + timed(self.checkpointer.wait))
         return blocked
 
 

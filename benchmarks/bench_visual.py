@@ -20,12 +20,14 @@ from benchmarks.common import interleaved, ratios, row, timed
 from utils.amp import Amp
 from utils.config import load_config
 from utils.data import build_dataset, build_eval_loader
+from utils.distributed.process_group import DistInfo
+from utils.engine.components import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer import Trainer
 from utils.hook.selection import default_hook_names, task_hooks
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.log import RunWriter
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
-from utils.registry import HOOKS
 
 DEVICE = torch.device("cpu")
 # (title, config, overrides of the full run, overrides of a --quick run): the demo configs' val splits
@@ -42,15 +44,17 @@ def validation(cfg, out: Path, with_pictures: bool):
     loader = build_eval_loader(dataset, cfg.data, 0, 1, DEVICE)
     torch.manual_seed(0)
     model = build_network(cfg.model)
-    parts = Parts(model, build_criterion(cfg.loss), Amp(cfg.amp, DEVICE), val_loader=loader, metric=build_metric(cfg.eval.metric))
-    hooks = [HOOKS.build("logging", output_dir=str(out), log_every=10)] + (task_hooks(cfg.eval.metric, []) if with_pictures else [])
-    trainer = Trainer(parts, LoopOptions(device=DEVICE, is_main=True, config={"experiment": cfg.experiment.name}), hooks)
+    parts = Parts(model, build_criterion(cfg.loss), Amp(cfg.amp, DEVICE), metric=build_metric(cfg.eval.metric))
+    hooks = task_hooks(cfg.eval.metric, []) if with_pictures else []
+    services = Services(writer=RunWriter(out, enabled=True))
+    trainer = Trainer(parts, LoopOptions(), services, hooks, DistInfo(device=DEVICE), RunMeta(config={"experiment": cfg.experiment.name}))
 
     def run() -> float:
         def once() -> None:
             results = trainer.evaluate(model, loader, split="val")
             trainer.hooks.call("after_validation", trainer, results)
             trainer.state.epoch += 1
+            trainer.state.step += 1  # pictures are written at the step
 
         return timed(once)
 

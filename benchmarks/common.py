@@ -65,19 +65,21 @@ def max_abs_diff(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> floa
 
 def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimizer, scheduler: Any, criterion: Any = None) -> int:
     """One epoch of the framework's Trainer over ``data`` with the hooks every run calls per step
-    (logging, progress, preemption; as on a rank that writes no files). Returns the steps taken."""
+    (the writer's loss read at log steps, the progress hook, the stop signal; as on a rank that writes no files). Returns the steps taken."""
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine.trainer import LoopOptions, Parts, Trainer
+    from utils.distributed.process_group import DistInfo
+    from utils.engine.components import LoopOptions, Parts
+    from utils.engine.trainer import Trainer
+    from utils.hook.progress import ProgressHook
     from utils.model.criterion import build_criterion
-    from utils.registry import HOOKS
 
     device = torch.device("cpu")
     criterion = criterion if criterion is not None else build_criterion([{"name": "cross_entropy", "weight": 1.0}])
     amp = Amp(AmpConfig(opt_level="O0"), device)
     model, optimizer = amp.initialize(model, optimizer)
-    hooks = [HOOKS.build("logging", output_dir="unused", log_every=10), HOOKS.build("progress"), HOOKS.build("preemption")]
-    trainer = Trainer(Parts(model, criterion, amp, optimizer, scheduler, train_loader=data), LoopOptions(device=device, is_main=False), hooks)
+    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader=data)
+    trainer = Trainer(parts, LoopOptions(), hooks=[ProgressHook(10)], dist=DistInfo(device=device))
     try:
         trainer.fit()
     finally:

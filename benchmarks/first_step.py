@@ -18,6 +18,6 @@ from utils.registry import HOOKS
 @HOOKS.register("first_step_clock")
 class FirstStepClock(Hook):
     def after_step(self, trainer: Any) -> None:
-        if trainer.options.is_main:
+        if trainer.dist.is_main:
             print(f"first step done at {time.time():.6f}", flush=True)
         os._exit(0)

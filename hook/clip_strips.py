@@ -7,7 +7,6 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 import torch
 
 from utils.hook import EvalBatch
-from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.hook.pictures import EvaluationPictures
@@ -40,7 +39,7 @@ class ClipStrips(EvaluationPictures):
         self.names: Optional[List[str]] = None
 
     def after_eval_batch(self, trainer: Any, batch: EvalBatch) -> None:
-        if batch.split not in self.splits or not trainer.options.is_main:
+        if batch.split not in self.splits or not trainer.dist.is_main:
             return
         rows = self.rows.setdefault(batch.split, [])
         if len(rows) >= self.clips:
@@ -72,4 +71,4 @@ class ClipStrips(EvaluationPictures):
         rows = self.rows.pop(split, [])
         self.videos.pop(split, None)
         if rows:
-            run_writer(trainer).image(f"{split}/clips", grid(rows), trainer.state.epoch)
+            trainer.writer.image(f"{split}/clips", grid(rows), trainer.state.step)

@@ -7,7 +7,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from utils.hook import EvalBatch
-from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.hook.pictures import EvaluationPictures
@@ -35,7 +34,7 @@ class ConfidentMistakes(EvaluationPictures):
         self.names: Optional[List[str]] = None
 
     def after_eval_batch(self, trainer: Any, batch: EvalBatch) -> None:
-        if batch.split not in self.splits or not trainer.options.is_main:
+        if batch.split not in self.splits or not trainer.dist.is_main:
             return
         confidence, predicted = torch.softmax(batch.outputs.detach().float(), dim=1).max(dim=1)
         labels = target_labels(batch.targets).to(predicted.device).view(-1)
@@ -58,4 +57,4 @@ class ConfidentMistakes(EvaluationPictures):
         tiles = to_tiles(torch.stack([m[1] for m in kept]), self.size)
         named = [(label_name(self.names, true), label_name(self.names, pred)) for _, _, true, pred in kept]
         tiles = [caption(tile, [f"true {t}", f"pred {p} ({m[0]:.2f})"], size=11) for tile, (t, p), m in zip(tiles, named, kept)]
-        run_writer(trainer).image(f"{split}/confident_mistakes", grid(chunks(tiles, self.per_row)), trainer.state.epoch)
+        trainer.writer.image(f"{split}/confident_mistakes", grid(chunks(tiles, self.per_row)), trainer.state.step)

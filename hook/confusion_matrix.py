@@ -8,7 +8,6 @@ import torch
 
 from utils.distributed.ops import all_reduce_sums
 from utils.hook import EvalBatch
-from utils.log import run_writer
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.visual.confusion import confusion_image
@@ -55,6 +54,6 @@ class ConfusionMatrix(EvaluationPictures):
         if split not in self.splits:
             return
         matrix = self.matrix(split)
-        if matrix is not None and trainer.options.is_main:
+        if matrix is not None and trainer.dist.is_main:
             title = f"{split} epoch {trainer.state.epoch}"
-            run_writer(trainer).image(f"{split}/confusion_matrix", confusion_image(matrix.numpy(), self.names, title), trainer.state.epoch)
+            trainer.writer.image(f"{split}/confusion_matrix", confusion_image(matrix.numpy(), self.names, title), trainer.state.step)

@@ -8,7 +8,6 @@ from typing import Any, Dict
 import yaml
 
 from utils.hook import Hook
-from utils.log import run_writer
 from utils.registry import HOOKS
 
 
@@ -37,7 +36,7 @@ class RunSummary(Hook):
     """Tag ``config``: the resolved config (``output/<experiment>/config.yaml``) when training
     starts or, in ``--mode test``, with the test. After the test: the config's values as
     hyperparameters and the ``test/*`` scalars as their metrics, so ``tensorboard --logdir
-    output`` compares runs in its HParams tab. Rank 0 writes (through the logging hook's writer).
+    output`` compares runs in its HParams tab. Rank 0 writes (through the run's writer).
     """
 
     tasks = ("*",)
@@ -51,9 +50,9 @@ class RunSummary(Hook):
     def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
         self._config(trainer)
         numbers = {f"test/{name}": value for name, value in metrics.items() if isinstance(value, (int, float))}
-        run_writer(trainer).hparams(flat_config(trainer.options.config), numbers)
+        trainer.writer.hparams(flat_config(trainer.meta.config), numbers)
 
     def _config(self, trainer: Any) -> None:
         if not self.written:
-            run_writer(trainer).text("config", config_markdown(trainer.options.config), trainer.state.step)
+            trainer.writer.text("config", config_markdown(trainer.meta.config), trainer.state.step)
             self.written = True

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from utils.hook import EvalBatch
-from utils.log import run_writer
 from utils.metrics.base import target_mask
 from utils.metrics.sod import saliency_logits
 from utils.registry import HOOKS
@@ -34,7 +33,7 @@ class SaliencyGrid(EvaluationPictures):
 
     def after_eval_batch(self, trainer: Any, batch: EvalBatch) -> None:
         columns = self.columns.get(batch.split)
-        if columns is None or not trainer.options.is_main or len(columns) >= self.images:
+        if columns is None or not trainer.dist.is_main or len(columns) >= self.images:
             return
         take = self.images - len(columns)
         mean, std = loader_normalization(batch.loader)
@@ -47,5 +46,5 @@ class SaliencyGrid(EvaluationPictures):
         columns = self.columns.get(split)
         if columns:
             rows = [[text_tile(name, HEADING, self.size), *(tiles[i] for tiles in columns)] for i, name in enumerate(ROWS)]
-            run_writer(trainer).image(f"{split}/saliency_grid", grid(rows), trainer.state.epoch)
+            trainer.writer.image(f"{split}/saliency_grid", grid(rows), trainer.state.step)
             columns.clear()

@@ -18,6 +18,8 @@ from tqdm import tqdm
 
 from utils.errors import OutputError
 
+log = logging.getLogger(__name__)
+
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
@@ -60,19 +62,45 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Optional[tqdm]:
 
 
 class RunWriter:
-    """TensorBoard (scalars, images, text, hparams) and metrics.jsonl for one run; every method is a no-op off rank 0."""
+    """The run's record on rank 0: log lines, TensorBoard (scalars, images, text, hparams) and metrics.jsonl.
 
-    def __init__(self, output_dir: Optional[Path], enabled: bool) -> None:
-        self.enabled = enabled and output_dir is not None
+    Every TensorBoard event is at the optimizer step it happened after (epoch-level values at the
+    step that ended the epoch), so one axis orders them all. A resumed run (``resumed_step`` S)
+    hides what the interrupted process wrote after step S (TensorBoard's ``purge_step``) and drops
+    those rows from metrics.jsonl: every step is written once. Every method is a no-op off rank 0.
+    """
+
+    def __init__(self, directory: Optional[Path], enabled: bool, resumed_step: Optional[int] = None) -> None:
+        self.enabled = enabled and directory is not None
         self._tb = None
         self._metrics_path = None
         if self.enabled:
-            from torch.utils.tensorboard import (
-                SummaryWriter,  # heavy import, rank 0 only
-            )
+            from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
-            self._tb = SummaryWriter(log_dir=str(output_dir / "tb"))
-            self._metrics_path = output_dir / "metrics.jsonl"
+            self._metrics_path = directory / "metrics.jsonl"
+            if resumed_step is not None:
+                self._drop_rows_after(resumed_step)
+            self._tb = SummaryWriter(log_dir=str(directory / "tb"), purge_step=None if resumed_step is None else resumed_step + 1)
+
+    @classmethod
+    def disabled(cls) -> "RunWriter":
+        """A writer that writes nothing (a harness, a rank other than 0)."""
+        return cls(None, False)
+
+    def train_step(self, step: int, loss: float, lr: float) -> None:
+        """``train/loss`` (the mean since the previous log step) and ``train/lr``."""
+        self.scalars("train", {"loss": loss, "lr": lr}, step)
+
+    def train_epoch(self, epoch: int, step: int, metrics: Dict[str, float]) -> None:
+        log.info("epoch %d train: %s", epoch, format_metrics(metrics))
+        self.scalars("train_epoch", metrics, step)
+
+    def evaluation(self, split: str, epoch: int, step: int, metrics: Dict[str, float]) -> None:
+        """A validation's or the test's metrics: a log line (val), ``<split>/*`` scalars, a metrics.jsonl row."""
+        if split == "val":
+            log.info("epoch %d val: %s", epoch, format_metrics(metrics))
+        self.scalars(split, metrics, step)
+        self.metrics({"split": split, "epoch": epoch, "step": step, **metrics})
 
     def scalars(self, prefix: str, values: Dict[str, float], step: int) -> None:
         if self._tb is None:
@@ -106,7 +134,7 @@ class RunWriter:
             writer.add_summary(summary)
 
     def metrics(self, row: Dict[str, Any]) -> None:
-        """Append one evaluation row (``split``, ``epoch``, metric values) to metrics.jsonl."""
+        """Append one evaluation row (``split``, ``epoch``, ``step``, metric values) to metrics.jsonl."""
         if self._metrics_path is None:
             return
         try:
@@ -114,6 +142,21 @@ class RunWriter:
                 fh.write(json.dumps(row) + "\n")
         except OSError as err:
             raise OutputError.writing(self._metrics_path, err) from err
+
+    def _drop_rows_after(self, step: int) -> None:
+        """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too)."""
+        path = self._metrics_path
+        if not path.is_file():
+            return
+        rows = path.read_text().splitlines(keepends=True)
+        kept = [row for row in rows if not row.strip() or json.loads(row).get("step", -1) <= step]
+        if len(kept) != len(rows):
+            tmp = path.with_name(path.name + ".tmp")
+            try:
+                tmp.write_text("".join(kept))
+                tmp.replace(path)
+            except OSError as err:
+                raise OutputError.writing(path, err) from err
 
     def flush(self) -> None:
         if self._tb is not None:
@@ -126,12 +169,8 @@ class RunWriter:
 
 
 def run_writer(trainer: Any) -> RunWriter:
-    """The run's writer, which the logging hook holds (a no-op writer when a trainer has none)."""
-    try:
-        logging_hook = trainer.hooks.get("logging")
-    except KeyError:
-        return RunWriter(None, False)
-    return logging_hook.writer(trainer)
+    """The run's writer (``trainer.writer``); kept for hooks written for earlier versions."""
+    return trainer.writer
 
 
 def format_metrics(values: Dict[str, float]) -> str:

@@ -14,7 +14,8 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.amp import Amp, apex_amp_available
 from utils.checkpoint.files import load_file
 from utils.config import AmpConfig
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer import Trainer
 from utils.model.criterion import build_criterion
 from utils.registry import NETWORKS
 
@@ -111,7 +112,7 @@ def test_o1_runs_the_framework_step_under_bf16_autocast_and_o0_does_not(level, e
     model, optimizer = amp.initialize(model, optimizer)
     batches = [(torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,)))]
     parts = Parts(model, build_criterion([{"name": "cross_entropy"}]), amp, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0), train_loader=batches)
-    Trainer(parts, LoopOptions(is_main=False)).fit()
+    Trainer(parts, LoopOptions()).fit()
     assert seen == [expected, expected]
     assert all(p.dtype == torch.float32 for p in model.parameters())  # O1 keeps the weights fp32
 

@@ -8,8 +8,8 @@ import torch
 import main
 from tests.conftest import ROOT
 from utils.amp import Amp
-from utils.checkpoint.restore import find_resume, init_weights
-from utils.checkpoint.state import Progress, StateObjects, capture
+from utils.checkpoint.restore import find_resume, load_initial_weights
+from utils.checkpoint.state import Progress, StateObjects, snapshot_training_state
 from utils.config import AmpConfig, ModelConfig
 from utils.errors import CheckpointError
 from utils.registry import NETWORKS
@@ -41,7 +41,7 @@ def test_other_num_classes_loads_the_backbone_and_reinitialises_the_head(tmp_pat
     target = classifier(5, seed=2)
     fresh_head = {k: v.clone() for k, v in target.state_dict().items() if k.startswith("head.")}
     caplog.set_level(logging.INFO)
-    assert init_weights(target, ModelConfig(pretrained=str(path)), resume_path=None) is None
+    assert load_initial_weights(target, ModelConfig(pretrained=str(path)), resume_path=None, check=None) is None
 
     loaded = target.state_dict()
     for key, value in backbone_of(state).items():
@@ -58,7 +58,7 @@ def test_a_bare_backbone_state_dict_loads_with_a_prefix(tmp_path):
     path = tmp_path / "backbone.pt"
     torch.save(source.backbone.state_dict(), path)
     target = classifier(3, seed=2)
-    init_weights(target, ModelConfig(pretrained=str(path), pretrained_prefix="backbone."), resume_path=None)
+    load_initial_weights(target, ModelConfig(pretrained=str(path), pretrained_prefix="backbone."), resume_path=None, check=None)
     for key, value in backbone_of(source.state_dict()).items():
         assert torch.equal(target.state_dict()[key], value)
 
@@ -67,17 +67,17 @@ def test_strict_pretrained_makes_a_new_head_an_error(tmp_path):
     path = tmp_path / "source.pt"
     torch.save({"model": classifier(3, seed=1).state_dict()}, path)
     with pytest.raises(CheckpointError) as err:
-        init_weights(classifier(5, seed=2), ModelConfig(pretrained=str(path), pretrained_strict=True), resume_path=None)
+        load_initial_weights(classifier(5, seed=2), ModelConfig(pretrained=str(path), pretrained_strict=True), resume_path=None, check=None)
     message = str(err.value)
     assert "head.2.weight" in message and "pretrained_strict=false" in message and "\n" not in message
 
 
 def training_checkpoint(model: torch.nn.Module, epoch: int) -> dict:
-    """What the checkpoint hook writes for ``model`` at the start of ``epoch``."""
+    """What the checkpointer writes for ``model`` at the start of ``epoch``."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     objects = StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")))
-    return capture(objects, Progress(epoch=epoch), {}, 1)
+    return snapshot_training_state(objects, Progress(epoch=epoch), {}, 1)
 
 
 def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, caplog):
@@ -94,16 +94,16 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
         find_resume(tmp_path / "none", resume=True, auto_resume=False)
 
     model = classifier(3, seed=3)
-    checkpoint = init_weights(model, cfg, find_resume(ckpt_dir, resume=False, auto_resume=True))
-    assert checkpoint.progress.epoch == 2 and "resumed from" in caplog.text
+    resume = load_initial_weights(model, cfg, find_resume(ckpt_dir, resume=False, auto_resume=True), check=lambda checkpoint: True)
+    assert resume.checkpoint.progress.epoch == 2 and resume.record is None and "resumed from" in caplog.text
     assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in model.state_dict().items())
 
     model = classifier(3, seed=3)
-    init_weights(model, cfg, None)
+    load_initial_weights(model, cfg, None, check=None)
     assert all(torch.equal(v, pretrained.state_dict()[k]) for k, v in model.state_dict().items())
 
     model, own = classifier(3, seed=3), classifier(3, seed=3)
-    init_weights(model, ModelConfig(), None)
+    load_initial_weights(model, ModelConfig(), None, check=None)
     assert all(torch.equal(v, own.state_dict()[k]) for k, v in model.state_dict().items())
     assert "the network's own initialisation" in caplog.text
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.checkpoint.state import FORMAT, Checkpoint, Progress, StateObjects, capture, weights_in
+from utils.checkpoint.state import FORMAT, Checkpoint, Progress, StateObjects, network_weights_of, snapshot_training_state
 from utils.config import AmpConfig
 from utils.errors import CheckpointError
 from utils.optim.ema import ModelEma
@@ -37,10 +37,10 @@ def objects(seed: int, hooks=None) -> StateObjects:
     return StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")), ema=ModelEma(model, decay=0.5), hooks=hooks or {})
 
 
-def test_capture_then_restore_round_trips_every_object():
+def test_snapshot_then_restore_round_trips_every_object():
     source = objects(0, {"counter": Counter(7)})
     source.ema.update(source.model)
-    data = capture(source, Progress(epoch=3, batch=5, step=41), {"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog"))
+    data = snapshot_training_state(source, Progress(epoch=3, batch=5, step=41), {"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog"))
     assert data["format"] == FORMAT and data["hooks"] == {"counter": {"n": 7}}
     checkpoint = Checkpoint(data, "mem.pt")
     assert checkpoint.progress == Progress(3, 5, 41) and checkpoint.world_size == 2 and checkpoint.classes == ["cat", "dog"]
@@ -55,14 +55,22 @@ def test_capture_then_restore_round_trips_every_object():
     assert all(torch.equal(torch.as_tensor(a[k]), torch.as_tensor(b[k])) for k in a)
 
 
-def test_a_format_2_checkpoint_of_0_2_0_without_a_class_list_reads():
-    data = capture(objects(0), Progress(1, 0, 9), {}, 1)
+def test_a_format_2_checkpoint_is_upgraded_with_its_hooks_states_in_the_components():
+    data = snapshot_training_state(objects(0, {"counter": Counter(3)}), Progress(1, 0, 9), {}, 1)
     del data["classes"]  # framework 0.2.0 wrote no class list
-    assert Checkpoint(data, "v020.pt").classes is None
+    best = {"metric": "top1", "value": 0.8, "epoch": 0, "evals_since_best": 0}
+    data.update(format=2, sampler={"epoch": 1, "seed": 0}, hooks={"validation": best, "checkpoint": {"best": "epoch0001_batch000000.pt"}, "counter": {"n": 3}})
+    checkpoint = Checkpoint(data, "v020.pt")
+    assert checkpoint.classes is None
+    assert checkpoint.loop_state("validator") == {**best, "pending": None}  # format 2 validated before it saved
+    assert checkpoint.loop_state("checkpointer") == {"best": "epoch0001_batch000000.pt"}
+    target = objects(1, {"counter": Counter()})
+    checkpoint.restore(target, rank=0)
+    assert target.hooks["counter"].n == 3  # a user's hook keeps its state; no warning about built-in hooks
 
 
 def test_an_unknown_format_is_a_clear_error():
-    data = capture(objects(0), Progress(), {}, 1)
+    data = snapshot_training_state(objects(0), Progress(), {}, 1)
     data["format"] = FORMAT + 1
     with pytest.raises(CheckpointError, match=rf"has format {FORMAT + 1}, but framework .* reads format {FORMAT}"):
         Checkpoint(data, "new.pt")
@@ -80,6 +88,7 @@ def test_a_format_1_checkpoint_is_upgraded():
     }
     checkpoint = Checkpoint(old, "old.pt")
     assert checkpoint.progress == Progress(2, 6, 30) and checkpoint.framework == "0.1.0" and checkpoint.classes is None
-    assert checkpoint.hook_state("validation")["value"] == 0.9 and checkpoint.loop_state("nonfinite")["total"] == 2
+    assert checkpoint.loop_state("validator")["value"] == 0.9 and checkpoint.loop_state("validator")["pending"] is None
+    assert checkpoint.loop_state("nonfinite")["total"] == 2
     assert checkpoint.eval_weights is checkpoint.model_weights  # it did not select with its EMA
-    assert weights_in(old) is old["model"] and weights_in({"state_dict": {"w": 1}}) == {"w": 1}
+    assert network_weights_of(old) is old["model"] and network_weights_of({"state_dict": {"w": 1}}) == {"w": 1}

@@ -55,7 +55,7 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
     acc.Reload()
     assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(acc.Tags()["images"])
-    assert [e.step for e in acc.Images("val/confusion_matrix")] == list(range(15))
+    assert [e.step for e in acc.Images("val/confusion_matrix")] == [19 * (epoch + 1) for epoch in range(15)]  # at the step ending each epoch
     test_matrices = acc.Images("test/confusion_matrix")  # the run's test, then the two --mode test runs
     assert len(test_matrices) == 3 and {(m.width, m.height) for m in test_matrices} == {(316, 340)}  # 10 classes of 28-px cells with labels
 

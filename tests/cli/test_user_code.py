@@ -56,7 +56,7 @@ class EventRecorder(Hook):
 
     def _record(self, trainer, event, **extra):
         state = trainer.state
-        row = {"event": event, "epoch": state.epoch, "step": state.step, "steps_seen": self.steps, "checkpoint": state.last_checkpoint, **extra}
+        row = {"event": event, "epoch": state.epoch, "step": state.step, "steps_seen": self.steps, "checkpoint": str(trainer.checkpointer.last_path) if trainer.checkpointer.last_path else None, **extra}
         with open(self.path, "a") as fh:
             fh.write(json.dumps(row) + "\\n")
 

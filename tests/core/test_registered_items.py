@@ -5,12 +5,15 @@ Items that need arguments or a special input declare them in EXAMPLES; a newly
 registered item without a working default gets a clear failure pointing here.
 """
 
+import json
 from typing import Any, Dict, Tuple
 
 import pytest
 import torch
 
 from tests.hooks.harness import run_with, tensorboard
+from utils.hook.profiler import ProfilerHook
+from utils.hook.progress import ProgressHook
 from utils.registry import BACKBONES, HOOKS, LOSSES, METRICS, MODULES, NETWORKS
 
 SMALL_SOD = {"backbone": "small_cnn", "backbone_args": {"widths": [8, 16, 16]}, "channels": 8, "head_channels": 8}
@@ -135,14 +138,6 @@ def _images(out, *tags):
 
 # hook name -> (constructor kwargs given the run's output folder, task, what its run must leave behind)
 HOOK_EXAMPLES = {
-    "logging": (lambda out: {"output_dir": str(out), "log_every": 1}, "classification", lambda t, out: {"train/loss", "val/top1", "test/top1"} <= set(tensorboard(out).Tags()["scalars"])),
-    "progress": (lambda out: {"log_every": 1}, "classification", lambda t, out: t.hooks.get("progress").bar is None),
-    "ema": (lambda out: {}, "classification", lambda t, out: t.parts.ema.updates == t.state.step == 6),
-    "preemption": (lambda out: {}, "classification", lambda t, out: t.state.preempted is None and t.state.step == 6),
-    "validation": (lambda out: {"monitor": "top1"}, "classification", lambda t, out: t.hooks.get("validation").tracker.epoch in (0, 1)),
-    "checkpoint": (lambda out: {"directory": str(out / "ckpt")}, "classification", lambda t, out: (out / "ckpt" / "best.pt").is_file() and (out / "ckpt" / "epoch0002_batch000000.pt").is_file()),
-    "profiler": (lambda out: {"directory": str(out / "profile"), "wait": 0, "warmup": 1, "active": 2}, "classification",
-                 lambda t, out: {"ProfilerStep#1", "ProfilerStep#2"} <= {e.get("name") for e in _json(out / "profile" / "trace.json")["traceEvents"]}),
     "saliency_grid": (lambda out: {"images": 3, "size": 16}, "sod", lambda t, out: _images(out, "val/saliency_grid", "test/saliency_grid")),
     "confusion_matrix": (lambda out: {}, "classification", lambda t, out: _images(out, "val/confusion_matrix", "test/confusion_matrix")),
     "confident_mistakes": (lambda out: {"images": 2, "size": 16}, "classification", lambda t, out: _images(out, "val/confident_mistakes")),
@@ -158,5 +153,22 @@ def test_hook(name, tmp_path):
     make_kwargs, task, check = HOOK_EXAMPLES[name]
     hook = HOOKS.build(name, **make_kwargs(tmp_path))
     assert set(getattr(hook, "tasks", ())) <= {"*", *METRICS.names()}  # a default for tasks that exist
-    trainer = run_with(hook, task, tmp_path, ema=name == "ema")
+    trainer = run_with(hook, task, tmp_path)
     assert check(trainer, tmp_path)
+
+
+def test_the_built_in_services_and_hooks_of_a_training_run(tmp_path):
+    """The run writer, validator, checkpointer, EMA and stop signal (services), and the progress and
+    profiler hooks that main.py adds, through the harness's two epochs and test."""
+    profiler = ProfilerHook(str(tmp_path / "profile"), wait=0, warmup=1, active=2)
+    trainer = run_with(profiler, "classification", tmp_path, ema=True, checkpoints=True)
+    assert {"train/loss", "train/lr", "train_epoch/loss", "val/top1", "val/ema_top1", "test/top1"} <= set(tensorboard(tmp_path).Tags()["scalars"])
+    assert [row["split"] for row in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())] == ["val", "val", "test"]
+    assert trainer.parts.ema.updates == trainer.state.step == 6 and trainer.stop.agreed is None
+    assert trainer.validator.tracker.epoch in (0, 1) and trainer.validator.pending is None
+    assert (tmp_path / "ckpt" / "best.pt").is_file() and (tmp_path / "ckpt" / "epoch0002_batch000000.pt").is_file()
+    assert (tmp_path / "ckpt" / "epoch0002_batch000000.pt.val.json").is_file()  # the validation after it, recorded
+    assert {"ProfilerStep#1", "ProfilerStep#2"} <= {e.get("name") for e in _json(tmp_path / "profile" / "trace.json")["traceEvents"]}
+    progress = ProgressHook(log_every=1)
+    run_with(progress, "classification", tmp_path / "progress")
+    assert progress.bar is None  # not a terminal: no bar, and the epoch's end closed any

@@ -88,7 +88,8 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
 def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine.trainer import LoopOptions, Parts, Trainer
+    from utils.engine.components import LoopOptions, Parts
+    from utils.engine.trainer import Trainer
 
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=10, delay=0.001), batch_size=4), "thread", depth=2)
     model = torch.nn.Linear(2, 40)
@@ -97,7 +98,7 @@ def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
 
     start = time.monotonic()
     with pytest.raises(OSError, match="corrupt file for item 10"):
-        Trainer(parts, LoopOptions(is_main=False)).fit()
+        Trainer(parts, LoopOptions()).fit()
     assert time.monotonic() - start < 1.0
 
 

@@ -48,7 +48,8 @@ def main(out: str) -> None:
     from utils.amp import Amp
     from utils.config import AmpConfig
     from utils.distributed.process_group import import_before_process_group
-    from utils.engine.trainer import LoopOptions, Parts, Trainer
+    from utils.engine.components import LoopOptions, Parts
+    from utils.engine.trainer import Trainer
 
     torch.set_num_threads(1)
     import_before_process_group()  # see there: an abort at exit otherwise, now and then
@@ -66,7 +67,7 @@ def main(out: str) -> None:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     batches = rank_micro_batches(rank)
     parts = Parts(model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, train_loader=batches)
-    trainer = Trainer(parts, LoopOptions(accumulate=K, is_main=False))
+    trainer = Trainer(parts, LoopOptions(accumulate=K))
     trainer.fit()
     if rank == 0:
         torch.save({"state": model.module.state_dict(), "allreduce_calls": len(calls), "steps": trainer.state.step}, out)

@@ -11,7 +11,8 @@ from tests.conftest import ROOT, subprocess_env
 from tests.engine import accumulate_worker as worker
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer import Trainer
 
 
 def run_epoch(model, batches, accumulate=1, lr=0.5, momentum=0.9, **kwargs) -> int:
@@ -19,7 +20,7 @@ def run_epoch(model, batches, accumulate=1, lr=0.5, momentum=0.9, **kwargs) -> i
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     parts = Parts(model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, train_loader=batches)
-    trainer = Trainer(parts, LoopOptions(accumulate=accumulate, is_main=False, **kwargs))
+    trainer = Trainer(parts, LoopOptions(accumulate=accumulate, **kwargs))
     trainer.fit()
     return trainer.state.step
 

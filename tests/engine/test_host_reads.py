@@ -16,10 +16,11 @@ from torch import nn
 from benchmarks.count_reads import counting, totals
 from utils.amp import Amp
 from utils.config import AmpConfig, OptimConfig
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer import Trainer
 from utils.errors import NonFiniteError
 from utils.optim.optimizers import build_optimizer
-from utils.registry import HOOKS
+from utils.hook.progress import ProgressHook
 
 STEPS, LOG_EVERY = 25, 10
 
@@ -47,10 +48,8 @@ def trainer_for(tmp_path, impl="auto", amp=None, nan_at=(), nonfinite="stop", em
     amp = Amp(amp or AmpConfig(), torch.device("cpu"))
     model, optimizer = amp.initialize(model, optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
-    hooks = [HOOKS.build("logging", output_dir=str(tmp_path), log_every=LOG_EVERY), HOOKS.build("progress", log_every=LOG_EVERY), HOOKS.build("preemption")]
-    hooks += [HOOKS.build("ema")] if ema is not None else []
     parts = Parts(model, nn.CrossEntropyLoss(), amp, optimizer, scheduler, train_loader=batches, ema=ema)
-    return Trainer(parts, LoopOptions(log_every=LOG_EVERY, nonfinite=nonfinite, max_nonfinite_skips=100, is_main=False), hooks)
+    return Trainer(parts, LoopOptions(log_every=LOG_EVERY, nonfinite=nonfinite, max_nonfinite_skips=100), hooks=[ProgressHook(LOG_EVERY)])
 
 
 def reads_of(trainer) -> int:

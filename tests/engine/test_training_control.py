@@ -13,7 +13,7 @@ from utils.amp import Amp
 from utils.config import AmpConfig, load_config
 from utils.data import build_dataset, build_eval_loader
 from utils.engine.evaluate import evaluate
-from utils.engine.hooks.validation import BestTracker
+from utils.engine.validator import BestTracker
 from utils.errors import ConfigError
 from utils.metrics import build_metric
 from utils.model.build import build_network
@@ -55,7 +55,7 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     assert all("ema_loss" in r and "loss" in r for r in val)
     best_epoch = min(val, key=lambda r: r["ema_loss"])["epoch"]
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
-    assert best["progress"]["epoch"] == best_epoch + 1 and best["hooks"]["validation"]["metric"] == "loss"
+    assert best["progress"]["epoch"] == best_epoch + 1 and best["loop"]["validator"]["metric"] == "loss"
     assert best["ema"]["updates"] == best["progress"]["step"] > 0
     assert not torch.equal(best["ema"]["weights"]["head.2.weight"], best["model"]["head.2.weight"])
 
@@ -108,7 +108,8 @@ def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, ca
     args = fast_overrides(out_root, "iters", epochs=50) + ["train.iterations=25", "train.accumulate=2", "schedule.warmup_epochs=0"]
     assert main.main(args) == 0
     state = torch.load(out_root / "iters" / "checkpoints" / "last.pt", weights_only=False)
-    assert state["progress"]["step"] == 25 and state["progress"]["epoch"] == 3
+    # step 25 is the 5th step of epoch 2: the last checkpoint records where the run really stopped
+    assert state["progress"] == {"epoch": 2, "batch": 10, "step": 25}
     assert state["scheduler"]["last_epoch"] == 25
     assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)  # the cosine ended on step 25
     assert [r["epoch"] for r in rows(out_root / "iters")] == [0, 1, 2]

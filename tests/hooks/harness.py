@@ -1,4 +1,4 @@
-"""A tiny real Trainer per task (classification, sod, video) that runs one hook through fit and test."""
+"""A tiny real Trainer per task (classification, sod, video) that runs one hook through fit and test, with the built-in services."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ import torch
 
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.checkpoint.store import CheckpointStore
+from utils.engine.checkpointer import Checkpointer, NoCheckpointer
+from utils.engine.components import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer import Trainer
+from utils.engine.validator import Validator
+from utils.log import RunWriter
 from utils.metrics import build_metric
 from utils.model.criterion import build_criterion
 from utils.optim.ema import ModelEma
-from utils.registry import HOOKS, NETWORKS
+from utils.registry import NETWORKS
 
 TASKS: Dict[str, Dict[str, Any]] = {
     "classification": {"network": ("classifier", {"num_classes": 4, "backbone_args": {"in_channels": 1, "widths": [4, 8]}}), "loss": "cross_entropy", "monitor": "top1"},
@@ -37,8 +42,9 @@ def batches(task: str, count: int, seed: int) -> List[Tuple[torch.Tensor, Any]]:
     return out
 
 
-def run_with(hook: Any, task: str, out: Path, ema: bool = False) -> Trainer:
-    """Two epochs of ``task`` with the logging and validation hooks and ``hook`` (unless it is one of them), then the test."""
+def run_with(hook: Any, task: str, out: Path, ema: bool = False, checkpoints: bool = False) -> Trainer:
+    """Two epochs of ``task`` with ``hook``, the run writer (into ``out``) and the validator (with ``checkpoints``:
+    the checkpointer, into ``out/ckpt``), then the test."""
     torch.manual_seed(0)
     name, args = TASKS[task]["network"]
     model = NETWORKS.build(name, **args)
@@ -47,14 +53,13 @@ def run_with(hook: Any, task: str, out: Path, ema: bool = False) -> Trainer:
     amp = Amp(AmpConfig(opt_level="O0"), torch.device("cpu"))
     criterion = build_criterion([{"name": TASKS[task]["loss"]}])
     val = batches(task, 2, seed=1)
-    parts = Parts(model, criterion, amp, optimizer, scheduler, batches(task, 3, seed=0), val, build_metric(task), ModelEma(model, decay=0.5) if ema else None)
-    hooks = [hook]
-    names = {getattr(hook, "name", None)}
-    if "logging" not in names:
-        hooks.append(HOOKS.build("logging", output_dir=str(out), log_every=1))
-    if "validation" not in names:
-        hooks.append(HOOKS.build("validation", monitor=TASKS[task]["monitor"], mode="min" if task == "sod" else "max"))
-    trainer = Trainer(parts, LoopOptions(epochs=2, config={"task": task}), hooks)
+    parts = Parts(model, criterion, amp, optimizer, scheduler, batches(task, 3, seed=0), build_metric(task), ModelEma(model, decay=0.5) if ema else None)
+    services = Services(
+        writer=RunWriter(out, enabled=True),
+        checkpointer=Checkpointer(CheckpointStore(out / "ckpt")) if checkpoints else NoCheckpointer(),
+        validator=Validator(val, monitor=TASKS[task]["monitor"], mode="min" if task == "sod" else "max"),
+    )
+    trainer = Trainer(parts, LoopOptions(epochs=2, log_every=1), services, hooks=[hook], meta=RunMeta(config={"task": task}))
     try:
         trainer.fit()
         trainer.test(val, epoch=1)

@@ -12,7 +12,9 @@ from tests.hooks.harness import run_with
 from utils.amp import Amp
 from utils.config import AmpConfig
 from utils.data.samplers import ShardSampler
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.distributed.process_group import DistInfo
+from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer import Trainer
 from utils.hook import Hook
 from utils.metrics import build_metric
 from utils.model.criterion import build_criterion
@@ -49,7 +51,7 @@ def _confusion_on_shards(rank: int, world_size: int, samples: int) -> list:
     loader = [(inputs[shard[i : i + 2]], labels[shard[i : i + 2]]) for i in range(0, len(shard), 2)]
     hook = HOOKS.build("confusion_matrix")
     parts = Parts(model, build_criterion([{"name": "cross_entropy"}]), Amp(AmpConfig(), torch.device("cpu")), metric=build_metric("classification"))
-    trainer = Trainer(parts, LoopOptions(is_main=rank == 0, world_size=world_size), [hook])
+    trainer = Trainer(parts, LoopOptions(), hooks=[hook], dist=DistInfo(rank=rank, world_size=world_size))
     metrics = trainer.evaluate(model, loader, split="val")
     matrix = hook.matrix("val")  # what after_validation draws; every rank reduces
     return [metrics["samples"], matrix.tolist() if matrix is not None else None]

@@ -48,7 +48,8 @@ def reader(run: Path):
 def test_event_accumulator_reads_the_pictures_the_config_text_and_the_hparams(runs):
     digits, sod = reader(runs / "digits"), reader(runs / "sod")
     assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(digits.Tags()["images"])
-    assert [(e.step, e.width, e.height) for e in digits.Images("val/confusion_matrix")] == [(0, 316, 340), (1, 316, 340)]
+    # at the optimizer step that ended each epoch (19 steps of 64 digits): one axis for every event
+    assert [(e.step, e.width, e.height) for e in digits.Images("val/confusion_matrix")] == [(19, 316, 340), (38, 316, 340)]
     assert set(sod.Tags()["images"]) == {"val/saliency_grid", "test/saliency_grid"}
     assert [(e.width, e.height) for e in sod.Images("test/saliency_grid")] == [(84 + 5 * 96 + 7 * 4, 3 * 96 + 4 * 4)]  # 5 test images
     for acc, name in ((digits, "digits"), (sod, "sod")):

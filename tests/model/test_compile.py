@@ -27,7 +27,8 @@ from utils.amp import Amp
 from utils.checkpoint.store import load_verified
 from utils.config import AmpConfig, OptimConfig
 from utils.config_rules import COMPILE_DEFAULTS
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer import Trainer
 from utils.model.compile import compile_model
 from utils.optim.optimizers import build_optimizer
 from utils.registry import NETWORKS
@@ -61,7 +62,7 @@ def losses_of(compiled: bool, level: str, grad_checkpointing: bool, steps: int =
     batches = [(torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 10, (8,), generator=g)) for _ in range(steps)]
     recorder = Losses()
     parts = Parts(model, nn.CrossEntropyLoss(), amp, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0), train_loader=batches)
-    Trainer(parts, LoopOptions(is_main=False), [recorder]).fit()
+    Trainer(parts, LoopOptions(), hooks=[recorder]).fit()
     return recorder.values, model
 
 

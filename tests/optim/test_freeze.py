@@ -8,7 +8,8 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.config import AmpConfig, OptimConfig
-from utils.engine.trainer import LoopOptions, Parts, Trainer
+from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer import Trainer
 from utils.errors import ConfigError
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
@@ -27,7 +28,7 @@ def one_epoch(model: nn.Module, batches: int = 4) -> None:
     g = torch.Generator().manual_seed(0)
     loader = [(torch.randn(8, 1, 8, 8, generator=g) * 3 + 1, torch.randint(0, 4, (8,), generator=g)) for _ in range(batches)]
     amp = Amp(AmpConfig(), torch.device("cpu"))
-    Trainer(Parts(model, nn.CrossEntropyLoss(), amp, optimizer, scheduler, train_loader=loader), LoopOptions(is_main=False)).fit()
+    Trainer(Parts(model, nn.CrossEntropyLoss(), amp, optimizer, scheduler, train_loader=loader), LoopOptions()).fit()
 
 
 def snapshot(model: nn.Module) -> dict:

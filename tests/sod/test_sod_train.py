@@ -38,7 +38,7 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
     acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
     acc.Reload()
     val, test = acc.Images("val/saliency_grid"), acc.Images("test/saliency_grid")
-    assert [e.step for e in val] == [0, 1] and len(test) == 1
+    assert [e.step for e in val] == [20, 40] and len(test) == 1  # at the step that ended each epoch (20 steps)
     size = (84 + 8 * 96 + 10 * 4, 3 * 96 + 4 * 4)  # rows image, ground truth, prediction: a name, then 8 tiles of 96 px
     assert {(e.width, e.height) for e in val} == {size}
     assert (test[0].width, test[0].height) == size  # 9 test images: the first 8

@@ -47,7 +47,7 @@ def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, confi
     acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
     acc.Reload()
     strips = acc.Images("val/clips")
-    assert [e.step for e in strips] == [0, 1] and {(e.width, e.height) for e in strips} == {(6 * 64 + 5 + 2 + 8, 4 * (66 + 18) + 5 * 4)}
+    assert [e.step for e in strips] == [3, 6] and {(e.width, e.height) for e in strips} == {(6 * 64 + 5 + 2 + 8, 4 * (66 + 18) + 5 * 4)}
     assert {"val/confusion_matrix", "test/confusion_matrix"} <= set(acc.Tags()["images"])
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
     assert rows(run / "metrics.jsonl")[-1]["video_top1"] == test_row["video_top1"]

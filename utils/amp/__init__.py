@@ -17,7 +17,7 @@ run is on CUDA.
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Dict, Optional, Tuple, Union
+from typing import Any, ContextManager, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -25,11 +25,11 @@ from torch import nn
 from utils.amp.apex_backend import ApexAmp
 from utils.amp.loss_scale import LossScaler
 from utils.amp.native import NativeAmp
-from utils.amp.outcome import ClipOptions, StepOutcome
+from utils.amp.outcome import ClipOptions, StepOutcome, StepResult
 from utils.amp.policy import AmpPolicy, apex_amp_available, resolve_policy
 from utils.config import AmpConfig
 
-__all__ = ["Amp", "AmpPolicy", "ClipOptions", "LossScaler", "StepOutcome", "apex_amp_available", "resolve_policy"]
+__all__ = ["Amp", "AmpPolicy", "ClipOptions", "LossScaler", "StepOutcome", "StepResult", "apex_amp_available", "resolve_policy"]
 
 
 class Amp:
@@ -54,10 +54,11 @@ class Amp:
     def step(self, optimizer: torch.optim.Optimizer, clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None) -> bool:
         """Unscale, clip, step; False when an overflow made it skip the step (reads the decision)."""
         outcome = self.apply_step(optimizer, ClipOptions(clip_grad_norm, clip_grad_value))
-        if outcome.taken is None:
-            outcome.taken = outcome.found_inf.item() == 0
-            self.count_skipped(0 if outcome.taken else 1)
-        return outcome.taken
+        if outcome.result is StepResult.ON_DEVICE:
+            skipped = outcome.found_inf.item() != 0
+            self.count_skipped(int(skipped))
+            return not skipped
+        return outcome.result is StepResult.TAKEN
 
     def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
         """Unscale, clip, step, skipping the update where a gradient is not finite (overflow; any
@@ -68,6 +69,13 @@ class Amp:
     def count_skipped(self, steps: int, where: str = "") -> None:
         """Count overflow-skipped steps the device decided on, once they are read."""
         self.backend.count_skipped(steps, where)
+
+    def count_overflows(self, skipped: Sequence[Any]) -> None:
+        """Steps the device skipped, read at a sync point (``StepRecord``s): under loss scaling, those
+        without a non-finite loss were overflows, counted here."""
+        overflows = [r for r in skipped if r.bad_loss is None] if self.scales_loss else []
+        if overflows:
+            self.count_skipped(len(overflows), f" {len(overflows)}x in steps {overflows[0].step}..{overflows[-1].step}")
 
     @property
     def scales_loss(self) -> bool:

@@ -61,8 +61,8 @@ class ApexAmp:
             if unscale_and_check_(grads).item() != 0:
                 if getattr(getattr(optimizer, "_amp_stash", None), "already_patched", False):
                     optimizer.step()  # consumes apex's one-shot skip of this overflow
-                return StepOutcome(False)
-        return StepOutcome(self.step(optimizer, clip.norm, clip.value))
+                return StepOutcome.decided(False)
+        return StepOutcome.decided(self.step(optimizer, clip.norm, clip.value))
 
     def count_skipped(self, steps: int, where: str = "") -> None:
         self.skipped_steps += steps

@@ -9,9 +9,14 @@ from typing import Any, ContextManager, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from utils.amp.casting import MasterWeights, add_cast_hooks, cast_model, low_precision_params
+from utils.amp.casting import (
+    MasterWeights,
+    add_cast_hooks,
+    cast_model,
+    low_precision_params,
+)
 from utils.amp.loss_scale import LossScaler, unscale_and_check_
-from utils.amp.outcome import ClipOptions, StepOutcome
+from utils.amp.outcome import ClipOptions, StepOutcome, StepResult
 from utils.amp.policy import AmpPolicy
 from utils.optim.impl import step_unless, takes_found_inf
 
@@ -64,12 +69,12 @@ class NativeAmp:
         found_inf = self.scaler.check_and_unscale_(grads) if self.scaler is not None else unscale_and_check_(grads) if check_finite else None
         if found_inf is None:
             self._clip_and_step(optimizer, params, clip)
-            return StepOutcome(True)
+            return StepOutcome(StepResult.TAKEN)
         if takes_found_inf(optimizer):
             self._clip_and_step(optimizer, params, clip, found_inf)  # a skipped step's NaN gradients are clipped to NaN: never applied
             if self.scaler is not None:
                 self.scaler.update_from(found_inf)
-            return StepOutcome(None, found_inf)
+            return StepOutcome(StepResult.ON_DEVICE, found_inf)
         taken = found_inf.item() == 0  # the one read per step of a non-fused optimizer that may skip
         if taken:
             self._clip_and_step(optimizer, params, clip)
@@ -77,7 +82,7 @@ class NativeAmp:
             self.scaler.update_from(found_inf)
             if not taken:
                 self.count_skipped(1)
-        return StepOutcome(taken, found_inf)
+        return StepOutcome.decided(taken, found_inf)
 
     def _clip_and_step(self, optimizer: torch.optim.Optimizer, params: List[torch.Tensor], clip: ClipOptions, found_inf: Optional[torch.Tensor] = None) -> None:
         # Clipping sees the true (unscaled, fp32 master at O2) gradients.

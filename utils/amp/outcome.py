@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
 
+class StepResult(enum.Enum):
+    """Whether a step changed the weights: decided on the host, or left to the device."""
+
+    TAKEN = "taken"
+    SKIPPED = "skipped"  # overflow, or a non-finite gradient under train.nonfinite=skip
+    ON_DEVICE = "on_device"  # a fused optimizer was given found_inf: read it at a sync point
+
+
 @dataclass
 class StepOutcome:
-    """``taken``: True/False where the host decided; None where the device did (a fused optimizer
-    given ``found_inf``), and ``found_inf`` (0-dim, 1.0: skipped) tells, to be read at a sync point."""
+    """A step's result; with ``ON_DEVICE``, ``found_inf`` (0-dim, 1.0: skipped) tells, to be read later."""
 
-    taken: Optional[bool]
+    result: StepResult
     found_inf: Optional[torch.Tensor] = None
 
-    @property
-    def may_skip(self) -> bool:
-        return self.taken is not True
+    @classmethod
+    def decided(cls, taken: bool, found_inf: Optional[torch.Tensor] = None) -> "StepOutcome":
+        return cls(StepResult.TAKEN if taken else StepResult.SKIPPED, found_inf)
 
 
 @dataclass(frozen=True)

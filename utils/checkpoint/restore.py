@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 from torch import nn
 
+from utils.checkpoint.records import read_record
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore, load_verified
 from utils.checkpoint.weights import load_weights, weight_mismatch
@@ -40,29 +42,59 @@ def find_resume(ckpt_dir: Path, resume: bool, auto_resume: bool) -> Optional[Pat
     return None
 
 
-def init_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], guard: Optional[Callable[[Checkpoint], Any]] = None) -> Optional[Checkpoint]:
+@dataclass
+class Resume:
+    """A run resumed from ``path``: the checkpoint, the record of the validation after it (None when
+    that validation did not finish, or there was none), and whether its data order still holds."""
+
+    checkpoint: Checkpoint
+    path: Path
+    record: Optional[Dict[str, Any]]
+    same_data: bool = True
+
+    def restore(self, trainer: Any) -> None:
+        """Everything but the weights (loaded before amp and DDP): every object's state, this rank's
+        random state, the validator's and checkpointer's state after the recorded validation, the position.
+
+        With ``same_data`` False (``--resume-force`` over a changed data config) the
+        interrupted epoch restarts from its first batch.
+        """
+        checkpoint, state = self.checkpoint, trainer.state
+        checkpoint.restore(trainer.state_objects(), trainer.dist.rank, trainer.dist.world_size)
+        if self.record is not None:
+            trainer.validator.load_state_dict(self.record["validator"])
+            trainer.checkpointer.apply_record(self.record)
+        trainer.checkpointer.last_path = self.path
+        progress = checkpoint.progress
+        state.epoch, state.batch, state.step = progress.epoch, progress.batch, progress.step
+        if progress.batch and not self.same_data:
+            log.warning("the data or world size changed (--resume-force): epoch %d restarts from its first batch", progress.epoch)
+            state.batch = 0
+        log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
+
+
+def load_initial_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], check: Callable[[Checkpoint], bool]) -> Optional[Resume]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 
     1. a resume checkpoint: all of its weights (the rest of its state is
-       restored by ``Checkpoint.restore`` once the optimizer and hooks exist);
+       restored by ``Resume.restore`` once the optimizer and the trainer exist);
     2. ``model.pretrained``: a checkpoint of ours or a plain state_dict, with
        ``model.pretrained_prefix``; tensors whose shapes differ (a new head) are
        dropped and keep the network's init, unless ``model.pretrained_strict``;
     3. otherwise the network's own initialisation.
 
-    ``guard(checkpoint)`` checks a resume checkpoint before its weights are loaded.
-    Returns the resume checkpoint, or None.
+    ``check(checkpoint)`` guards a resume checkpoint before its weights are loaded
+    (a CheckpointError refuses it) and says whether its data order still holds.
     """
     if resume_path is not None:
         checkpoint = Checkpoint(load_verified(Path(resume_path)), resume_path)
-        if guard is not None:
-            guard(checkpoint)
+        same_data = check(checkpoint)
         try:
             model.load_state_dict(checkpoint.model_weights)
         except RuntimeError as err:
             raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, checkpoint.model_weights)}); move it away to start afresh") from err
         log.info("weights: resumed from %s (epoch %s)%s", resume_path, checkpoint.progress.epoch, "; model.pretrained is not used" if cfg.pretrained else "")
-        return checkpoint
+        return Resume(checkpoint, Path(resume_path), read_record(Path(resume_path)), same_data)
     if cfg.pretrained:
         log.info("weights: model.pretrained=%s (prefix '%s', strict %s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
         load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)

@@ -1,8 +1,8 @@
-"""What a checkpoint holds: the one module that writes its entries (``capture``) and reads them (``Checkpoint``).
+"""What a checkpoint holds: the one module that writes its entries (``snapshot_training_state``) and reads them (``Checkpoint``).
 
-Format 2, a dict saved with ``torch.save``::
+Format 3, a dict saved with ``torch.save``::
 
-    format      2 (an unknown format is refused with a clear error; format 1 is upgraded on load)
+    format      3 (an unknown format is refused with a clear error; formats 1 and 2 are upgraded on load)
     framework   the framework version that wrote it
     config      the resolved config of the run (a dict)
     classes     the training data's class list (what the dataset's ``classes`` argument takes), or None;
@@ -14,11 +14,17 @@ Format 2, a dict saved with ``torch.save``::
                 ``data.global_batch_size``, the same at every world size)
     model       the network's state_dict (unwrapped: no ``module.`` prefix)
     ema         {weights, updates} of the EMA of the weights, or None
-    optimizer, scheduler, amp, sampler      their state_dict()s
+    optimizer, scheduler, amp               their state_dict()s (the samplers need none: their order
+                follows from the seed, the epoch and ``progress``)
     rng         the random states of every rank (each rank restores its own; at another
                 world size every rank starts new streams from the seed and step)
-    loop        the training loop's own state (the non-finite-loss count)
+    loop        the state of the trainer's components, by name: ``nonfinite`` (the skipped-step
+                count), ``validator`` (best value and epoch, early-stopping count, the epoch whose
+                validation is still ``pending``), ``checkpointer`` (the name of the best file)
     hooks       the state of every hook that keeps one, by hook name
+
+What the validation after a checkpoint decided is not in it (the checkpoint is
+written first): ``utils/checkpoint/records.py`` keeps it beside the file.
 
 Everything else in the framework asks this module: resume, pretrained
 loading, resume guards and test mode never index the dict themselves.
@@ -36,14 +42,14 @@ import torch
 from torch import nn
 
 from utils import __version__
-from utils.checkpoint.files import load_file
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
+from utils.checkpoint.store import load_verified
 from utils.distributed.ops import all_gather_objects
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass
@@ -64,8 +70,7 @@ class StateObjects:
     scheduler: Any
     amp: Any
     ema: Optional[Any] = None
-    sampler: Optional[Any] = None
-    loop: Dict[str, Any] = field(default_factory=dict)  # the training loop's own stateful parts, by name
+    loop: Dict[str, Any] = field(default_factory=dict)  # the trainer's stateful components, by name
     hooks: Dict[str, Any] = field(default_factory=dict)  # hooks that keep state, by name
 
 
@@ -73,7 +78,7 @@ def _state_of(obj: Any) -> Any:
     return obj.state_dict() if obj is not None and hasattr(obj, "state_dict") else None
 
 
-def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int, classes: Optional[List[Any]] = None) -> Dict[str, Any]:
+def snapshot_training_state(objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int, classes: Optional[List[Any]] = None) -> Dict[str, Any]:
     """The checkpoint of ``progress``: every object's state, the config and class list, the random states of all ranks.
 
     A collective (the random states are gathered): every rank calls it.
@@ -91,7 +96,6 @@ def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], w
         "optimizer": objects.optimizer.state_dict(),
         "scheduler": objects.scheduler.state_dict(),
         "amp": objects.amp.state_dict(),
-        "sampler": _state_of(objects.sampler) or {},
         "rng": rng,
         "loop": {name: obj.state_dict() for name, obj in objects.loop.items()},
         "hooks": {name: hook.state_dict() for name, hook in objects.hooks.items()},
@@ -101,9 +105,8 @@ def capture(objects: StateObjects, progress: Progress, config: Dict[str, Any], w
 def _upgrade_format_1(data: Dict[str, Any]) -> Dict[str, Any]:
     """A checkpoint of framework 0.1 (flat keys) in format 2."""
     ema = data.get("ema")
-    sampler = {k: v for k, v in (data.get("sampler") or {}).items() if k != "batches_done"}
     return {
-        "format": FORMAT,
+        "format": 2,
         "framework": data.get("version"),
         "config": data.get("config"),
         "world_size": data.get("world_size"),
@@ -113,11 +116,25 @@ def _upgrade_format_1(data: Dict[str, Any]) -> Dict[str, Any]:
         "optimizer": data.get("optimizer"),
         "scheduler": data.get("scheduler"),
         "amp": data.get("amp"),
-        "sampler": sampler,
         "rng": data.get("rng"),
         "loop": {"nonfinite": data.get("nonfinite") or {}},
         "hooks": {"validation": data["best"]} if data.get("best") is not None else {},
     }
+
+
+def _upgrade_format_2(data: Dict[str, Any]) -> Dict[str, Any]:
+    """A checkpoint of framework 0.2 in format 3: the validation and checkpoint hooks' states become
+    the validator's and the checkpointer's (written after the validation: nothing is pending)."""
+    hooks = dict(data.get("hooks") or {})
+    loop = dict(data.get("loop") or {})
+    if "validation" in hooks:
+        loop["validator"] = {**hooks.pop("validation"), "pending": None}
+    if "checkpoint" in hooks:
+        loop["checkpointer"] = hooks.pop("checkpoint")
+    for builtin in ("logging", "progress", "preemption", "ema", "profiler"):
+        hooks.pop(builtin, None)
+    upgraded = {key: value for key, value in data.items() if key != "sampler"}
+    return {**upgraded, "format": FORMAT, "loop": loop, "hooks": hooks}
 
 
 def is_training_checkpoint(data: Mapping[str, Any]) -> bool:
@@ -134,10 +151,12 @@ class Checkpoint:
             raise CheckpointError(f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained")
         if "format" not in data:
             data = _upgrade_format_1(data)
+        if data["format"] == 2:
+            data = _upgrade_format_2(data)
         if data["format"] != FORMAT:
             raise CheckpointError(
                 f"checkpoint '{self.source}' has format {data['format']!r}, but framework {__version__} reads format {FORMAT} "
-                f"(and upgrades format 1); it was written by framework {data.get('framework')}: use that version to read it"
+                f"(and upgrades formats 1 and 2); it was written by framework {data.get('framework')}: use that version to read it"
             )
         if not isinstance(data.get("model"), Mapping):
             raise CheckpointError(f"checkpoint '{self.source}' has no model weights; it is damaged or not a checkpoint of this framework")
@@ -145,8 +164,9 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "Checkpoint":
-        """Read ``path`` on the CPU; CheckpointError when it is missing, unreadable or not ours."""
-        return cls(load_file(path), path)
+        """Read ``path`` on the CPU after checking its checksum; CheckpointError when it is missing,
+        corrupt, unreadable or not ours."""
+        return cls(load_verified(Path(path)), path)
 
     @property
     def config(self) -> Optional[Dict[str, Any]]:
@@ -189,9 +209,6 @@ class Checkpoint:
         """The weights the run evaluated with: the EMA's when it selected with them, else the model's."""
         return self.ema_weights if self.selected_with_ema else self.model_weights
 
-    def hook_state(self, name: str) -> Optional[Any]:
-        return self._data.get("hooks", {}).get(name)
-
     def loop_state(self, name: str) -> Optional[Any]:
         return self._data.get("loop", {}).get(name)
 
@@ -229,7 +246,7 @@ class Checkpoint:
             log.warning("the checkpoint holds the state of hook(s) %s that this run does not use; it is ignored", ", ".join(unused))
 
 
-def weights_in(data: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+def network_weights_of(data: Dict[str, Any]) -> Dict[str, torch.Tensor]:
     """The network weights in a loaded file: our checkpoint (the weights it evaluated with), a
     ``{"state_dict": ...}`` or ``{"model": ...}`` wrapper, or a plain state_dict."""
     if is_training_checkpoint(data):

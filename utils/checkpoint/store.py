@@ -32,7 +32,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.checkpoint.files import file_digest, fsync_dir, load_file, sidecar, write_checkpoint
+from utils.checkpoint.files import (
+    file_digest,
+    fsync_dir,
+    load_file,
+    sidecar,
+    write_checkpoint,
+)
+from utils.checkpoint.records import SUFFIX, record_path
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -129,6 +136,7 @@ class CheckpointStore:
         """
         path = self.path_for(epoch, batch)
         try:
+            record_path(path).unlink(missing_ok=True)  # a record of an earlier file of this name (a rerun after a fallback) is not this one's
             write_checkpoint(state, path, recycle=self._recyclable(path))
             self._link(path, LAST)
             if self.best == path.name:
@@ -165,6 +173,11 @@ class CheckpointStore:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
 
+    def link_best(self, path: Path) -> None:
+        """Point ``best.pt`` at the numbered checkpoint ``path`` (``best`` already names it)."""
+        self._link(path, BEST)
+        fsync_dir(self.directory)
+
     def links_to(self, name: str, target: Path) -> bool:
         """Whether ``name`` (``best.pt``) holds the same bytes as ``target``: a link to it, or a copy with its checksum."""
         path = self.directory / name
@@ -196,10 +209,12 @@ class CheckpointStore:
             if old.name != self.best:  # best.pt's file stays, so resume and fallback see what it holds
                 old.unlink(missing_ok=True)
                 sidecar(old).unlink(missing_ok=True)
-        for side in self.directory.glob("*.pt.sha256"):  # a crash between a checksum and its file's rename
-            data = side.with_name(side.name[: -len(".sha256")])
-            if not data.exists():
-                side.unlink(missing_ok=True)
+                record_path(old).unlink(missing_ok=True)
+        # a crash between a checksum and its file's rename; records of files recycled or removed
+        for suffix in (".sha256", SUFFIX):
+            for side in self.directory.glob(f"*.pt{suffix}"):
+                if not side.with_name(side.name[: -len(suffix)]).exists():
+                    side.unlink(missing_ok=True)
 
     def remove_temporaries(self) -> None:
         """Delete what an interrupted save left behind (temporary files and links); rank 0, before training."""

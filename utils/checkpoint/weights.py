@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from utils.checkpoint.files import load_file
-from utils.checkpoint.state import weights_in
+from utils.checkpoint.state import network_weights_of
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def log_report(report: LoadReport, source: str) -> None:
 
 def load_weights(model: nn.Module, path: Union[str, Path], prefix: str = "", strict: bool = False) -> LoadReport:
     """Load pretrained weights from a local file into ``model``, reporting what did not fit."""
-    report = load_matching(model, weights_in(load_file(path)), prefix=prefix, strict=strict)
+    report = load_matching(model, network_weights_of(load_file(path)), prefix=prefix, strict=strict)
     if not report.loaded:
         raise CheckpointError(f"no tensor of '{path}' matches the model by name and shape; is it the right file (or model.pretrained_prefix)?")
     log_report(report, str(path))

@@ -2,7 +2,7 @@
 
 Schedulers (SLURM, Kubernetes, spot instances) send SIGTERM some time before
 they kill a job. The handler only sets a flag; the training loop looks at it at
-an optimizer-step boundary, where the state is consistent (the preemption hook):
+an optimizer-step boundary, where the state is consistent (``utils/engine/stop.py``):
 after the step the signal arrived in, or under DDP at the loop's next agreement
 of the ranks (every ``train.sync_every`` steps), so every rank stops after the
 same step, even when the signal reached only some of them. The process then
@@ -21,13 +21,14 @@ log = logging.getLogger(__name__)
 # 128 + SIGTERM: what a shell reports for a process ended by SIGTERM, so schedulers
 # and torchrun treat the exit as "stopped on request", not as a bug of the run.
 PREEMPTED_EXIT = 143
+PEER_SIGNAL = 0  # the signal a rank stops for when only another rank received one
 
 
 class Preempted(Exception):
     """Raised by the training loop after the preemption checkpoint was written."""
 
     def __init__(self, signum: int, checkpoint: Optional[str]) -> None:
-        name = signal.Signals(signum).name if signum else "a peer rank's signal"
+        name = signal.Signals(signum).name if signum != PEER_SIGNAL else "a peer rank's signal"
         super().__init__(f"stopped by {name}; checkpoint '{checkpoint}' written; resume with --resume (or train.auto_resume=true)")
         self.signum = signum
 

@@ -1,11 +1,11 @@
 """What a NaN/inf loss does: stop the run, or skip the step up to a limit (``train.nonfinite``).
 
 No loss is read per step. The decision to skip a step stays on the device:
-``guard`` turns every gradient of a non-finite loss into NaN, so the step's
+``poison_if_nonfinite`` turns every gradient of a non-finite loss into NaN, so the step's
 finiteness check (which DDP's gradient averaging makes the same on every rank)
 skips it; fused optimizers take that check as ``found_inf`` and skip the update
 on the device, others need one read per step (``utils/amp/native.py``). The
-host learns what happened at the next sync point, where ``review`` replays the
+host learns what happened at the next sync point, where ``replay`` replays the
 steps in order: the warnings, the counts and the errors are those of a check
 at every step, only later.
 """
@@ -37,13 +37,13 @@ class NonFinitePolicy:
     def skips(self) -> bool:
         return self.mode == "skip"
 
-    def guard(self, loss: torch.Tensor) -> torch.Tensor:
+    def poison_if_nonfinite(self, loss: torch.Tensor) -> torch.Tensor:
         """The loss to backpropagate: under ``skip``, a non-finite loss makes every gradient NaN (no read)."""
         if not self.skips:
             return loss
         return loss * torch.where(torch.isfinite(loss.detach()), 1.0, math.nan)
 
-    def review(self, records: Sequence[StepRecord], peer_bad: bool = False, scaled: bool = False) -> None:
+    def replay(self, records: Sequence[StepRecord], peer_bad: bool = False, scaled: bool = False) -> None:
         """Replay the steps read at a sync point; raises NonFiniteError where a check at every step would have.
 
         ``peer_bad``: another rank reported a non-finite loss (the ranks agreed on it).

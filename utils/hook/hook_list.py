@@ -48,13 +48,6 @@ class HookList:
         """The hooks' names, in calling order."""
         return [name for name, _ in self._hooks]
 
-    def get(self, name: str) -> Any:
-        """The hook called ``name`` (KeyError when there is none)."""
-        for own, hook in self._hooks:
-            if own == name:
-                return hook
-        raise KeyError(name)
-
     def call(self, event: str, *args: Any) -> None:
         """Call ``event`` on every hook that has it, in order."""
         for _, hook in self._hooks:

@@ -4,22 +4,21 @@ A hook class declares the tasks (``eval.metric`` values) it serves in ``tasks``;
 serves every task. Every such hook of the run's task is built with its default
 arguments, unless a ``hooks:`` entry names it: then the entry's arguments are used,
 and ``enabled: false`` leaves it out. Entries that name no default hook add a hook.
+(The built-in behaviours are not hooks: checkpoints, validation, logs, EMA and the
+stop signal are set up by their own config keys, ``utils/engine/``.)
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence, Tuple
 
-from utils.errors import ConfigError
 from utils.registry import HOOKS
-
-ENGINE = "utils.engine.hooks"  # built-in hooks: always there, set up by their own config keys
 
 
 def serves(hook_class: Any, task: str) -> bool:
     """Whether ``hook_class`` runs by default for ``task``."""
     tasks = getattr(hook_class, "tasks", ()) or ()
-    return not hook_class.__module__.startswith(ENGINE) and ("*" in tasks or task in tasks)
+    return "*" in tasks or task in tasks
 
 
 def default_hook_names(task: str) -> List[str]:
@@ -31,8 +30,6 @@ def _parse(spec: Dict[str, Any]) -> Tuple[str, bool, Dict[str, Any]]:
     args = dict(spec)
     name = HOOKS.resolve(args.pop("name"))
     enabled = args.pop("enabled", True)  # a bool: checked with the config (utils/config_rules.py)
-    if HOOKS.get(name).__module__.startswith(ENGINE):
-        raise ConfigError(f"hooks: '{name}' is a built-in hook and always runs; set it up through its config keys (README: Add a hook)")
     return name, enabled, args
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable
 
 import torch
 
 from utils.config import ScheduleConfig
+
+log = logging.getLogger(__name__)
 
 
 def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> Callable[[int], float]:
@@ -40,7 +43,8 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, iters
 def rewind(scheduler: Any, steps: int) -> bool:
     """Take back ``steps`` of ``scheduler``'s steps (optimizer updates the device skipped, learnt at a
     sync point), so the next LR is the one of the steps actually taken. Closed-form schedules only
-    (LambdaLR, which ``build_scheduler`` makes, or one with ``_get_closed_form_lr``); False otherwise."""
+    (LambdaLR, which ``build_scheduler`` makes, or one with ``_get_closed_form_lr``); otherwise a
+    warning, and False."""
     if steps <= 0:
         return True
     if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
@@ -50,6 +54,7 @@ def rewind(scheduler: Any, steps: int) -> bool:
         scheduler.last_epoch -= steps
         values = scheduler._get_closed_form_lr()
     else:
+        log.warning("%d step(s) skipped on the device also advanced the LR schedule (%s cannot be rewound)", steps, type(scheduler).__name__)
         return False
     for group, lr in zip(scheduler.optimizer.param_groups, values):
         group["lr"] = lr

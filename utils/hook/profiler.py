@@ -9,12 +9,10 @@ from typing import Any, Optional
 import torch
 
 from utils.hook import Hook
-from utils.registry import HOOKS
 
 log = logging.getLogger(__name__)
 
 
-@HOOKS.register("profiler")
 class ProfilerHook(Hook):
     """``train.profile: {wait: 1, warmup: 1, active: 5}``: after ``wait`` steps and ``warmup``
     steps (profiled, then discarded), records ``active`` steps on rank 0 and writes
@@ -23,8 +21,8 @@ class ProfilerHook(Hook):
 
     The trace marks each step as ``ProfilerStep#k``: the k-th step of this process's training,
     counted from 0 (a resumed run counts from its first step too); the log names the
-    training steps they are. Runs last (priority 90), so a step's mark spans its
-    ``run_step`` and the other hooks' ``after_step``.
+    training steps they are. Added by ``train.profile``; runs after the other hooks (priority 90), so a
+    step's mark spans its ``run_step`` and the other hooks' ``after_step``.
     """
 
     name = "profiler"  # in logs
@@ -42,10 +40,10 @@ class ProfilerHook(Hook):
         return self.directory / "trace.json"
 
     def before_train(self, trainer: Any) -> None:
-        if not trainer.options.is_main:
+        if not trainer.dist.is_main:
             return
         activities = [torch.profiler.ProfilerActivity.CPU]
-        if trainer.options.device.type == "cuda":
+        if trainer.dist.device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
             self.sort_by = "self_device_time_total"
         schedule = torch.profiler.schedule(wait=self.wait, warmup=self.warmup, active=self.active, repeat=1)

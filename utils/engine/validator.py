@@ -1,22 +1,22 @@
-"""Validation hook: evaluate (and the EMA), track the best epoch, stop early without improvement."""
+"""The validator: evaluate the model (and its EMA) on the val split, track the best epoch, stop early.
+
+The trainer calls it after an epoch's checkpoint is written (``Trainer.fit``),
+so a failure here never loses the epoch's training: ``pending`` names the
+epoch whose validation is due, is saved in that checkpoint, and a resume runs
+a validation that did not finish before it continues.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from utils.distributed.parallel import without_ddp
 from utils.distributed.replicas import broadcast_buffers
 from utils.errors import ConfigError
-from utils.hook import Hook
-from utils.registry import HOOKS
 
 log = logging.getLogger(__name__)
-
-
-def should_validate(epoch: int, every: int, epochs: int, finished: bool) -> bool:
-    """Every ``every`` epochs, and always after the last epoch (or the last step)."""
-    return (epoch + 1) % every == 0 or epoch + 1 == epochs or finished
 
 
 def monitored_value(results: Dict[str, float], monitor: str) -> float:
@@ -61,51 +61,65 @@ class BestTracker:
         self.evals_since_best = int(state.get("evals_since_best", 0))
 
 
-@HOOKS.register("validation")
-class ValidationHook(Hook):
-    """After every ``every`` epochs (and the last): evaluate, call ``after_validation``, update the
-    best epoch (``state.is_best``: the checkpoint hook then writes best.pt), and set
-    ``state.stop`` after ``patience`` evaluations without improvement.
+@dataclass
+class Validation:
+    """One validation's outcome."""
 
-    With ``use_ema`` the EMA's metrics (``ema_<monitor>``) are monitored.
-    """
+    epoch: int
+    metrics: Dict[str, float]
+    is_best: bool
+    should_stop: bool
 
-    name = "validation"  # in logs and checkpoints
-    priority = 60
 
-    def __init__(self, every: int = 1, monitor: str = "top1", mode: str = "max", patience: Optional[int] = None, use_ema: bool = False) -> None:
-        self.every = every
+class Validator:
+    """Validates every ``every`` epochs and after the last one; ``use_ema`` monitors ``ema_<monitor>``."""
+
+    def __init__(self, loader: Any, every: int = 1, monitor: str = "top1", mode: str = "max", patience: Optional[int] = None, use_ema: bool = False) -> None:
+        self.loader, self.every = loader, every
         self.monitor = ("ema_" if use_ema else "") + monitor
         self.tracker = BestTracker(monitor, mode, patience)
+        self.pending: Optional[int] = None  # the epoch whose validation is due (saved in its checkpoint)
 
-    def before_train(self, trainer: Any) -> None:
-        if self.tracker.should_stop:  # a resumed run that had already stopped early trains no further
-            trainer.state.stop = True
+    def due(self, epoch: int, last: bool) -> bool:
+        """Every ``every`` epochs, and always after the last epoch (``last``: or the last step)."""
+        return (epoch + 1) % self.every == 0 or last
 
-    def after_epoch(self, trainer: Any) -> None:
-        state = trainer.state
-        state.is_best = False
-        if not should_validate(state.epoch, self.every, trainer.options.epochs, trainer.out_of_steps):
-            return
-        results = self.validate(trainer)
-        state.is_best = self.tracker.update(monitored_value(results, self.monitor), state.epoch)
-        if self.tracker.should_stop:
-            log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", state.epoch, self.monitor, self.tracker.evals_since_best)
-            state.stop = True
-
-    def validate(self, trainer: Any) -> Dict[str, float]:
-        """The model's metrics on the validation split (and the EMA's, prefixed ``ema_``)."""
-        parts = trainer.parts
+    def run(self, trainer: Any) -> Validation:
+        """Validate the pending epoch: the model's metrics on the val split (and the EMA's, prefixed ``ema_``)."""
+        parts, epoch = trainer.parts, self.pending
         broadcast_buffers(parts.model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
-        results = trainer.evaluate(without_ddp(parts.model), parts.val_loader, split="val")
+        results = trainer.evaluate(without_ddp(parts.model), self.loader, split="val")
         if parts.ema is not None:
-            ema_results = trainer.evaluate(parts.ema.module, parts.val_loader, split="val_ema")
+            ema_results = trainer.evaluate(parts.ema.module, self.loader, split="val_ema")
             results.update({f"ema_{k}": v for k, v in ema_results.items()})
-        trainer.hooks.call("after_validation", trainer, results)
-        return results
+        is_best = self.tracker.update(monitored_value(results, self.monitor), epoch)
+        self.pending = None
+        if self.tracker.should_stop:
+            log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, self.monitor, self.tracker.evals_since_best)
+        return Validation(epoch, results, is_best, self.tracker.should_stop)
 
     def state_dict(self) -> Dict[str, Any]:
-        return self.tracker.state_dict()
+        return {**self.tracker.state_dict(), "pending": self.pending}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.tracker.load_state_dict(state)
+        self.pending = state.get("pending")
+
+
+class NoValidator:
+    """A run without validation (test mode, a harness): never due, never pending."""
+
+    pending: Optional[int] = None
+    monitor = ""
+
+    def __init__(self) -> None:
+        self.tracker = BestTracker("")
+
+    def due(self, epoch: int, last: bool) -> bool:
+        return False
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        pass

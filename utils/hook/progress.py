@@ -6,14 +6,15 @@ from typing import Any, Optional
 
 from utils.hook import Hook
 from utils.log import progress_bar
-from utils.registry import HOOKS
 
 
-@HOOKS.register("progress")
 class ProgressHook(Hook):
-    """A tqdm bar on rank 0 when stderr is a terminal (log files and CI consoles get the epoch lines instead)."""
+    """A tqdm bar on rank 0 when stderr is a terminal (log files and CI consoles get the epoch lines instead).
 
-    name = "progress"  # in logs and checkpoints
+    Added to every training run (``train.log_every`` sets how often its loss updates).
+    """
+
+    name = "progress"  # in logs
     priority = 15
 
     def __init__(self, log_every: int = 10) -> None:
@@ -23,7 +24,7 @@ class ProgressHook(Hook):
 
     def before_epoch(self, trainer: Any) -> None:
         state = trainer.state
-        self.bar = progress_bar(trainer.num_batches - state.batch, f"epoch {state.epoch}", trainer.options.is_main)
+        self.bar = progress_bar(trainer.num_batches - state.batch, f"epoch {state.epoch}", trainer.dist.is_main)
         self._shown = state.batch
 
     def after_step(self, trainer: Any) -> None:

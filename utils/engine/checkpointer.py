@@ -1,0 +1,184 @@
+"""The checkpointer: the training state at every checkpoint point, and ``best.pt`` after each validation.
+
+A checkpoint point writes ``epoch<E>_batch<B>.pt`` (the point training
+continues from): every ``train.checkpoint_every_steps`` steps inside an epoch,
+when the ranks agreed to stop (preemption), and at each epoch's end *before*
+that epoch's validation, so a failing validation loses no training. The
+validation then commits its outcome (``commit_validation``): a record beside
+the file (``utils/checkpoint/records.py``), then ``best.pt`` linked to the file
+when it is the new best. Non-finite weights are never written.
+
+The checkpointer's own state is the name of the best file; a checkpoint's
+record names the best after its validation, so whichever file a resume starts
+from says which file ``best.pt`` must be (``CheckpointStore.repair_best``).
+
+``background`` (``train.async_checkpoint``): the loop only copies the state to
+CPU memory; a writer thread writes it (``utils/checkpoint/background.py``) while
+training or the validation goes on. The next checkpoint point, a validation's
+commit, a preemption, the end of training and ``close`` wait for the write in
+flight, and a failed write raises its error there.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import torch
+
+from utils.checkpoint.background import BackgroundWriter, cpu_copy
+from utils.checkpoint.records import write_record
+from utils.checkpoint.state import Progress, snapshot_training_state
+from utils.checkpoint.store import CheckpointStore
+from utils.distributed.ops import any_rank, barrier
+from utils.errors import CheckpointError, NonFiniteError
+
+log = logging.getLogger(__name__)
+
+
+def weights_finite(*modules: Optional[torch.nn.Module]) -> bool:
+    """All parameters and buffers finite, on every rank."""
+    bad = any(not bool(torch.isfinite(t).all()) for m in modules if m is not None for t in (*m.parameters(), *m.buffers()) if t.is_floating_point())
+    return not any_rank(bad)
+
+
+class Checkpointer:
+    """Writes checkpoints into ``store`` on rank 0 (every rank calls: random states are gathered)."""
+
+    def __init__(self, store: CheckpointStore, every_steps: int = 0, background: bool = False) -> None:
+        self.store = store
+        self.every_steps = every_steps
+        self.writer = BackgroundWriter() if background else None
+        self.last_path: Optional[Path] = None  # the newest checkpoint of this run (or the one it resumed from)
+        self._staging: Any = None  # the last background copy: its memory is reused once its write ended
+
+    def prepare(self, is_main: bool) -> None:
+        """Before training: clear what an interrupted save left, and point best.pt where the state says."""
+        if is_main:
+            self.store.remove_temporaries()
+            self.store.repair_best()
+        barrier()  # no rank looks at best.pt before rank 0 has repaired it
+
+    def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
+        """Every ``every_steps`` steps inside an epoch (a step that ends the epoch is saved at the epoch's end)."""
+        return self.every_steps > 0 and step % self.every_steps == 0 and batch < num_batches
+
+    def save(self, trainer: Any, progress: Progress, final: bool = False) -> Path:
+        """The checkpoint of ``progress``; ``final``: the process stops next, so a background write is waited for."""
+        parts = trainer.parts
+        trainer.sync(agree=True)  # a NaN loss since the last sync point stops the run before this checkpoint
+        if not weights_finite(parts.model, parts.ema.module if parts.ema is not None else None):
+            raise NonFiniteError(
+                f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "
+                f"the last good one '{self.last_path}' is kept; lower optim.lr or enable train.clip_grad_norm"
+            )
+        path = self.store.path_for(progress.epoch, progress.batch)
+        self.wait()  # one write in flight at most; and the store is the writer's until it ends
+        meta, dist = trainer.meta, trainer.dist
+        data = snapshot_training_state(trainer.state_objects(), progress, meta.config, dist.world_size, meta.classes)
+        if dist.is_main:
+            self.write(data, progress)
+            log.info("checkpoint %s (epoch %d, batch %d, step %d)%s", path, progress.epoch, progress.batch, progress.step,
+                     "; written in the background" if self.writer is not None else "")
+        if final:
+            self.wait()
+        barrier()
+        self.last_path = path
+        return path
+
+    def write(self, data: Dict[str, Any], progress: Progress) -> None:
+        """Write a snapshot (rank 0): at once, or handed to the background writer after a CPU copy."""
+        if self.writer is None:
+            self.store.save(data, progress.epoch, progress.batch)
+            return
+        self.writer.wait()  # the staging copy is the writer's until its write ended
+        copy = self._staging = cpu_copy(data, reuse=self._staging)  # training changes the live tensors from the next step on
+        self.writer.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
+
+    def commit_validation(self, record: Dict[str, Any], is_best: bool, is_main: bool) -> None:
+        """After the validation of the newest checkpoint: write its record (naming the best file), then link best.pt."""
+        self.wait()  # the checkpoint's file exists before its record does
+        path = self.last_path
+        if is_best:
+            self.store.best = path.name
+        if is_main:
+            try:
+                write_record(path, {**record, "best": self.store.best})
+                if is_best:
+                    self.store.link_best(path)
+            except OSError as err:  # a full disk: the checkpoint is complete, a resume validates it again
+                raise CheckpointError(
+                    f"could not record the validation of '{path}' ({err.strerror or err}); that checkpoint is intact; "
+                    "free disk space or fix the folder's permissions and resume with --resume"
+                ) from err
+            if is_best:
+                log.info("best.pt links to %s", path)
+        barrier()
+
+    def apply_record(self, record: Dict[str, Any]) -> None:
+        """A resume: the best file named by the record of the checkpoint it starts from."""
+        self.store.best = record.get("best")
+
+    def best_path(self) -> Path:
+        """The checkpoint a finished run tests (see ``CheckpointStore.best_path``)."""
+        return self.store.best_path()
+
+    def wait(self) -> None:
+        """Block until the background write in flight (if any) is on disk; raise its error."""
+        if self.writer is not None:
+            self.writer.wait()
+
+    def finish(self) -> None:
+        """The end of training: every write on disk before any rank reads best.pt."""
+        self.wait()
+        barrier()
+
+    def close(self) -> None:
+        # after an error: finish the write in flight (the previous checkpoint stays valid either way)
+        try:
+            self.wait()
+        except Exception as err:  # noqa: BLE001 - the error that ended the run is the one to show
+            log.error("the background checkpoint write failed too: %s", err)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"best": self.store.best}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.store.best = state.get("best")
+
+
+class NoCheckpointer:
+    """A run that writes no checkpoints (test mode, a harness)."""
+
+    last_path: Optional[Path] = None
+
+    def prepare(self, is_main: bool) -> None:
+        pass
+
+    def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
+        return False
+
+    def save(self, trainer: Any, progress: Progress, final: bool = False) -> None:
+        return None
+
+    def commit_validation(self, record: Dict[str, Any], is_best: bool, is_main: bool) -> None:
+        pass
+
+    def apply_record(self, record: Dict[str, Any]) -> None:
+        pass
+
+    def best_path(self) -> None:
+        return None
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        pass

@@ -1,0 +1,99 @@
+"""What the Trainer is made of: its collaborators, its built-in services, its settings, its position.
+
+``Parts`` are the objects a run trains (model, optimizer, loaders, ...);
+``Services`` are the built-in behaviours ``Trainer.fit`` calls in one fixed
+order (run writer, checkpointer, validator); ``LoopOptions`` are the loop's
+knobs; ``RunMeta`` is what a checkpoint records about the run; ``LoopState``
+is where training is and what its last step did. Hooks read all of them
+through the trainer (``utils/hook/__init__.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Union
+
+import torch
+from torch import nn
+
+from utils.amp import Amp, StepResult
+from utils.engine.checkpointer import Checkpointer, NoCheckpointer
+from utils.engine.validator import NoValidator, Validator
+from utils.log import RunWriter
+from utils.metrics.base import Metric
+
+
+@dataclass
+class Parts:
+    """The trainer's collaborators, built by ``main.py``.
+
+    Training needs the optimizer, scheduler and train loader; evaluation the
+    metric; test mode only model, criterion, amp and metric.
+    """
+
+    model: nn.Module  # possibly wrapped in DDP
+    criterion: Callable[[Any, Any], torch.Tensor]
+    amp: Amp
+    optimizer: Optional[torch.optim.Optimizer] = None
+    scheduler: Optional[Any] = None
+    train_loader: Optional[Any] = None  # a loader, or any sized iterable of (inputs, targets)
+    metric: Optional[Metric] = None
+    ema: Optional[Any] = None  # a ModelEma: updated after every step taken, validated beside the weights
+
+
+@dataclass
+class Services:
+    """The built-in behaviours, called by ``Trainer.fit`` in the order it shows; null objects where a run has none."""
+
+    writer: RunWriter = field(default_factory=RunWriter.disabled)
+    checkpointer: Union[Checkpointer, NoCheckpointer] = field(default_factory=NoCheckpointer)
+    validator: Union[Validator, NoValidator] = field(default_factory=NoValidator)
+
+
+@dataclass
+class LoopOptions:
+    """The loop's settings, as plain values (``main.py`` fills them from the config)."""
+
+    epochs: int = 1
+    step_limit: Optional[int] = None  # a step budget (train.iterations)
+    accumulate: int = 1
+    clip_grad_norm: Optional[float] = None
+    clip_grad_value: Optional[float] = None
+    nonfinite: str = "stop"
+    max_nonfinite_skips: int = 10
+    log_every: int = 10  # steps between reads of the loss (train.log_every)
+    sync_every: Optional[int] = None  # steps between agreements of the ranks (train.sync_every; None: log_every)
+
+
+@dataclass
+class RunMeta:
+    """What checkpoints record about the run, and what hooks may show of it."""
+
+    config: Dict[str, Any] = field(default_factory=dict)  # the resolved config
+    classes: Optional[List[Any]] = None  # the training data's class list
+    num_classes: Optional[int] = None  # the training data's number of classes: the first batch's outputs must cover it
+
+
+@dataclass
+class LoopState:
+    """Where training is, and what its last step did."""
+
+    epoch: int = 0  # the current epoch (0-based)
+    batch: int = 0  # batches of the current epoch consumed so far
+    step: int = 0  # optimizer steps so far, skipped ones (overflow, non-finite loss) included
+    step_result: StepResult = StepResult.TAKEN  # whether the last step changed the weights (ON_DEVICE: step_skipped says)
+    step_skipped: Optional[torch.Tensor] = None  # with ON_DEVICE: 0-dim flag on the device, 1.0 where the update was skipped
+    loss: Optional[torch.Tensor] = None  # the last micro-batch's loss, on the device (trainer.read_loss() for logs)
+    train_metrics: Dict[str, float] = field(default_factory=dict)  # the last epoch's (after_epoch)
+    stop: bool = False  # end training after this epoch (early stopping, or a hook's request)
+
+
+@dataclass
+class TrainResult:
+    """What ``Trainer.fit`` hands back: the checkpoint to test and why."""
+
+    best_path: Optional[Path]  # the best checkpoint (None without checkpoints)
+    monitor: str
+    best_value: Optional[float]
+    best_epoch: Optional[int]

@@ -1,0 +1,167 @@
+"""A run's folder: the one module that knows the output layout, how runs are numbered, and the run's lock.
+
+Every training run gets a folder of its own under its experiment, and so does
+every ``--mode test``::
+
+    <experiment.output_root>/<experiment.name>/
+      run_001/ run_002/ ...   one per training run; ``--resume`` continues the newest
+      latest -> run_002       a pointer to the newest training run
+      test_001/ ...           one per --mode test (never written into a training run's records)
+
+and inside each of them the files of ``RunFolder`` below. A folder written by
+framework 0.2 and older (checkpoints directly under ``<experiment>/``) is a run
+folder too: ``--resume`` continues it in place.
+
+One process at a time trains in a run folder: rank 0 holds an exclusive
+``fcntl.flock`` on its ``.lock`` for the whole run. The kernel releases it when
+the process ends, however it ends (``kill -9`` included), so a stale lock never
+blocks a later run.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import socket
+from pathlib import Path
+from typing import List, Optional
+
+from utils.errors import ConfigError, OutputError
+
+LATEST = "latest"
+_NUMBERED = re.compile(r"^(run|test)_(\d+)$")
+
+
+class RunFolder:
+    """The named paths of one run's folder, and its lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fd: Optional[int] = None
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def log(self) -> Path:
+        return self.path / "log.txt"
+
+    @property
+    def tb(self) -> Path:
+        return self.path / "tb"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def predictions(self) -> Path:
+        return self.path / "predictions"
+
+    @property
+    def profile(self) -> Path:
+        return self.path / "profile"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.path / ".lock"
+
+    def has_checkpoints(self) -> bool:
+        return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.pt"))
+
+    # -- one process per run --------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Take the run's lock and write this process's PID and host into it; ConfigError when another process holds it."""
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise ConfigError(
+                f"run folder '{self.path}' is in use by another run ({self._holder()}; lock '{self.lock_file}'); "
+                "wait until that run ends and continue it with --resume, or start a fresh run (without --resume)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}\nhost {socket.gethostname()}\n".encode())
+        os.fsync(fd)
+        self._fd = fd
+
+    def _holder(self) -> str:
+        try:
+            fields = dict(line.split(" ", 1) for line in self.lock_file.read_text().splitlines() if " " in line)
+        except OSError:
+            fields = {}
+        return f"pid {fields.get('pid', '?')} on host {fields.get('host', '?')}"
+
+    def release(self) -> None:
+        """Let the next process in (the file stays: removing it would race with one taking it)."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def numbered(experiment: Path, kind: str = "run") -> List[RunFolder]:
+    """The experiment's ``run_NNN`` (or ``test_NNN``) folders, oldest first."""
+    if not experiment.is_dir():
+        return []
+    found = [(int(m.group(2)), entry) for entry in experiment.iterdir() if (m := _NUMBERED.match(entry.name)) and m.group(1) == kind and entry.is_dir()]
+    return [RunFolder(path) for _, path in sorted(found)]
+
+
+def newest_run(experiment: Path) -> Optional[RunFolder]:
+    """The experiment's newest training run: its newest ``run_NNN``, else a folder of an earlier
+    version that keeps its checkpoints directly under the experiment, else None."""
+    runs = numbered(experiment)
+    if runs:
+        return runs[-1]
+    legacy = RunFolder(experiment)
+    return legacy if legacy.has_checkpoints() else None
+
+
+def create(experiment: Path, kind: str = "run") -> RunFolder:
+    """A new, empty ``<kind>_NNN`` folder numbered after the experiment's newest (two runs started at
+    once get two folders); a training run also becomes ``latest``."""
+    try:
+        experiment.mkdir(parents=True, exist_ok=True)
+        runs = numbered(experiment, kind)
+        number = int(_NUMBERED.match(runs[-1].path.name).group(2)) + 1 if runs else 1
+        while True:
+            path = experiment / f"{kind}_{number:03d}"
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:  # another run took this number meanwhile
+                number += 1
+        if kind == "run":
+            _point_latest(experiment, path.name)
+    except OSError as err:
+        raise OutputError(f"cannot create a run folder in '{experiment}' ({err.strerror or err}); set experiment.output_root to a writable folder") from err
+    return RunFolder(path)
+
+
+def _point_latest(experiment: Path, name: str) -> None:
+    """``latest`` -> ``name``, replaced atomically (a symlink renamed over the old one)."""
+    tmp = experiment / f".{LATEST}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(name, tmp)
+    os.replace(tmp, experiment / LATEST)
+
+
+def owning_run(checkpoint: Path) -> Optional[RunFolder]:
+    """The run folder a checkpoint file belongs to (``<run>/checkpoints/<file>``), or None for a file elsewhere."""
+    parent = checkpoint.resolve().parent
+    return RunFolder(parent.parent) if parent.name == "checkpoints" else None
