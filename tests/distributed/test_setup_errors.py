@@ -1,0 +1,63 @@
+"""Distributed set-up errors are one ``error:`` line naming the fix: stray launcher variables."""
+
+from __future__ import annotations
+
+import re
+from typing import Dict
+
+import pytest
+
+import main
+from tests.conftest import fast_overrides, subprocess_env
+from tests.dist_utils import free_port
+from utils.distributed.launcher import resolve_launch
+from utils.errors import ConfigError
+
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE")
+SLURM = {"SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": "4242"}
+
+# name -> (environment, extra arguments, expected message)
+CASES: Dict[str, tuple] = {
+    "RANK/WORLD_SIZE without MASTER_ADDR": ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, [],
+                                            r"^error: environment variables RANK=0, WORLD_SIZE=2, LOCAL_RANK=0 describe a distributed run, but MASTER_ADDR, MASTER_PORT are not set: "
+                                            r"no launcher started this process \(left over from an earlier launch\?\); unset RANK WORLD_SIZE LOCAL_RANK to run one process, or start the run with torchrun"),
+    "WORLD_SIZE not an integer": ({"RANK": "0", "WORLD_SIZE": "two"}, [],
+                                  r"^error: environment variable WORLD_SIZE='two' must be an integer; unset it \(left over from an earlier launch\?\) or start the run with torchrun, which sets it$"),
+    "RANK not below WORLD_SIZE": ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, [],
+                                  r"^error: environment variable RANK=2 must be below WORLD_SIZE=2 \(ranks count from 0\); unset RANK and WORLD_SIZE \(left over from an earlier launch\?\) or start the run with torchrun, which sets them$"),
+    "RANK without WORLD_SIZE": ({"RANK": "1"}, [], r"^error: environment variable RANK=1 must be below WORLD_SIZE=1 \(not set\) \(ranks count from 0\)"),
+    "SLURM_PROCID not below SLURM_NTASKS": ({**SLURM, "SLURM_PROCID": "2"}, [],
+                                            r"^error: environment variable SLURM_PROCID=2 must be below SLURM_NTASKS=2 \(ranks count from 0\); .*start the tasks with srun, which sets them$"),
+}
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No launcher variables from the test's own environment."""
+    for name in LAUNCH_VARS + tuple(k for k in subprocess_env() if k.startswith("SLURM_")):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_launch_environment_is_one_line_and_exit_code_2(case, clean_env, tmp_path, capsys):
+    env, extra, expected = CASES[case]
+    for name, value in env.items():
+        clean_env.setenv(name, str(free_port()) if value == "free" else value)
+    # a short collective timeout: before these checks existed, some cases waited for peers
+    assert main.main([*fast_overrides(tmp_path, "bad", epochs=1), "dist.timeout_s=5", *extra]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1, err
+    assert re.search(expected, errors[0]), errors[0]
+    assert "Traceback" not in err
+
+
+def test_launcher_variables_that_describe_one_process_or_a_slurm_task_are_accepted():
+    assert resolve_launch({"RANK": "0", "WORLD_SIZE": "1"}).world_size == 1  # harmless leftovers of a 1-process launch
+    # torchrun's variables without its address under srun: they are not torchrun's, SLURM's describe the job
+    launch = resolve_launch({**SLURM, "SLURM_PROCID": "1", "RANK": "0", "WORLD_SIZE": "1"})
+    assert (launch.launcher, launch.rank, launch.world_size) == ("slurm", 1, 2)
+    with pytest.raises(ConfigError, match=r"MASTER_PORT='x' must be an integer; export a free port number, or unset it"):
+        resolve_launch({**SLURM, "SLURM_PROCID": "0", "MASTER_PORT": "x"})
