@@ -1,4 +1,5 @@
-"""Distributed set-up errors are one ``error:`` line naming the fix: stray launcher variables."""
+"""Distributed set-up errors are one ``error:`` line naming the fix: stray launcher variables,
+a backend the device cannot use."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ CASES: Dict[str, tuple] = {
     "RANK without WORLD_SIZE": ({"RANK": "1"}, [], r"^error: environment variable RANK=1 must be below WORLD_SIZE=1 \(not set\) \(ranks count from 0\)"),
     "SLURM_PROCID not below SLURM_NTASKS": ({**SLURM, "SLURM_PROCID": "2"}, [],
                                             r"^error: environment variable SLURM_PROCID=2 must be below SLURM_NTASKS=2 \(ranks count from 0\); .*start the tasks with srun, which sets them$"),
+    "dist.backend=nccl on the CPU": ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "free"}, ["device=cpu", "dist.backend=nccl"],
+                                     r"^error: config dist.backend=nccl (but CUDA is not available; use dist.backend=auto \(gloo on the CPU\) or dist.backend=gloo"
+                                     r"|needs CUDA tensors but device=cpu; use dist.backend=auto \(gloo on the CPU\) or dist.backend=gloo, or device=cuda)$"),
 }
 
 

@@ -42,16 +42,33 @@ class DistInfo:
         return self.rank == 0
 
 
+def require_cuda(asked: str, fix: str) -> None:
+    """The one check for "a GPU asked for, and none here": ``asked`` names the setting, ``fix`` the way out."""
+    if not torch.cuda.is_available():
+        raise ConfigError(f"config {asked} but CUDA is not available; {fix}")
+
+
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     """``auto`` picks the GPU of this local rank when CUDA is available, else the CPU."""
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise ConfigError("config device=cuda but CUDA is not available; use device=cpu or device=auto")
+        require_cuda("device=cuda", "use device=cpu or device=auto")
         # srun may bind one GPU to each task (CUDA_VISIBLE_DEVICES): then it is device 0
         index = 0 if torch.cuda.device_count() == 1 else local_rank
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")
+
+
+def choose_backend(backend: str, device: torch.device) -> str:
+    """The process group's backend: ``auto`` is nccl on CUDA, gloo on the CPU. nccl moves CUDA
+    tensors only: on the CPU it would fail in the first collective, after the whole set-up."""
+    if backend == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if backend == "nccl" and device.type != "cuda":
+        fix = "use dist.backend=auto (gloo on the CPU) or dist.backend=gloo"
+        require_cuda("dist.backend=nccl", fix)
+        raise ConfigError(f"config dist.backend=nccl needs CUDA tensors but device={device.type}; {fix}, or device=cuda")
+    return backend
 
 
 def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> Dict[str, Any]:
@@ -88,8 +105,7 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
     rank, world_size, local_rank = launch.rank, launch.world_size, launch.local_rank
     dev = resolve_device(device, local_rank)
     if world_size > 1 and not dist.is_initialized():
-        if backend == "auto":
-            backend = "nccl" if dev.type == "cuda" else "gloo"
+        backend = choose_backend(backend, dev)
         timeout = datetime.timedelta(seconds=timeout_s)
         import_before_process_group()
         dist.init_process_group(
