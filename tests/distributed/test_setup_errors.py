@@ -1,17 +1,22 @@
-"""Distributed set-up errors are one ``error:`` line naming the fix: stray launcher variables,
-a backend the device cannot use."""
+"""Distributed set-up errors are one ``error:`` line naming the fix, and come within seconds:
+stray launcher variables, a backend the device cannot use, a SLURM job missing tasks."""
 
 from __future__ import annotations
 
 import re
-from typing import Dict
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
 
 import pytest
 
 import main
-from tests.conftest import fast_overrides, subprocess_env
+from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.dist_utils import free_port
 from utils.distributed.launcher import resolve_launch
+from utils.distributed.slurm_join import join_wait_s
 from utils.errors import ConfigError
 
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE")
@@ -65,3 +70,47 @@ def test_launcher_variables_that_describe_one_process_or_a_slurm_task_are_accept
     assert (launch.launcher, launch.rank, launch.world_size) == ("slurm", 1, 2)
     with pytest.raises(ConfigError, match=r"MASTER_PORT='x' must be an integer; export a free port number, or unset it"):
         resolve_launch({**SLURM, "SLURM_PROCID": "0", "MASTER_PORT": "x"})
+
+
+def slurm_tasks(ranks: Sequence[int], ntasks: int, tmp_path: Path) -> List[subprocess.CompletedProcess]:
+    """``python main.py`` as tasks ``ranks`` of a SLURM job of ``ntasks`` tasks whose other tasks never start."""
+    env = {k: v for k, v in subprocess_env().items() if k not in LAUNCH_VARS and not k.startswith("SLURM_")}
+    env.update({**SLURM, "SLURM_NTASKS": str(ntasks), "MASTER_PORT": str(free_port()), "REGTRAIN_SLURM_WAIT_S": "3"})
+    cmd = [sys.executable, "main.py", *fast_overrides(tmp_path, "slurm", epochs=1), "device=cpu", "dist.timeout_s=600"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env={**env, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in ranks]
+    try:
+        outputs = [p.communicate(timeout=90) for p in procs]
+        return [subprocess.CompletedProcess(p.args, p.returncode, *out) for p, out in zip(procs, outputs)]
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
+MISSING = r"^error: SLURM job: {joined} of {ntasks} tasks joined within 3 s \(missing: {missing}\) at localhost:\d+; started without srun\? Start the tasks with srun python main.py \.\.\. \(a batch script runs once, as task 0\)"
+SLURM_CASES = {  # tasks started, of how many -> the line every started task prints
+    "task 0 of 2": ((0,), 2, MISSING.format(joined=1, ntasks=2, missing="task 1")),
+    "tasks 0, 1 of 4": ((0, 1), 4, MISSING.format(joined=2, ntasks=4, missing="tasks 2, 3")),
+    "task 1 of 2": ((1,), 2, r"^error: SLURM job: task 1 of 2 could not reach task 0 at localhost:\d+ within 3 s; started without srun\?"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(SLURM_CASES))
+def test_slurm_tasks_missing_are_named_within_seconds(case, tmp_path):
+    """A batch script that runs ``python main.py`` without srun starts task 0 alone; before,
+    it waited dist.timeout_s (here 600 s) and then failed with a raw DistStoreError."""
+    ranks, ntasks, expected = SLURM_CASES[case]
+    start = time.monotonic()
+    for proc in slurm_tasks(ranks, ntasks, tmp_path):
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        (line,) = [line for line in proc.stderr.splitlines() if "error:" in line]
+        assert re.search(expected, line) and line.endswith(f"(now SLURM_NTASKS={ntasks}); REGTRAIN_SLURM_WAIT_S sets this wait"), line
+        assert "Traceback" not in proc.stderr and "frame #" not in proc.stderr, proc.stderr[-3000:]
+    assert time.monotonic() - start < 60
+
+
+def test_the_slurm_wait_is_a_number_of_seconds_at_most_the_collective_timeout():
+    assert join_wait_s({}, 1800) == 60 and join_wait_s({"REGTRAIN_SLURM_WAIT_S": "5"}, 1800) == 5 and join_wait_s({}, 20) == 20
+    with pytest.raises(ConfigError, match=r"REGTRAIN_SLURM_WAIT_S='soon' must be a number of seconds > 0; unset it for 60 s"):
+        join_wait_s({"REGTRAIN_SLURM_WAIT_S": "soon"}, 1800)

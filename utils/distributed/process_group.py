@@ -19,7 +19,8 @@ from typing import Any, Dict, NoReturn, Optional
 import torch
 import torch.distributed as dist
 
-from utils.distributed.launcher import export_launch, resolve_launch
+from utils.distributed.launcher import Launch, export_launch, resolve_launch
+from utils.distributed.slurm_join import join_slurm_store, join_wait_s
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,12 @@ def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> D
     return {"store": dist.PrefixStore(f"restart{attempt}/", store), "rank": rank, "world_size": world_size}
 
 
+def _slurm_store(launch: Launch, timeout_s: int, timeout: datetime.timedelta) -> Dict[str, Any]:
+    """Under srun, a store all tasks joined within a short wait, not dist.timeout_s (see ``slurm_join.py``)."""
+    store = join_slurm_store(launch, join_wait_s(os.environ, timeout_s), timeout)
+    return {"store": store, "rank": launch.rank, "world_size": launch.world_size}
+
+
 def import_before_process_group() -> None:
     """Import ``torch._dynamo`` before a process group is created.
 
@@ -111,7 +118,7 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
         dist.init_process_group(
             backend=backend,
             timeout=timeout,
-            **_restart_store(rank, world_size, timeout),
+            **(_slurm_store(launch, timeout_s, timeout) if launch.launcher == "slurm" else _restart_store(rank, world_size, timeout)),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
         log.info("process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s", launch.launcher, backend, rank, world_size, local_rank, dev)
