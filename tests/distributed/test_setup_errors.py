@@ -3,7 +3,9 @@ stray launcher variables, a backend the device cannot use, a SLURM job missing t
 
 from __future__ import annotations
 
+import datetime
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -15,8 +17,8 @@ import pytest
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.dist_utils import free_port
-from utils.distributed.launcher import resolve_launch
-from utils.distributed.slurm_join import join_wait_s
+from utils.distributed.launcher import Launch, resolve_launch
+from utils.distributed.slurm_join import join_slurm_store, join_wait_s
 from utils.errors import ConfigError
 
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE")
@@ -114,3 +116,12 @@ def test_the_slurm_wait_is_a_number_of_seconds_at_most_the_collective_timeout():
     assert join_wait_s({}, 1800) == 60 and join_wait_s({"REGTRAIN_SLURM_WAIT_S": "5"}, 1800) == 5 and join_wait_s({}, 20) == 20
     with pytest.raises(ConfigError, match=r"REGTRAIN_SLURM_WAIT_S='soon' must be a number of seconds > 0; unset it for 60 s"):
         join_wait_s({"REGTRAIN_SLURM_WAIT_S": "soon"}, 1800)
+
+
+def test_a_job_port_in_use_is_one_line_naming_master_port():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        launch = Launch("slurm", 0, 2, 0, "127.0.0.1", busy.getsockname()[1])
+        with pytest.raises(ConfigError, match=rf"SLURM job: port {launch.master_port} on 127.0.0.1 is in use .*; export MASTER_PORT=<a free port> in the job script"):
+            join_slurm_store(launch, 1.0, datetime.timedelta(seconds=5))
