@@ -38,6 +38,7 @@ from utils.checkpoint.state import Checkpoint, StateObjects
 from utils.data.batch import batch_size_of, to_device
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
+from utils.distributed.unused import unused_parameters_error
 from utils.engine.evaluate import evaluate
 from utils.engine.hook_list import HookList
 from utils.engine.input_check import check_output_classes, input_error
@@ -262,7 +263,13 @@ class Trainer:
     def _forward(self, inputs: Any) -> Any:
         self._forwards += 1
         if self._forwards > 1:
-            return self.parts.model(inputs)
+            try:
+                return self.parts.model(inputs)
+            except RuntimeError as err:  # DDP: parameters without a gradient in the last backward, a config fix
+                converted = unused_parameters_error(err, self.parts.model)
+                if converted is err:
+                    raise
+                raise converted from err
         try:
             outputs = self.parts.model(inputs)
         except RuntimeError as err:  # the run's first batch: a channel mismatch is bad input, not a bug
