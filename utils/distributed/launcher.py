@@ -5,16 +5,22 @@ MASTER_PORT. ``srun`` starts every task itself and describes it in SLURM's own
 variables instead; from them come the same five values, so one ``srun python main.py``
 per task joins the process group. torchrun's variables win when both exist (torchrun
 started inside an sbatch script, one task per node).
+
+Variables left over from an earlier launch (a RANK without MASTER_ADDR, a rank not
+below the world size) are refused with a line naming them: otherwise they give a raw
+traceback, or a process that waits for peers nobody started.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, MutableMapping, Optional
+from typing import Mapping, MutableMapping, Optional, Tuple
 
 from utils.errors import ConfigError
 
 PORT_BASE = 15000  # a job's port: PORT_BASE + the job id's last 4 digits, the same on every node
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")  # torchrun's description of one process
+ADDRESS_VARS = ("MASTER_ADDR", "MASTER_PORT")  # where rank 0 listens: torchrun sets them with the others
 
 
 @dataclass
@@ -48,24 +54,75 @@ def job_port(job_id: str) -> int:
     return PORT_BASE + int(digits[-4:] or 0)
 
 
-def _int(env: Mapping[str, str], name: str) -> int:
+def _fix(*names: str) -> str:
+    """How to get valid launcher variables ``names``: from the launcher that sets them."""
+    it = "it" if len(names) == 1 else "them"
+    if names[0].startswith("SLURM_"):
+        return f"start the tasks with srun, which sets {it}"
+    if names == ("MASTER_PORT",):
+        return "export a free port number, or unset it"
+    return f"unset {' and '.join(names) if len(names) > 1 else it} (left over from an earlier launch?) or start the run with torchrun, which sets {it}"
+
+
+def _int(env: Mapping[str, str], name: str, default: int = 0, minimum: int = 0) -> int:
+    """The launcher's variable ``name`` (``default`` when unset) as an integer >= ``minimum``."""
+    if name not in env:
+        return default
     try:
-        return int(env[name])
+        value = int(env[name])
     except ValueError:
-        raise ConfigError(f"environment variable {name}={env[name]!r} must be an integer") from None
+        raise ConfigError(f"environment variable {name}={env[name]!r} must be an integer; {_fix(name)}") from None
+    if value < minimum:
+        raise ConfigError(f"environment variable {name}={value} must be >= {minimum}; {_fix(name)}")
+    return value
+
+
+def _place(env: Mapping[str, str], rank_name: str, size_name: str) -> Tuple[int, int]:
+    """The rank and world size; a rank outside ``[0, world size)`` is a leftover or a typo."""
+    rank, size = _int(env, rank_name), _int(env, size_name, default=1, minimum=1)
+    if rank >= size:
+        size_text = env[size_name] if size_name in env else "1 (not set)"
+        raise ConfigError(f"environment variable {rank_name}={rank} must be below {size_name}={size_text} (ranks count from 0); {_fix(rank_name, size_name)}")
+    return rank, size
+
+
+def _torchrun(env: Mapping[str, str]) -> Launch:
+    """torchrun's description of this process; a distributed one without rank 0's address is a leftover."""
+    rank, size = _place(env, "RANK", "WORLD_SIZE")
+    missing = [name for name in ADDRESS_VARS if not env.get(name)]
+    if size > 1 and missing:
+        found = [name for name in LAUNCH_VARS if name in env]
+        raise ConfigError(
+            f"environment variable{'s' if len(found) > 1 else ''} {', '.join(f'{n}={env[n]}' for n in found)} describe{'' if len(found) > 1 else 's'} a distributed run, but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set: no launcher started this process (left over from an earlier launch?); "
+            f"unset {' '.join(found)} to run one process, or start the run with torchrun (torchrun --nproc_per_node={size} main.py ...)"
+        )
+    return Launch("torchrun", rank, size, _int(env, "LOCAL_RANK"))
+
+
+def _slurm(env: Mapping[str, str]) -> Launch:
+    """srun's description of this task; rank 0 listens on the job's first host, on the job's port."""
+    rank, size = _place(env, "SLURM_PROCID", "SLURM_NTASKS")
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "localhost"
+    addr = env.get("MASTER_ADDR") or first_host(nodelist)
+    port = _int(env, "MASTER_PORT") if env.get("MASTER_PORT") else job_port(env.get("SLURM_JOB_ID", "0"))
+    return Launch("slurm", rank, size, _int(env, "SLURM_LOCALID"), addr, port)
 
 
 def resolve_launch(env: Mapping[str, str]) -> Launch:
-    """The job as torchrun's variables describe it, else as srun's (``SLURM_PROCID`` and ``SLURM_NTASKS``), else one process."""
-    if "RANK" in env or "WORLD_SIZE" in env:
-        return Launch("torchrun", _int(env, "RANK") if "RANK" in env else 0, _int(env, "WORLD_SIZE") if "WORLD_SIZE" in env else 1,
-                      _int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0)
-    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "localhost"
-        addr = env.get("MASTER_ADDR") or first_host(nodelist)
-        port = _int(env, "MASTER_PORT") if env.get("MASTER_PORT") else job_port(env.get("SLURM_JOB_ID", "0"))
-        return Launch("slurm", _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS"), _int(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0, addr, port)
-    return Launch("none", local_rank=_int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0)
+    """The job as torchrun's variables describe it, else as srun's (``SLURM_PROCID`` and ``SLURM_NTASKS``), else one process.
+
+    Under srun, torchrun's variables count only with rank 0's address (MASTER_ADDR and
+    MASTER_PORT, which torchrun always sets): without it they are leftovers, and
+    SLURM's describe the job.
+    """
+    torchrun = "RANK" in env or "WORLD_SIZE" in env
+    slurm = "SLURM_PROCID" in env and "SLURM_NTASKS" in env
+    if torchrun and (not slurm or all(env.get(name) for name in ADDRESS_VARS)):
+        return _torchrun(env)
+    if slurm:
+        return _slurm(env)
+    return Launch("none", local_rank=_int(env, "LOCAL_RANK"))
 
 
 def export_launch(launch: Launch, env: MutableMapping[str, str]) -> None:

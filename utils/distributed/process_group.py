@@ -20,7 +20,8 @@ import torch
 import torch.distributed as dist
 
 from utils.distributed.device import need_cuda
-from utils.distributed.launcher import export_launch, resolve_launch
+from utils.distributed.launcher import Launch, export_launch, resolve_launch
+from utils.distributed.slurm_join import join_slurm_store, join_wait_s
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,16 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
+def choose_backend(backend: str, device: torch.device) -> str:
+    """The process group's backend: ``auto`` is nccl on CUDA, gloo on the CPU. nccl moves CUDA
+    tensors only: on the CPU it would fail in the first collective, after the whole set-up."""
+    if backend == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if backend == "nccl" and device.type != "cuda":
+        need_cuda("dist.backend=nccl", device, "use dist.backend=auto (gloo on the CPU) or dist.backend=gloo")
+    return backend
+
+
 def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> Dict[str, Any]:
     """After a ``torchrun --max-restarts`` restart, the launcher's store under a per-attempt prefix.
 
@@ -67,6 +78,12 @@ def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> D
 
     store, _, _ = next(rendezvous("env://", rank, world_size, timeout=timeout))
     return {"store": dist.PrefixStore(f"restart{attempt}/", store), "rank": rank, "world_size": world_size}
+
+
+def _slurm_store(launch: Launch, timeout_s: int, timeout: datetime.timedelta) -> Dict[str, Any]:
+    """Under srun, a store all tasks joined within a short wait, not dist.timeout_s (see ``slurm_join.py``)."""
+    store = join_slurm_store(launch, join_wait_s(os.environ, timeout_s), timeout)
+    return {"store": store, "rank": launch.rank, "world_size": launch.world_size}
 
 
 def import_before_process_group() -> None:
@@ -87,14 +104,13 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
     rank, world_size, local_rank = launch.rank, launch.world_size, launch.local_rank
     dev = resolve_device(device, local_rank)
     if world_size > 1 and not dist.is_initialized():
-        if backend == "auto":
-            backend = "nccl" if dev.type == "cuda" else "gloo"
+        backend = choose_backend(backend, dev)
         timeout = datetime.timedelta(seconds=timeout_s)
         import_before_process_group()
         dist.init_process_group(
             backend=backend,
             timeout=timeout,
-            **_restart_store(rank, world_size, timeout),
+            **(_slurm_store(launch, timeout_s, timeout) if launch.launcher == "slurm" else _restart_store(rank, world_size, timeout)),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
         log.info("process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s", launch.launcher, backend, rank, world_size, local_rank, dev)

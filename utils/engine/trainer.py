@@ -46,6 +46,7 @@ from utils.engine.components import (
     Services,
     TrainResult,
 )
+from utils.distributed.unused import unused_parameters_error
 from utils.engine.evaluate import evaluate
 from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
@@ -243,16 +244,16 @@ class Trainer:
 
     def _forward(self, inputs: Any) -> Any:
         self._forwards += 1
-        if self._forwards > 1:
-            return self.parts.model(inputs)
+        first = self._forwards == 1
         try:
             outputs = self.parts.model(inputs)
-        except RuntimeError as err:  # the run's first batch: a channel mismatch is bad input, not a bug
-            converted = input_error(err)
+        except RuntimeError as err:  # bad input a forward finds: a channel mismatch (the first), DDP's unused parameters (later)
+            converted = input_error(err) if first else unused_parameters_error(err, self.parts.model)
             if converted is err:
                 raise
             raise converted from err
-        check_output_classes(outputs, self.meta.num_classes)
+        if first:
+            check_output_classes(outputs, self.meta.num_classes)
         return outputs
 
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:

@@ -1,0 +1,127 @@
+"""Distributed set-up errors are one ``error:`` line naming the fix, and come within seconds:
+stray launcher variables, a backend the device cannot use, a SLURM job missing tasks."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import pytest
+
+import main
+from tests.conftest import ROOT, fast_overrides, subprocess_env
+from tests.dist_utils import free_port
+from utils.distributed.launcher import Launch, resolve_launch
+from utils.distributed.slurm_join import join_slurm_store, join_wait_s
+from utils.errors import ConfigError
+
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE")
+SLURM = {"SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": "4242"}
+
+# name -> (environment, extra arguments, expected message)
+CASES: Dict[str, tuple] = {
+    "RANK/WORLD_SIZE without MASTER_ADDR": ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, [],
+                                            r"^error: environment variables RANK=0, WORLD_SIZE=2, LOCAL_RANK=0 describe a distributed run, but MASTER_ADDR, MASTER_PORT are not set: "
+                                            r"no launcher started this process \(left over from an earlier launch\?\); unset RANK WORLD_SIZE LOCAL_RANK to run one process, or start the run with torchrun"),
+    "WORLD_SIZE not an integer": ({"RANK": "0", "WORLD_SIZE": "two"}, [],
+                                  r"^error: environment variable WORLD_SIZE='two' must be an integer; unset it \(left over from an earlier launch\?\) or start the run with torchrun, which sets it$"),
+    "RANK not below WORLD_SIZE": ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, [],
+                                  r"^error: environment variable RANK=2 must be below WORLD_SIZE=2 \(ranks count from 0\); unset RANK and WORLD_SIZE \(left over from an earlier launch\?\) or start the run with torchrun, which sets them$"),
+    "RANK without WORLD_SIZE": ({"RANK": "1"}, [], r"^error: environment variable RANK=1 must be below WORLD_SIZE=1 \(not set\) \(ranks count from 0\)"),
+    "SLURM_PROCID not below SLURM_NTASKS": ({**SLURM, "SLURM_PROCID": "2"}, [],
+                                            r"^error: environment variable SLURM_PROCID=2 must be below SLURM_NTASKS=2 \(ranks count from 0\); .*start the tasks with srun, which sets them$"),
+    "dist.backend=nccl on the CPU": ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "free"}, ["device=cpu", "dist.backend=nccl"],
+                                     r"^error: dist.backend=nccl needs a CUDA device, but (CUDA is not available here|the run uses cpu); "
+                                     r"use dist.backend=auto \(gloo on the CPU\) or dist.backend=gloo$"),
+}
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No launcher variables from the test's own environment."""
+    for name in LAUNCH_VARS + tuple(k for k in subprocess_env() if k.startswith("SLURM_")):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_launch_environment_is_one_line_and_exit_code_2(case, clean_env, tmp_path, capsys):
+    env, extra, expected = CASES[case]
+    for name, value in env.items():
+        clean_env.setenv(name, str(free_port()) if value == "free" else value)
+    # a short collective timeout: before these checks existed, some cases waited for peers
+    assert main.main([*fast_overrides(tmp_path, "bad", epochs=1), "dist.timeout_s=5", *extra]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1, err
+    assert re.search(expected, errors[0]), errors[0]
+    assert "Traceback" not in err
+
+
+def test_launcher_variables_that_describe_one_process_or_a_slurm_task_are_accepted():
+    assert resolve_launch({"RANK": "0", "WORLD_SIZE": "1"}).world_size == 1  # harmless leftovers of a 1-process launch
+    # torchrun's variables without its address under srun: they are not torchrun's, SLURM's describe the job
+    launch = resolve_launch({**SLURM, "SLURM_PROCID": "1", "RANK": "0", "WORLD_SIZE": "1"})
+    assert (launch.launcher, launch.rank, launch.world_size) == ("slurm", 1, 2)
+    with pytest.raises(ConfigError, match=r"MASTER_PORT='x' must be an integer; export a free port number, or unset it"):
+        resolve_launch({**SLURM, "SLURM_PROCID": "0", "MASTER_PORT": "x"})
+
+
+def slurm_tasks(ranks: Sequence[int], ntasks: int, tmp_path: Path) -> List[subprocess.CompletedProcess]:
+    """``python main.py`` as tasks ``ranks`` of a SLURM job of ``ntasks`` tasks whose other tasks never start."""
+    env = {k: v for k, v in subprocess_env().items() if k not in LAUNCH_VARS and not k.startswith("SLURM_")}
+    env.update({**SLURM, "SLURM_NTASKS": str(ntasks), "MASTER_PORT": str(free_port()), "REGTRAIN_SLURM_WAIT_S": "3"})
+    cmd = [sys.executable, "main.py", *fast_overrides(tmp_path, "slurm", epochs=1), "device=cpu", "dist.timeout_s=600"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env={**env, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in ranks]
+    try:
+        outputs = [p.communicate(timeout=90) for p in procs]
+        return [subprocess.CompletedProcess(p.args, p.returncode, *out) for p, out in zip(procs, outputs)]
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
+MISSING = r"^error: SLURM job: {joined} of {ntasks} tasks joined within 3 s \(missing: {missing}\) at localhost:\d+; started without srun\? Start the tasks with srun python main.py \.\.\. \(a batch script runs once, as task 0\)"
+SLURM_CASES = {  # tasks started, of how many -> the line every started task prints
+    "task 0 of 2": ((0,), 2, MISSING.format(joined=1, ntasks=2, missing="task 1")),
+    "tasks 0, 1 of 4": ((0, 1), 4, MISSING.format(joined=2, ntasks=4, missing="tasks 2, 3")),
+    "task 1 of 2": ((1,), 2, r"^error: SLURM job: task 1 of 2 could not reach task 0 at localhost:\d+ within 3 s; started without srun\?"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(SLURM_CASES))
+def test_slurm_tasks_missing_are_named_within_seconds(case, tmp_path):
+    """A batch script that runs ``python main.py`` without srun starts task 0 alone; before,
+    it waited dist.timeout_s (here 600 s) and then failed with a raw DistStoreError."""
+    ranks, ntasks, expected = SLURM_CASES[case]
+    start = time.monotonic()
+    for proc in slurm_tasks(ranks, ntasks, tmp_path):
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        (line,) = [line for line in proc.stderr.splitlines() if "error:" in line]
+        assert re.search(expected, line) and line.endswith(f"(now SLURM_NTASKS={ntasks}); REGTRAIN_SLURM_WAIT_S sets this wait"), line
+        assert "Traceback" not in proc.stderr and "frame #" not in proc.stderr, proc.stderr[-3000:]
+    assert time.monotonic() - start < 60
+
+
+def test_the_slurm_wait_is_a_number_of_seconds_at_most_the_collective_timeout():
+    assert join_wait_s({}, 1800) == 60 and join_wait_s({"REGTRAIN_SLURM_WAIT_S": "5"}, 1800) == 5 and join_wait_s({}, 20) == 20
+    with pytest.raises(ConfigError, match=r"REGTRAIN_SLURM_WAIT_S='soon' must be a number of seconds > 0; unset it for 60 s"):
+        join_wait_s({"REGTRAIN_SLURM_WAIT_S": "soon"}, 1800)
+
+
+def test_a_job_port_in_use_is_one_line_naming_master_port():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        launch = Launch("slurm", 0, 2, 0, "127.0.0.1", busy.getsockname()[1])
+        with pytest.raises(ConfigError, match=rf"SLURM job: port {launch.master_port} on 127.0.0.1 is in use .*; export MASTER_PORT=<a free port> in the job script"):
+            join_slurm_store(launch, 1.0, datetime.timedelta(seconds=5))
