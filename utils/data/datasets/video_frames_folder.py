@@ -7,7 +7,8 @@ Two ways to say which videos form a split:
   paths relative to ``root``): one video per line, ``<class>/<video>[.avi] [anything]``,
   frames under ``<root>/<class>/<video>/``. UCF101's official lists work as they are.
 
-Frames are sorted by the numbers in their names (``img_2`` before ``img_10``).
+Frames are sorted by the numbers in their names (``img_2`` before ``img_10``) and read as
+stored (``utils/data/images.py``).
 Class indices follow ``classes`` when given, else the sorted class names found
 in all split folders or all listed split files (so every split agrees).
 """
@@ -19,11 +20,10 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-import numpy as np
 import torch
-from PIL import Image
 
 from utils.data.clips import ClipDataset
+from utils.data.images import read_image
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
@@ -114,8 +114,4 @@ class VideoFramesFolder(ClipDataset):
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
         folder = self.folders[video]
         names = list_frames(folder)  # listed again here: keeping every path of a large dataset costs GBs
-        frames = []
-        for i in indices:
-            with Image.open(folder / names[i]) as image:
-                frames.append(np.asarray(image.convert("RGB")))
-        return torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2)  # [T, H, W, C] -> [T, C, H, W]
+        return torch.stack([read_image(folder / names[i]) for i in indices])  # [T, C, H, W] float in [0, 1]
