@@ -43,6 +43,8 @@ class BadSamples:
 
     def first_usable(self, index: int, count: int, read: Callable[[int], T], where: str) -> T:
         """``read(index)``; under ``skip`` the next index (cyclically) whose files can be used."""
+        if not -count <= index < count:
+            raise IndexError(f"index {index} is outside a dataset of {count} samples")  # ends iteration by index
         for offset in range(count):
             at = (index + offset) % count
             if at in self.bad:
