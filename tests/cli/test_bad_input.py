@@ -25,9 +25,9 @@ SMALL = "model.args.backbone_args={widths: [8, 16]}"
 
 
 def image_tree(root: Path, bad: bool = False) -> Path:
-    """``root/{train,val}/{a,b}/*.png``, 8x8 RGB; ``bad`` adds a file that is not an image."""
+    """``root/{train,val,test}/{a,b}/*.png``, 8x8 RGB; ``bad`` adds a file that is not an image."""
     rng = np.random.default_rng(0)
-    for split in ("train", "val"):
+    for split in ("train", "val", "test"):
         for label in ("a", "b"):
             folder = root / split / label
             folder.mkdir(parents=True)

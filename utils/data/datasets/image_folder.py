@@ -3,9 +3,10 @@
 One class list for every split: the train split's class folders (sorted), or
 ``classes`` (``data.args.classes``, or the list a checkpoint saved, in test
 mode). A val/test class folder that the list lacks is an error naming it; a
-class missing from val/test keeps its index. Symlinked folders are followed,
-but each real directory is read once per class, so a link back up the tree
-does not loop.
+class missing from val/test keeps its index (a warning names it); an empty class
+folder is an error. Hidden and debris names (``utils/data/folders.py``) are
+never classes or images. Symlinked folders are followed, but each real
+directory is read once per class, so a link back up the tree does not loop.
 Images are read as stored (``utils/data/images.py``).
 """
 
@@ -20,6 +21,7 @@ from torch.utils.data import Dataset, default_collate
 
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
+from utils.data.folders import subfolders, walk_visible, warn_missing_classes
 from utils.data.images import check_channels, read_image
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
@@ -29,16 +31,12 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
 
 
-def class_folders(folder: Path) -> List[str]:
-    """The class names under ``folder``: its subfolders (symlinked ones too), sorted."""
-    return sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
-
-
 def scan(folder: Path, classes: Sequence[str]) -> List[Tuple[str, int]]:
     """``(path, class index)`` of every image under ``folder/<class>/``, in a fixed order.
 
     Symlinked directories are followed, but a real directory is read once per
-    class: a link back into the tree (``a/again -> ../a``) adds nothing.
+    class: a link back into the tree (``a/again -> ../a``) adds nothing. A class
+    folder without images is an error naming it.
     """
     samples: List[Tuple[str, int]] = []
     for index, name in enumerate(classes):
@@ -47,15 +45,18 @@ def scan(folder: Path, classes: Sequence[str]) -> List[Tuple[str, int]]:
             continue
         seen: Set[str] = set()
         found: List[Tuple[str, List[str]]] = []
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+        for dirpath, dirnames, filenames in walk_visible(top):
             real = os.path.realpath(dirpath)
             if real in seen:
                 dirnames[:] = []  # a loop or a second link to a directory already read
                 continue
             seen.add(real)
             found.append((dirpath, [f for f in filenames if f.lower().endswith(IMG_EXTENSIONS)]))
+        before = len(samples)
         for dirpath, files in sorted(found):
             samples += [(os.path.join(dirpath, f), index) for f in sorted(files)]
+        if len(samples) == before:
+            raise DataError(f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder")
     return samples
 
 
@@ -64,8 +65,9 @@ class ImageFolder(Dataset):
     """Images as float tensors ``[channels, H, W]`` in [0, 1], read as stored.
 
     ``channels`` (3 by default) is how many the network gets: grey images are
-    repeated into 3 equal channels, or colour turned into luma for 1; ``test``
-    falls back to ``val`` when absent. An unusable image (truncated, not an image, a decompression bomb, values out
+    repeated into 3 equal channels, or colour turned into luma for 1. A missing
+    split folder is an error (``data.test_split`` picks the folder testing reads).
+    An unusable image (truncated, not an image, a decompression bomb, values out
     of range) stops the run with its path (``on_bad_sample="stop"``), or is
     replaced by the next usable one with a warning per file (``"skip"``, i.e.
     ``data.args={on_bad_sample: skip}``). Images of different sizes that reach
@@ -92,6 +94,7 @@ class ImageFolder(Dataset):
         self.samples = scan(folder, self.classes)
         if not self.samples:
             raise DataError(f"data folder '{folder}' holds no images (looked for {', '.join(IMG_EXTENSIONS)} under {folder}/<class>/)")
+        warn_missing_classes(folder, self.classes, {self.classes[label] for _, label in self.samples})
         from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
 
         self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
@@ -101,19 +104,18 @@ class ImageFolder(Dataset):
     @staticmethod
     def _split_folder(root: Path, split: str) -> Path:
         folder = root / split
-        if split == "test" and not folder.is_dir():
-            folder = root / "val"
         if not folder.is_dir():
-            raise DataError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>")
+            hint = "; data.test_split names the split folder that testing reads (e.g. data.test_split=val)" if split not in ("train", "val") else ""
+            raise DataError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>{hint}")
         return folder
 
     @staticmethod
     def _class_list(root: Path, folder: Path, classes: Optional[Sequence[str]]) -> List[str]:
         """``classes`` when given, else the train split's class folders (the split's own when train is absent)."""
-        own = class_folders(folder)
+        own = subfolders(folder)
         if classes is None:
             train = root / "train"
-            classes = class_folders(train) if train.is_dir() else own
+            classes = subfolders(train) if train.is_dir() else own
             if not classes:
                 raise DataError(f"data folder '{train if train.is_dir() else folder}' holds no images: it has no class folders; expected <root>/<split>/<class>/<image>")
         unknown = [name for name in own if name not in classes]

@@ -2,7 +2,7 @@
 the same stems in ``<root>/<split folder>/<mask_dir>/*.png`` (e.g. DUTS-TR/Image, DUTS-TR/Mask).
 
 Images are read as stored (``utils/data/images.py``), masks by their detected encoding
-(``utils/data/mask_encoding.py``)."""
+(``utils/data/mask_encoding.py``); hidden and debris files (``._x.png``) are no samples."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from utils.data.bad_samples import BadSamples
+from utils.data.folders import visible
 from utils.data.images import check_channels, read_image
 from utils.data.mask_encoding import read_mask
 from utils.data.masks import MaskBatchCollate, PairPipeline, Size
@@ -27,7 +28,7 @@ MASK_EXTS = (".png", ".bmp", ".jpg", ".jpeg", ".tif", ".tiff")
 def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, Path]:
     files: Dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        if not path.is_file() or path.suffix.lower() not in exts:
+        if not path.is_file() or path.suffix.lower() not in exts or not visible(path.name):
             continue
         if path.stem in files:
             raise DataError(f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one")
