@@ -100,6 +100,16 @@ def test_32_bit_values_outside_the_read_range_are_refused_not_clipped(tmp_path, 
     assert re.search(r"skipping image '.*a.tif' is 32-bit", caplog.text)
 
 
+def test_8_bit_images_with_a_resize_give_torchvisions_numbers(tmp_path):
+    """The common case keeps its exact values: ToImage -> Resize (on uint8) -> ToDtype, as before."""
+    from torchvision.transforms import v2
+
+    noise = np.random.default_rng(0).integers(0, 256, (20, 30, 3), dtype=np.uint8)
+    root = one_image_folder(tmp_path, "a.png", Image.fromarray(noise))
+    reference = v2.Compose([v2.ToImage(), v2.Resize((8, 8), antialias=True), v2.ToDtype(torch.float32, scale=True)])(Image.fromarray(noise))
+    assert torch.equal(dataset(root, "data.args={image_size: 8}")[0][0], reference)
+
+
 def test_exif_orientation_is_applied(tmp_path):
     exif = Image.Exif()
     exif[0x0112] = 6  # "rotate 90 CW to view": a camera held upright stores the picture on its side

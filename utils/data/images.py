@@ -1,6 +1,7 @@
 """Image files as stored: every PIL mode to float tensors in [0, 1], at their real range.
 
-The one reader of image files for every dataset (``read_image``). PIL's modes:
+The one reader of image files for every dataset (``read_pixels``; ``read_image`` gives
+floats). PIL's modes:
 
 - ``1`` (1 bit): 0 or 1; ``L`` (8-bit grey): /255; ``LA``/``La``: the grey, alpha dropped;
 - ``RGB``, ``RGBA``, ``RGBX``, ``RGBa``: /255 per channel, alpha dropped; ``P``/``PA``
@@ -76,10 +77,11 @@ def _in_range(values: np.ndarray, low: float, high: float) -> Tuple[bool, str]:
 
 
 def stored_values(image: Image.Image, path: PathLike) -> torch.Tensor:
-    """``[C, H, W]`` float32 in [0, 1] with C = 1 (grey modes) or 3 (colour modes), by the module's rule."""
+    """``[C, H, W]`` with C = 1 (grey modes) or 3 (colour modes), by the module's rule: uint8 for
+    8-bit data (resizing uint8 is faster, and ``as_float`` scales it later), else float32 in [0, 1]."""
     mode = image.mode
     if mode == "1":
-        return torch.from_numpy(np.array(image, dtype=np.float32))[None]
+        return torch.from_numpy(np.array(image, dtype=np.uint8) * np.uint8(255))[None]
     if mode in SIXTEEN_BIT:
         return torch.from_numpy(np.array(image).astype(np.int32))[None].float().mul_(1.0 / 65535)
     if mode in ("I", "F"):
@@ -92,26 +94,39 @@ def stored_values(image: Image.Image, path: PathLike) -> torch.Tensor:
             raise BadFile(f"image '{path}' is {what} (PIL mode {mode}) with {found}, outside the {low}..{high} it is read from; {fix}")
         tensor = torch.from_numpy(values.astype(np.float32))[None]
         return tensor.mul_(1.0 / 65535) if mode == "I" else tensor
-    eight_bit = image if mode in ("L", "RGB") else image.convert("L" if mode in GREY_8BIT else "RGB")
-    return from_uint8(np.array(eight_bit))
+    eight_bit = np.array(image if mode in ("L", "RGB") else image.convert("L" if mode in GREY_8BIT else "RGB"))
+    return torch.from_numpy(eight_bit[..., None] if eight_bit.ndim == 2 else eight_bit).permute(2, 0, 1)
+
+
+def as_float(values: torch.Tensor) -> torch.Tensor:
+    """uint8 values as float32 in [0, 1] (torchvision's scaling, so results match ``v2.ToDtype``); floats as they are."""
+    return values.float().mul_(1.0 / 255) if values.dtype == torch.uint8 else values
 
 
 def from_uint8(array: np.ndarray) -> torch.Tensor:
     """An 8-bit ``[H, W]`` or ``[H, W, C]`` array as ``[C, H, W]`` float32 in [0, 1]."""
     array = array[..., None] if array.ndim == 2 else array
-    return torch.from_numpy(np.ascontiguousarray(array)).permute(2, 0, 1).float().mul_(1.0 / 255)  # torchvision's uint8 -> float scaling
+    return as_float(torch.from_numpy(np.ascontiguousarray(array)).permute(2, 0, 1))
 
 
 def to_channels(values: torch.Tensor, channels: int) -> torch.Tensor:
-    """``[C, H, W]`` as ``channels`` channels: grey repeated, or colour as luma."""
+    """``[C, H, W]`` as ``channels`` channels: grey repeated, or colour as luma (then float)."""
     if values.shape[0] == channels:
         return values
     if channels == 3:
         return values.expand(3, -1, -1).contiguous()
-    weights = torch.tensor(LUMA, dtype=values.dtype)[:, None, None]
-    return (values * weights).sum(0, keepdim=True)
+    weights = torch.tensor(LUMA, dtype=torch.float32)[:, None, None]
+    return (as_float(values) * weights).sum(0, keepdim=True)
+
+
+def read_pixels(path: PathLike, channels: int = 3) -> torch.Tensor:
+    """The image file at ``path`` as ``[channels, H, W]``: uint8 for 8-bit data, else float32 in [0, 1].
+
+    The one reader of image files; ``as_float`` (or ``read_image``) gives [0, 1] floats.
+    """
+    return to_channels(stored_values(open_image(path), path), channels)
 
 
 def read_image(path: PathLike, channels: int = 3) -> torch.Tensor:
     """The image file at ``path`` as ``[channels, H, W]`` float32 in [0, 1] (see the module doc)."""
-    return to_channels(stored_values(open_image(path), path), channels)
+    return as_float(read_pixels(path, channels))
