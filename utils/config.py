@@ -36,6 +36,7 @@ class DataConfig:
     # world size and the data order is the same at every world size, so a run resumes on another one.
     global_batch_size: Optional[int] = field(default=None, metadata=at_least(1, null=True))
     eval_batch_size: Optional[int] = field(default=None, metadata=at_least(1, null=True))  # defaults to batch_size
+    test_split: str = "test"  # the split testing evaluates (e.g. val when the data has no test split)
     num_workers: int = field(default=0, metadata=at_least(0))
     pin_memory: bool = False
     drop_last: bool = True

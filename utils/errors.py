@@ -60,3 +60,10 @@ def one_line(err: BaseException) -> str:
         last = text.rstrip().splitlines()[-1]  # "utils.errors.DataError: <message>"
         text = last.split(": ", 1)[1] if ": " in last else last
     return text
+
+
+def name_list(names: object, show: int = 10) -> str:
+    """``names`` for an error message: the first ``show`` of them, then how many more."""
+    items = [str(name) for name in names]  # type: ignore[attr-defined]
+    more = f" ... and {len(items) - show} more" if len(items) > show else ""
+    return ", ".join(items[:show]) + more

@@ -25,9 +25,9 @@ SMALL = "model.args.backbone_args={widths: [8, 16]}"
 
 
 def image_tree(root: Path, bad: bool = False) -> Path:
-    """``root/{train,val}/{a,b}/*.png``, 8x8 RGB; ``bad`` adds a file that is not an image."""
+    """``root/{train,val,test}/{a,b}/*.png``, 8x8 RGB; ``bad`` adds a file that is not an image."""
     rng = np.random.default_rng(0)
-    for split in ("train", "val"):
+    for split in ("train", "val", "test"):
         for label in ("a", "b"):
             folder = root / split / label
             folder.mkdir(parents=True)
@@ -52,6 +52,45 @@ def add_bomb(root: Path) -> Path:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
     header = struct.pack(">IIBBBBB", 14000, 14000, 1, 0, 0, 0, 0)
     (root / "train" / "a" / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+    return root
+
+
+def add_file(root: Path, rel: str, write) -> Path:
+    """``write(path)`` for ``root/rel`` (a real file of the kind the case needs); returns ``root``."""
+    write(root / rel)
+    return root
+
+
+def float_image(path: Path) -> None:
+    Image.fromarray(np.linspace(0, 2.5, 64, dtype=np.float32).reshape(8, 8)).save(path)  # 32-bit float beyond [0, 1]
+
+
+def label_mask(path: Path) -> None:
+    """A segmentation label map (0, 1, 2) in place of a saliency mask, at the image's size."""
+    shape = np.array(Image.open(path)).shape
+    Image.fromarray((np.arange(shape[0] * shape[1]).reshape(shape) % 3).astype(np.uint8)).save(path)
+
+
+def colour_mask(path: Path) -> None:
+    shape = np.array(Image.open(path)).shape
+    colours = np.zeros((*shape, 3), np.uint8)
+    colours[: shape[0] // 2, :, 0], colours[shape[0] // 2 :, :, 2] = 255, 255  # red and blue halves on no black
+    colours[0, 0] = 0
+    Image.fromarray(colours).save(path)
+
+
+def sod_folder(root: Path, *extra: str) -> List[str]:
+    """An image_mask_folder run on ``root`` (see ``shapes``) with the sod demo config."""
+    return ["--config", "configs/sod_shapes.yaml", f"experiment.output_root={root / 'out'}", "experiment.name=bad", "data.name=image_mask_folder",
+            f"data.root={root}", "data.args={size: 32}", "data.batch_size=2", "train.epochs=1", *extra]
+
+
+def shapes(root: Path) -> Path:
+    """``root/{train,val,test}/{Image,Mask}``: 2 shapes_sod scenes each, of different sizes."""
+    from utils.data.datasets.shapes_sod import write_split
+
+    for split in ("train", "val", "test"):
+        write_split(root, split, 2)
     return root
 
 
@@ -107,7 +146,7 @@ CASES: Dict[str, tuple] = {
     "class folder that the train split lacks": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "val/c")),
                                                 r"class folder\(s\) \['c'\] in '.*imgs/val' are not classes of the training split \(a, b\); remove them, add them to the train split, or list every class in data.args.classes"),
     "more classes than the network's outputs": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/c", "val/c")),
-                                                r"the data has 3 classes but the network outputs 2 score\(s\) per sample; give the network 3 outputs \(e.g. model.args.num_classes=3\) or train on fewer classes"),
+                                                r"the data has 3 classes \(a, b, c\) but the network outputs 2 score\(s\) per sample; give the network 3 outputs \(e.g. model.args.num_classes=3\) or train on fewer classes"),
     "decompression bomb (image_folder)": (lambda tmp, run: rgb_folder(add_bomb(image_tree(tmp / "imgs"))),
                                           r"cannot read image '.*bomb.png' \(DecompressionBombError\); fix or remove the file, or set data.args.on_bad_sample=skip"),
     "images of mixed sizes without a resize": (lambda tmp, run: rgb_folder(add_images(image_tree(tmp / "imgs"), "train/a", size=(10, 12), name="big.png"), "data.batch_size=7"),
@@ -120,6 +159,23 @@ CASES: Dict[str, tuple] = {
                                       r"config key 'optim.lr_scaling' is linear, which scales the LR with the world size, but data.global_batch_size keeps the global batch the same at every world size; set optim.lr_scaling=none"),
     "resume on another world size without a global batch": (lambda tmp, run: _as_if_two_ranks(run, tmp) + ["--resume"],
                                                             r"cannot resume from '.*': the config changed the model or the data \(world size: 2 -> 1, which changes the global batch from 2 x 64 = 128 to 1 x 64 = 64 samples \(resume with 2 processes; a run started with data.global_batch_size resumes on any world size that divides it\)\)"),
+    "32-bit float image beyond [0, 1] (image_folder)": (lambda tmp, run: rgb_folder(add_file(image_tree(tmp / "imgs"), "train/a/f.tif", float_image)),
+                                                         r"image '.*train/a/f.tif' is 32-bit float \(PIL mode F\) with values from 0 to 2.5, outside the 0..1 it is read from; save it scaled to \[0, 1\], or as 8- or 16-bit integers, or set data.args.on_bad_sample=skip"),
+    "data.args.channels not 1 or 3": (lambda tmp, run: rgb_folder(image_tree(tmp / "imgs"), "data.args={channels: 2}"), r"image_folder: data.args.channels must be 1 \(grey\) or 3 \(RGB\), got 2"),
+    "unreadable mask (image_mask_folder)": (lambda tmp, run: sod_folder(add_file(shapes(tmp / "sod"), "train/Mask/train_00001.png", lambda p: p.write_bytes(b"not a png"))),
+                                            r"cannot read mask '.*train/Mask/train_00001.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip"),
+    "label map as a mask (image_mask_folder)": (lambda tmp, run: sod_folder(add_file(shapes(tmp / "sod"), "train/Mask/train_00001.png", label_mask)),
+                                                r"mask '.*train_00001.png' holds the values 0, 1, 2: the largest is below half of the range 0..255 it falls in \(label indices\?\); save it as grey with 0 for the background and 255 for the object \(soft values between\), or set data.args.on_bad_sample=skip"),
+    "mask of several colours (image_mask_folder)": (lambda tmp, run: sod_folder(add_file(shapes(tmp / "sod"), "train/Mask/train_00001.png", colour_mask)),
+                                                    r"mask '.*train_00001.png' holds 3 colours \(\(0, 0, 0\), \(0, 0, 255\), \(255, 0, 0\)\); a saliency mask is grey, or one colour on black: save it as grey"),
+    "images of mixed sizes with size: null (image_mask_folder)": (lambda tmp, run: sod_folder(shapes(tmp / "sod"), "data.args={size: null}"),
+                                                                  r"images of different sizes cannot form a batch: '.*/train/Image/train_0000[01].png' is \d+x\d+ and '.*/train/Image/train_0000[01].png' is \d+x\d+ \(width x height, after the transforms\); resize them all to one size: data.args.size=N \(or \[height, width\]\)"),
+    "missing test split (image_folder)": (lambda tmp, run: shutil.rmtree(image_tree(tmp / "imgs") / "test") or rgb_folder(tmp / "imgs"),
+                                          r"data folder '.*imgs/test' does not exist; expected <root>/test/<class>/<image>; data.test_split names the split folder that testing reads \(e.g. data.test_split=val\)"),
+    "empty class folder (image_folder)": (lambda tmp, run: (image_tree(tmp / "imgs") / "train" / "c").mkdir() or rgb_folder(tmp / "imgs"),
+                                          r"class folder '.*imgs/train/c' holds no images \(looked for .jpg, .*\); add its images or remove the folder"),
+    "crop larger than the image": (lambda tmp, run: rgb_folder(image_tree(tmp / "imgs"), "data.train_transforms=[{name: RandomCrop, size: 12}]"),
+                                   r"data.train_transforms: a crop of 12x12 is larger than the image it gets, 8x8 \(width x height\); put a Resize before it, make the crop smaller, or let RandomCrop pad \(pad_if_needed: true\)"),
     "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
 }
 

@@ -86,7 +86,7 @@ def test_skip_covers_decompression_bombs_and_truncated_images(tmp_path, caplog):
     bad_files(root / "train" / "a")
     dataset = build_dataset(data_config(root, "data.args={on_bad_sample: skip}"), "train")
     images = [dataset[i][0] for i in range(len(dataset))]
-    assert len(images) == 15 and len(dataset.bad) == 3
+    assert len(images) == 15 and len(dataset.bad_samples.bad) == 3
     for name, error in (("bomb.png", "DecompressionBombError"), ("large.png", "DecompressionBombWarning"), ("truncated.png", "OSError")):
         assert f"skipping unreadable image '{root / 'train' / 'a' / name}' ({error}" in caplog.text
 

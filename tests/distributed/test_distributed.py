@@ -176,7 +176,7 @@ def test_a_rank_with_bad_input_is_named_as_the_root_cause_by_torchrun(tmp_path):
     (the connection closed); torchrun names the failure with the earliest second, on a tie
     the lowest rank it saw exit in the same poll, which used to be rank 0."""
     root = tmp_path / "data"
-    for split in ("train", "val"):
+    for split in ("train", "val", "test"):
         for label in ("a", "b"):
             (root / "rank0" / split / label).mkdir(parents=True)
             for i in range(4):

@@ -37,7 +37,7 @@ class ClipDataset(Dataset):
     """Items ``(clip [C, T, H, W] float32, {"label": int, "video": int})``.
 
     Subclasses call ``set_videos`` and implement ``read_frames(video, indices)``
-    returning uint8 frames ``[T, C, H, W]``. The transform sees the clip as a
+    returning frames ``[T, C, H, W]``, uint8 or float in [0, 1]. The transform sees the clip as a
     ``tv_tensors.Video`` in [0, 1], so torchvision.transforms.v2 draws its random
     parameters once and applies them to every frame alike.
     """

@@ -118,6 +118,8 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     folder: Optional[str] = getattr(dataset, "root", None)
     if cfg.name != "image_folder" or folder is None or not hasattr(dataset, "samples"):
         raise ConfigError(f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch")
+    if getattr(dataset, "channels", 3) != 3:
+        raise ConfigError("data.loader=dali decodes images to RGB: data.args.channels must be 3 with it; use data.loader=torch for 1 channel")
     size = cfg.args.get("image_size")
     if not size:
         raise ConfigError("data.loader=dali needs a fixed image size: set data.args.image_size (e.g. 224)")

@@ -25,10 +25,14 @@ def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] 
 
     ``classes`` (the train split's class list, or the one a checkpoint saved) is
     passed to datasets that take a ``classes`` argument, unless ``data.args``
-    gives one: every split then labels a class with the same index.
+    gives one: every split then labels a class with the same index. The ``test``
+    split is the one ``data.test_split`` names.
     """
-    specs = cfg.train_transforms if split == "train" else cfg.eval_transforms
-    transform: Optional[Callable] = build_transforms(specs)
+    if split == "train":
+        transform: Optional[Callable] = build_transforms(cfg.train_transforms, "data.train_transforms")
+    else:
+        transform = build_transforms(cfg.eval_transforms, "data.eval_transforms")
+    split = cfg.test_split if split == "test" else split
     args = dict(cfg.args)
     if classes is not None and "classes" not in args and "classes" in inspect.signature(DATASETS.get(cfg.name)).parameters:
         args["classes"] = list(classes)

@@ -4,11 +4,11 @@ fewer outputs than the data has classes (the loss would fail with "Target 2 is o
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 
-from utils.errors import ConfigError
+from utils.errors import ConfigError, name_list
 
 _CHANNELS = re.compile(r"expected input\[([^\]]*)\] to have (\d+) channels, but got (\d+) channels")
 
@@ -24,17 +24,19 @@ def input_error(err: RuntimeError) -> Exception:
     )
 
 
-def check_output_classes(outputs: Any, num_classes: Optional[int]) -> None:
+def check_output_classes(outputs: Any, num_classes: Optional[int], classes: Optional[Sequence[Any]] = None) -> None:
     """ConfigError when the network scores fewer classes (dim 1 of its output) than the data has.
 
     Any network and any dataset that exposes ``num_classes``; one output for two
-    classes is a binary logit and passes.
+    classes is a binary logit and passes. ``classes`` (the data's class list) is
+    named in the message, shortened when long.
     """
     if num_classes is None or not isinstance(outputs, torch.Tensor) or outputs.ndim < 2:
         return
     width = outputs.shape[1]
     if width < num_classes and not (width == 1 and num_classes == 2):
+        named = f" ({name_list(classes)})" if classes else ""
         raise ConfigError(
-            f"the data has {num_classes} classes but the network outputs {width} score(s) per sample; "
+            f"the data has {num_classes} classes{named} but the network outputs {width} score(s) per sample; "
             f"give the network {num_classes} outputs (e.g. model.args.num_classes={num_classes}) or train on fewer classes"
         )

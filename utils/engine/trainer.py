@@ -253,7 +253,7 @@ class Trainer:
                 raise
             raise converted from err
         if first:
-            check_output_classes(outputs, self.meta.num_classes)
+            check_output_classes(outputs, self.meta.num_classes, self.meta.classes)
         return outputs
 
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:

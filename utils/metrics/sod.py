@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from utils.data.mask_encoding import mask_values
 from utils.errors import ConfigError, DataError
 from utils.metrics.base import Metric, target_mask
 from utils.registry import METRICS
@@ -42,13 +43,17 @@ def saliency_logits(outputs: Any) -> torch.Tensor:
 
 
 def ground_truths(targets: Any) -> List[np.ndarray]:
-    """uint8 (0-255) ground truths: the original-size masks when the dataset keeps them,
-    else the (resized) mask tensor itself."""
+    """uint8 (0-255) ground truths: the original-size masks when the dataset keeps them, else
+    the (resized) mask tensor itself, each read by the datasets' mask rule
+    (``utils/data/mask_encoding.py``: 0/1, 0/255, boolean and soft masks score alike)."""
     if isinstance(targets, dict) and "original" in targets:
-        return [np.asarray(gt, dtype=np.uint8) for gt in targets["original"]]
-    mask = target_mask(targets)
-    mask = mask.squeeze(1) if mask.dim() == 4 else mask
-    return list((mask.float() * 255.0).round().clamp(0, 255).to(torch.uint8).cpu().numpy())
+        masks = [np.asarray(gt) for gt in targets["original"]]
+    else:
+        mask = target_mask(targets)
+        masks = list((mask.squeeze(1) if mask.dim() == 4 else mask).detach().float().cpu().numpy())
+    names = [str(n) for n in targets.get("name", [])] if isinstance(targets, dict) else []
+    names += [f"ground truth {i} of the batch" for i in range(len(names), len(masks))]
+    return [np.round(mask_values(gt, name) * 255.0).astype(np.uint8) for gt, name in zip(masks, names)]
 
 
 def saliency_maps(outputs: Any, sizes: List[Tuple[int, int]]) -> List[np.ndarray]:

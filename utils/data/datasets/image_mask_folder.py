@@ -1,5 +1,8 @@
 """Salient-object-detection layout: ``<root>/<split folder>/<image_dir>/*.jpg`` with masks of
-the same stems in ``<root>/<split folder>/<mask_dir>/*.png`` (e.g. DUTS-TR/Image, DUTS-TR/Mask)."""
+the same stems in ``<root>/<split folder>/<mask_dir>/*.png`` (e.g. DUTS-TR/Image, DUTS-TR/Mask).
+
+Images are read as stored (``utils/data/images.py``), masks by their detected encoding
+(``utils/data/mask_encoding.py``); hidden and debris files (``._x.png``) are no samples."""
 
 from __future__ import annotations
 
@@ -10,29 +13,27 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from utils.data.bad_samples import BadSamples
+from utils.data.folders import visible
+from utils.data.images import check_channels, read_image
+from utils.data.mask_encoding import read_mask
 from utils.data.masks import MaskBatchCollate, PairPipeline, Size
-from utils.errors import ConfigError, DataError
+from utils.errors import ConfigError, DataError, name_list
 from utils.registry import DATASETS
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MASK_EXTS = (".png", ".bmp", ".jpg", ".jpeg", ".tif", ".tiff")
-SHOW = 10  # names listed in an error message
 
 
 def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, Path]:
     files: Dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        if not path.is_file() or path.suffix.lower() not in exts:
+        if not path.is_file() or path.suffix.lower() not in exts or not visible(path.name):
             continue
         if path.stem in files:
             raise DataError(f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one")
         files[path.stem] = path
     return files
-
-
-def _listing(names: List[str]) -> str:
-    more = f" ... and {len(names) - SHOW} more" if len(names) > SHOW else ""
-    return ", ".join(names[:SHOW]) + more
 
 
 def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, Path]]:
@@ -46,24 +47,18 @@ def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, P
     if no_mask or no_image:
         parts = []
         if no_mask:
-            parts.append(f"{len(no_mask)} image(s) in '{image_folder}' have no mask in '{mask_folder}': {_listing(no_mask)}")
+            parts.append(f"{len(no_mask)} image(s) in '{image_folder}' have no mask in '{mask_folder}': {name_list(no_mask)}")
         if no_image:
-            parts.append(f"{len(no_image)} mask(s) in '{mask_folder}' have no image in '{image_folder}': {_listing(no_image)}")
+            parts.append(f"{len(no_image)} mask(s) in '{mask_folder}' have no image in '{image_folder}': {name_list(no_image)}")
         raise DataError("; ".join(parts) + "; every image needs a mask with the same file stem")
     if not images:
         raise DataError(f"folder '{image_folder}' holds no images (extensions {', '.join(IMAGE_EXTS)})")
     return [(stem, images[stem], masks[stem]) for stem in sorted(images)]
 
 
-def load_pair(image_path: Path, mask_path: Path) -> Tuple[np.ndarray, np.ndarray]:
-    """``(H, W, 3)`` uint8 RGB image and ``(H, W)`` uint8 grey mask."""
-    from PIL import Image
-
-    with Image.open(image_path) as im:
-        image = np.array(im.convert("RGB"))  # writable, as torch.from_numpy wants
-    with Image.open(mask_path) as im:
-        mask = np.array(im.convert("L"))
-    return image, mask
+def load_pair(image_path: Path, mask_path: Path, channels: int = 3) -> Tuple[torch.Tensor, np.ndarray]:
+    """``[channels, H, W]`` float image and ``(H, W)`` float32 mask, both in [0, 1] (or a BadFile)."""
+    return read_image(image_path, channels), read_mask(mask_path)
 
 
 @DATASETS.register("image_mask_folder")
@@ -73,7 +68,9 @@ class ImageMaskFolder(Dataset):
     ``splits`` maps the framework's split names to folders under ``root``
     (default ``{train: train, val: val, test: test}``; for DUTS e.g.
     ``{train: DUTS-TR, val: DUTS-TE, test: DUTS-TE}``). ``multi_scale`` resizes
-    each training batch by a random factor from the list. ``image_dir`` and
+    each training batch by a random factor from the list; ``size: null`` keeps the
+    stored sizes (then a batch of mixed sizes is an error naming two files). ``channels``
+    and ``on_bad_sample`` (stop, skip) work as in ``image_folder``. ``image_dir`` and
     ``mask_dir`` may name the split folder as ``{folder}``: DUTS as downloaded
     (``DUTS-TR/DUTS-TR-Image``) is ``image_dir: "{folder}-Image"``.
     """
@@ -89,7 +86,11 @@ class ImageMaskFolder(Dataset):
         mask_dir: str = "Mask",
         multi_scale: Optional[List[float]] = None,
         size_divisor: int = 32,
+        channels: int = 3,
+        on_bad_sample: str = "stop",
     ) -> None:
+        self.bad_samples = BadSamples(on_bad_sample, "image_mask_folder")
+        self.channels = check_channels(channels, "image_mask_folder")
         if root is None:
             raise ConfigError(f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>")
         folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
@@ -97,14 +98,19 @@ class ImageMaskFolder(Dataset):
             raise ConfigError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
         folder = folders[split]
         base = Path(root) / folder
-        self.files = pair_files(base / image_dir.format(folder=folder), base / mask_dir.format(folder=folder))
+        self.folder = base / image_dir.format(folder=folder)
+        self.files = pair_files(self.folder, base / mask_dir.format(folder=folder))
         self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
-        self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor)
+        paths = {stem: str(image) for stem, image, _ in self.files}  # what the mixed-size error names
+        self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor, paths)
 
     def __len__(self) -> int:
         return len(self.files)
 
+    def _read(self, at: int) -> Tuple[torch.Tensor, np.ndarray, str]:
+        stem, image_path, mask_path = self.files[at]
+        return (*load_pair(image_path, mask_path, self.channels), stem)
+
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, Dict[str, Any]]:
-        stem, image_path, mask_path = self.files[index]
-        image, mask = load_pair(image_path, mask_path)
+        image, mask, stem = self.bad_samples.first_usable(index, len(self.files), self._read, str(self.folder))
         return self.pipeline(image, mask, stem)

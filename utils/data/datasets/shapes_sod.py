@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from utils.data.images import from_uint8
+from utils.data.mask_encoding import mask_values
 from utils.data.masks import MaskBatchCollate, PairPipeline, Size
 from utils.errors import ConfigError
 from utils.registry import DATASETS
@@ -135,7 +137,8 @@ class ShapesSOD(Dataset):
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, Dict[str, Any]]:
         image, mask = self.scene(index)
-        return self.pipeline(image, mask, self.name(index))
+        name = self.name(index)
+        return self.pipeline(from_uint8(image), mask_values(mask, name), name)  # as image_mask_folder reads the PNGs
 
 
 def write_split(out: Path, split: str, count: int, seed: int = 0, image_dir: str = "Image", mask_dir: str = "Mask", **scene_args: Any) -> Path:

@@ -7,7 +7,9 @@ Two ways to say which videos form a split:
   paths relative to ``root``): one video per line, ``<class>/<video>[.avi] [anything]``,
   frames under ``<root>/<class>/<video>/``. UCF101's official lists work as they are.
 
-Frames are sorted by the numbers in their names (``img_2`` before ``img_10``).
+Frames are sorted by the numbers in their names (``img_2`` before ``img_10``) and read as
+stored (``utils/data/images.py``); hidden and debris names are no classes, videos or frames.
+A class folder without videos is an error; a split without some class is a warning.
 Class indices follow ``classes`` when given, else the sorted class names found
 in all split folders or all listed split files (so every split agrees).
 """
@@ -19,11 +21,11 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-import numpy as np
 import torch
-from PIL import Image
 
 from utils.data.clips import ClipDataset
+from utils.data.folders import subfolders, visible, warn_missing_classes
+from utils.data.images import read_image
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
@@ -38,7 +40,7 @@ def natural_key(name: str) -> List:
 def list_frames(folder: Path) -> List[str]:
     """The image file names in ``folder`` in frame order."""
     with os.scandir(folder) as entries:
-        names = [e.name for e in entries if e.is_file() and e.name.lower().endswith(EXTENSIONS)]
+        names = [e.name for e in entries if e.is_file() and e.name.lower().endswith(EXTENSIONS) and visible(e.name)]
     return sorted(names, key=natural_key)
 
 
@@ -65,7 +67,13 @@ def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
             f"data folder '{folder}' does not exist; expected <root>/<split>/<class>/<video>/<frame>.jpg, "
             "or give data.args.split_files={split: list file}"
         )
-    return [(c.name, v) for c in sorted(folder.iterdir()) if c.is_dir() for v in sorted(c.iterdir()) if v.is_dir()]
+    videos = []
+    for name in subfolders(folder):
+        found = subfolders(folder / name)
+        if not found:
+            raise DataError(f"class folder '{folder / name}' holds no video folders; expected <class>/<video>/<frame>.jpg, add its videos or remove the folder")
+        videos += [(name, folder / name / video) for video in found]
+    return videos
 
 
 @DATASETS.register("video_frames_folder")
@@ -97,13 +105,14 @@ class VideoFramesFolder(ClipDataset):
         else:
             videos = scan_split_folder(base / split)
             splits = {split, *(s for s in ("train", "val", "test") if (base / s).is_dir())}
-            known = sorted({c.name for s in splits for c in (base / s).iterdir() if c.is_dir()})
+            known = sorted({c for s in splits for c in subfolders(base / s)})
         self.classes = list(classes) if classes else known
         index = {name: i for i, name in enumerate(self.classes)}
         unknown = sorted({c for c, _ in videos if c not in index})
         if unknown:
             raise DataError(f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos")
         self.num_classes = len(self.classes)
+        warn_missing_classes(base / split if not split_files else base / split_files[split], self.classes, {c for c, _ in videos})
         for _, folder in videos:
             if not folder.is_dir():
                 raise DataError(f"video folder '{folder}' does not exist; extract its frames there or drop it from the split")
@@ -114,8 +123,4 @@ class VideoFramesFolder(ClipDataset):
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
         folder = self.folders[video]
         names = list_frames(folder)  # listed again here: keeping every path of a large dataset costs GBs
-        frames = []
-        for i in indices:
-            with Image.open(folder / names[i]) as image:
-                frames.append(np.asarray(image.convert("RGB")))
-        return torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2)  # [T, H, W, C] -> [T, C, H, W]
+        return torch.stack([read_image(folder / names[i]) for i in indices])  # [T, C, H, W] float in [0, 1]
