@@ -15,14 +15,14 @@ import logging
 import os
 import sys
 import traceback
-from typing import Any, Dict, List, Optional
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
 from utils import __version__
 from utils.amp import Amp, resolve_policy
-from utils.checkpoint.guard import check_fresh_start, check_resume_config
-from utils.checkpoint.lock import RunLock
+from utils.checkpoint.guard import check_resume_config
 from utils.checkpoint.restore import find_resume, load_initial_weights
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
@@ -30,7 +30,7 @@ from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader, per_process
-from utils.distributed.ops import is_dist
+from utils.distributed.ops import decided_by_rank0, is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
 from utils.distributed.process_group import (
@@ -63,6 +63,8 @@ from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
 from utils.references import check_references, import_custom
+from utils.run_folder import RunFolder
+from utils.run_folder import create as create_run
 
 log = logging.getLogger("main")
 
@@ -72,13 +74,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
     parser.add_argument("--mode", choices=("train", "test"), default="train")
     parser.add_argument("--checkpoint", help="test mode: checkpoint to evaluate (its saved config is the base)")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in output/<experiment>/checkpoints/")
+    parser.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_OR_CHECKPOINT",
+                        help="continue the experiment's newest run (output/<experiment>/latest), or the run folder or checkpoint given")
     parser.add_argument("--resume-force", action="store_true", help="resume even though the model or data config changed")
     # torch.distributed.launch passes --local-rank=N (older PyTorch: --local_rank N); torchrun sets LOCAL_RANK.
     parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
+    if isinstance(args.resume, str) and "=" in args.resume and not Path(args.resume).exists():
+        args.overrides.append(args.resume)  # "--resume key=value": an override, not a path
+        args.resume = True
+    args.resume = args.resume or args.resume_force
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     if args.mode == "test" and not args.checkpoint:
@@ -94,20 +101,36 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     return cfg
 
 
-def build_hooks(cfg: Config, training: bool) -> List[Any]:
+def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str]) -> Tuple[RunFolder, Optional[Path]]:
+    """The run's folder (a new one, or the training run to continue, locked by rank 0) and the
+    checkpoint to resume; rank 0 decides, every rank gets its answer."""
+    experiment = cfg.experiment_dir
+
+    def decide() -> Tuple[str, Optional[str]]:
+        run, found = find_resume(experiment, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
+        return str((run or create_run(experiment, "run" if mode == "train" else "test")).path), None if found is None else str(found)
+
+    path, found = decided_by_rank0(decide)
+    run = RunFolder(Path(path))
+    if mode == "train" and info.is_main:
+        run.lock()
+    return run, None if found is None else Path(found)
+
+
+def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
     """The progress bar and the profiler (training), then the task's default hooks and the users'
     as ``cfg.hooks`` sets them (order: utils/hook/)."""
     hooks: List[Any] = [ProgressHook(cfg.train.log_every)] if training else []
     if training and cfg.train.profile:
-        hooks.append(ProfilerHook(str(cfg.output_dir / "profile"), **cfg.train.profile))
+        hooks.append(ProfilerHook(str(run.profile), **cfg.train.profile))
     return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
-def build_services(cfg: Config, info: DistInfo, val_loader: Any, resumed_step: Optional[int]) -> Services:
+def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int]) -> Services:
     """The run writer, the checkpointer and the validator, from their config keys."""
-    store = CheckpointStore(cfg.output_dir / "checkpoints", cfg.train.keep_checkpoints)
+    store = CheckpointStore(run.checkpoints, cfg.train.keep_checkpoints)
     return Services(
-        writer=RunWriter(cfg.output_dir, info.is_main, resumed_step),
+        writer=RunWriter(run, info.is_main, resumed_step),
         checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
         validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience, cfg.eval.use_ema),
     )
@@ -129,14 +152,12 @@ def run_meta(cfg: Config, data: Any) -> RunMeta:
     return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None))
 
 
-def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dict[str, float]:
-    out = cfg.output_dir
+def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Path], force: bool = False) -> Dict[str, float]:
     compiling = compile_options(cfg.train.compile)
     check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
     train_data = per_process(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
-    resume_path = find_resume(out / "checkpoints", resume, cfg.train.auto_resume)
-    if resume_path is None and info.is_main:  # a fresh run: never mixed into another run's checkpoints
-        check_fresh_start(out, cfg.train.overwrite)
+    if cfg.train.overwrite:
+        log.warning("train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path)
     datasets = {"train": build_dataset(cfg.data, "train")}
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
@@ -152,7 +173,7 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
     resumed = load_initial_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, meta.config, info.world_size, force))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
-        save_config(cfg, out / "config.yaml")
+        save_config(cfg, run.config)
     model.to(info.device)
     if cfg.model.channels_last:
         to_channels_last(model)
@@ -171,8 +192,8 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric), ema)
-    services = build_services(cfg, info, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
-    trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, training=True), info, meta)
+    services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
+    trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta)
     try:
         if resumed is not None:
             resumed.restore(trainer)
@@ -181,16 +202,17 @@ def train(cfg: Config, info: DistInfo, resume: bool, force: bool = False) -> Dic
         check_replicas(model)
         log.info("best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path)
         unwrap(model).load_state_dict(Checkpoint.load(result.best_path).eval_weights)
-        return run_test(cfg, info, trainer, datasets["test"], result.best_epoch)
+        return run_test(cfg, run, trainer, datasets["test"], result.best_epoch)
     finally:
         trainer.close()
 
 
-def run_test(cfg: Config, info: DistInfo, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
+def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
     """Evaluate on the test split (the writer and the hooks record it), print the metrics (rank 0)."""
+    info = trainer.dist
     loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
-    on_batch = trainer.parts.metric.prediction_writer(cfg.output_dir / "predictions") if cfg.eval.save_predictions else None
+    on_batch = trainer.parts.metric.prediction_writer(run.predictions) if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
         log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
     results = trainer.test(loader, epoch, on_batch)
@@ -199,8 +221,10 @@ def run_test(cfg: Config, info: DistInfo, trainer: Trainer, dataset: Any, epoch:
     return results
 
 
-def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float]:
-    """Single-card (or distributed) evaluation of a checkpoint on the test split."""
+def test(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint) -> Dict[str, float]:
+    """Single-card (or distributed) evaluation of a checkpoint on the test split, recorded in a test folder of its own."""
+    if info.is_main:
+        save_config(cfg, run.config)
     model = build_network(cfg.model)
     try:
         model.load_state_dict(checkpoint.eval_weights)  # the EMA weights when the run selected with them
@@ -212,33 +236,32 @@ def test(cfg: Config, info: DistInfo, checkpoint: Checkpoint) -> Dict[str, float
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
     parts = Parts(model, build_criterion(cfg.loss).to(info.device), amp, metric=build_metric(cfg.eval.metric))
-    services = Services(writer=RunWriter(cfg.output_dir, info.is_main))
-    trainer = Trainer(parts, LoopOptions(), services, build_hooks(cfg, training=False), info, RunMeta(to_dict(cfg), checkpoint.classes))
+    services = Services(writer=RunWriter(run, info.is_main))
+    trainer = Trainer(parts, LoopOptions(), services, build_hooks(cfg, run, training=False), info, RunMeta(to_dict(cfg), checkpoint.classes))
     try:
         dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
-        return run_test(cfg, info, trainer, dataset, checkpoint.progress.epoch - 1)
+        return run_test(cfg, run, trainer, dataset, checkpoint.progress.epoch - 1)
     finally:
         trainer.close()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    info, lock = None, None
+    info, run = None, None
     try:
         checkpoint = Checkpoint.load(args.checkpoint) if args.mode == "test" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
-        if args.mode == "train" and info.is_main:  # before anything is written into the folder
-            lock = RunLock(cfg.output_dir, cfg.experiment.name)
-            lock.acquire()
-        setup_logging(cfg.output_dir, info.rank)
-        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s", __version__, torch.__version__, info.world_size, info.launcher, info.device)
+        setup_logging(None, info.rank)  # the console, until the run's folder is known
+        run, resume_path = open_run(cfg, info, args.mode, args.resume)
+        setup_logging(run.log, info.rank)
+        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s; run folder %s", __version__, torch.__version__, info.world_size, info.launcher, info.device, run.path)
         if args.mode == "train":
-            train(cfg, info, args.resume or args.resume_force, args.resume_force)
+            train(cfg, info, run, resume_path, args.resume_force)
         else:
-            test(cfg, info, checkpoint)
+            test(cfg, info, run, checkpoint)
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()
@@ -260,8 +283,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"[rank{info.rank}] failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         exit_now(1, err, wait_s=PEER_GRACE_S)  # it may be a consequence of a peer's failure: let that be named
     finally:
-        if lock is not None:  # in-process callers (tests) run again; a process that ends loses it anyway
-            lock.release()
+        if run is not None:  # in-process callers (tests) run again; a process that ends loses its lock anyway
+            run.release()
     cleanup()
     return 0
 

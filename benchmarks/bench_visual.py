@@ -25,6 +25,7 @@ from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
 from utils.hook.selection import default_hook_names, task_hooks
 from utils.log import RunWriter
+from utils.run_folder import RunFolder
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
@@ -46,7 +47,7 @@ def validation(cfg, out: Path, with_pictures: bool):
     model = build_network(cfg.model)
     parts = Parts(model, build_criterion(cfg.loss), Amp(cfg.amp, DEVICE), metric=build_metric(cfg.eval.metric))
     hooks = task_hooks(cfg.eval.metric, []) if with_pictures else []
-    services = Services(writer=RunWriter(out, enabled=True))
+    services = Services(writer=RunWriter(RunFolder(out), enabled=True))
     trainer = Trainer(parts, LoopOptions(), services, hooks, DistInfo(device=DEVICE), RunMeta(config={"experiment": cfg.experiment.name}))
 
     def run() -> float:

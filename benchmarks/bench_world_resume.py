@@ -54,7 +54,7 @@ def _first_step(killed: Path, nproc: int, resume: bool = True) -> float:
     """Seconds from the launch to the end of the first step: of a resume of a copy of ``killed``, or of a fresh run."""
     out = Path(tempfile.mkdtemp(dir=killed.parent))
     if resume:
-        shutil.copytree(killed, out, dirs_exist_ok=True)
+        shutil.copytree(killed, out, dirs_exist_ok=True, symlinks=True)
     start = time.time()
     args = ["--resume"] if resume else []
     proc = subprocess.run(_torchrun(nproc, out, *args, "hooks=[{name: first_step_clock}]"), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -73,7 +73,7 @@ def run(quick: bool = False) -> List[dict]:
         killed = tmp / "killed"
         # rank 0 SIGKILLs the job when it is about to read its sample 421 (batch 35 of epoch 0)
         subprocess.run(_torchrun(2, killed), cwd=ROOT, env=_env(kill_at=35 * 12 + 1), capture_output=True, timeout=TIMEOUT_S, start_new_session=True)
-        if not list((killed / "run" / "checkpoints").glob("epoch0000_batch*.pt")):
+        if not list((killed / "run" / "latest" / "checkpoints").glob("epoch0000_batch*.pt")):
             raise RuntimeError("the killed run left no mid-epoch checkpoint")
         cases = {"3": lambda: _first_step(killed, 3), "2": lambda: _first_step(killed, 2), "fresh3": lambda: _first_step(killed, 3, resume=False)}
         times = interleaved(cases, rounds, warmup=False)

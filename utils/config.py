@@ -165,8 +165,9 @@ class Config:
     dist: DistConfig = field(default_factory=DistConfig)
 
     @property
-    def output_dir(self) -> Path:
-        return Path(self.experiment.output_root) / self.experiment.name
+    def experiment_dir(self) -> Path:
+        """``<experiment.output_root>/<experiment.name>``: the experiment's runs (``utils/run_folder.py``)."""
+        return Path(self.experiment.output_root).expanduser() / self.experiment.name
 
 
 def load_config(

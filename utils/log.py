@@ -17,14 +17,16 @@ import numpy as np
 from tqdm import tqdm
 
 from utils.errors import OutputError
+from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
-def setup_logging(output_dir: Optional[Path], rank: int = 0, level: int = logging.INFO) -> None:
-    """Configure the root logger for this process (idempotent: replaces only its own handlers)."""
+def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.INFO) -> None:
+    """Configure the root logger for this process: the console, and on rank 0 ``log_file`` (the run
+    folder's log.txt); idempotent: replaces only its own handlers."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_framework", False):
@@ -36,9 +38,8 @@ def setup_logging(output_dir: Optional[Path], rank: int = 0, level: int = loggin
     console.setFormatter(logging.Formatter(prefix + _FORMAT, "%H:%M:%S"))
     console._framework = True
     root.addHandler(console)
-    if rank == 0 and output_dir is not None:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(output_dir / "log.txt")
+    if rank == 0 and log_file is not None:
+        file_handler = logging.FileHandler(log_file)
         file_handler.setFormatter(logging.Formatter(_FORMAT))
         file_handler._framework = True
         root.addHandler(file_handler)
@@ -70,17 +71,17 @@ class RunWriter:
     those rows from metrics.jsonl: every step is written once. Every method is a no-op off rank 0.
     """
 
-    def __init__(self, directory: Optional[Path], enabled: bool, resumed_step: Optional[int] = None) -> None:
-        self.enabled = enabled and directory is not None
+    def __init__(self, run: Optional[RunFolder], enabled: bool, resumed_step: Optional[int] = None) -> None:
+        self.enabled = enabled and run is not None
         self._tb = None
         self._metrics_path = None
         if self.enabled:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
-            self._metrics_path = directory / "metrics.jsonl"
+            self._metrics_path = run.metrics
             if resumed_step is not None:
                 self._drop_rows_after(resumed_step)
-            self._tb = SummaryWriter(log_dir=str(directory / "tb"), purge_step=None if resumed_step is None else resumed_step + 1)
+            self._tb = SummaryWriter(log_dir=str(run.tb), purge_step=None if resumed_step is None else resumed_step + 1)
 
     @classmethod
     def disabled(cls) -> "RunWriter":

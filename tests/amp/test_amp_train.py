@@ -34,7 +34,7 @@ def test_each_opt_level_trains_the_default_experiment_in_bf16(level, out_root, c
     assert main.main([f"experiment.output_root={out_root}", f"amp.opt_level={level}", "amp.dtype=bfloat16"]) == 0
     trained = printed_metrics(capsys.readouterr().out)
     assert trained["top1"] >= 0.93
-    best = out_root / "digits_small_cnn" / "checkpoints" / "best.pt"
+    best = out_root / "digits_small_cnn" / "latest" / "checkpoints" / "best.pt"
     state = load_file(best)
     low = torch.float32 if level in ("O0", "O1") else torch.bfloat16
     assert state["model"]["backbone.stages.0.0.0.weight"].dtype == low  # a conv weight
@@ -50,9 +50,9 @@ def test_o0_is_unchanged_by_the_other_amp_keys(out_root):
     assert main.main(fast_overrides(out_root, "plain")) == 0
     amp_keys = ["amp.opt_level=O0", "amp.backend=native", "amp.dtype=float16", "amp.loss_scale=128"]
     assert main.main(fast_overrides(out_root, "o0") + amp_keys) == 0
-    assert read_rows(out_root / "plain" / "metrics.jsonl") == read_rows(out_root / "o0" / "metrics.jsonl")
-    a = load_file(out_root / "plain" / "checkpoints" / "last.pt")
-    b = load_file(out_root / "o0" / "checkpoints" / "last.pt")
+    assert read_rows(out_root / "plain" / "latest" / "metrics.jsonl") == read_rows(out_root / "o0" / "latest" / "metrics.jsonl")
+    a = load_file(out_root / "plain" / "latest" / "checkpoints" / "last.pt")
+    b = load_file(out_root / "o0" / "latest" / "checkpoints" / "last.pt")
     assert a["model"].keys() == b["model"].keys()
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
@@ -61,13 +61,13 @@ def test_overflowing_steps_are_skipped_counted_and_do_not_advance_the_schedule(o
     # A static scale of 1e30 overflows every fp16 gradient: every step must be skipped.
     args = fast_overrides(out_root, "overflow", epochs=1) + ["amp.opt_level=O1", "amp.dtype=float16", "amp.loss_scale=1e30"]
     assert main.main(args) == 0
-    state = load_file(out_root / "overflow" / "checkpoints" / "last.pt")
+    state = load_file(out_root / "overflow" / "latest" / "checkpoints" / "last.pt")
     assert state["progress"]["step"] > 0 and state["amp"]["skipped_steps"] == state["progress"]["step"]
     assert state["scheduler"]["last_epoch"] == 0
     assert "gradient overflow: step skipped" in caplog.text
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    acc = EventAccumulator(str(out_root / "overflow" / "tb"))
+    acc = EventAccumulator(str(out_root / "overflow" / "latest" / "tb"))
     acc.Reload()
     assert [s.value for s in acc.Scalars("train_epoch/skipped_steps")] == [state["progress"]["step"]]
     assert [s.value for s in acc.Scalars("train_epoch/steps")] == [0]
@@ -76,7 +76,7 @@ def test_overflowing_steps_are_skipped_counted_and_do_not_advance_the_schedule(o
 def test_resume_continues_the_loss_scale_and_the_fp32_masters(out_root):
     args = fast_overrides(out_root, "resume", epochs=1) + ["amp.opt_level=O2", "amp.dtype=float16", "train.clip_grad_norm=5.0", "train.accumulate=2"]
     assert main.main(args) == 0
-    path = out_root / "resume" / "checkpoints" / "last.pt"
+    path = out_root / "resume" / "latest" / "checkpoints" / "last.pt"
     state = torch.load(path, weights_only=False)
     assert state["amp"]["loss_scaler"]["dynamic"]
     state["amp"]["loss_scaler"]["scale"] = 1234.0  # a value no fresh run starts from

@@ -12,7 +12,6 @@ import main
 from tests.conftest import fast_overrides
 from utils.checkpoint import files
 from utils.checkpoint import store as store_module
-from utils.checkpoint.restore import find_resume
 from utils.checkpoint.store import CheckpointStore, load_verified
 from utils.errors import CheckpointError
 
@@ -41,7 +40,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, ca
     else:  # one flipped byte in the tensor data: the file still loads, the checksum catches it
         data[len(data) // 2] ^= 0xFF
     newest.write_bytes(bytes(data))
-    chosen = find_resume(tmp_path, resume=True, auto_resume=False)
+    chosen = store.latest_usable()  # what --resume continues from
     assert chosen == tmp_path / "epoch0001_batch000000.pt"
     assert load_verified(chosen)["epoch"] == 1
     assert "checksum mismatch" in caplog.text and "falling back" in caplog.text
@@ -52,7 +51,7 @@ def test_only_corrupt_checkpoints_is_one_clear_error(tmp_path):
     path = store.save(state(1), 1, 0)
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="no usable checkpoint"):
-        find_resume(tmp_path, resume=True, auto_resume=False)
+        store.latest_usable()
 
 
 def test_a_failed_write_keeps_the_previous_checkpoint_and_says_so(tmp_path, monkeypatch):
@@ -75,7 +74,7 @@ def test_a_failed_write_keeps_the_previous_checkpoint_and_says_so(tmp_path, monk
 def test_a_run_whose_checkpoint_write_fails_stops_with_one_message(out_root, monkeypatch, capsys):
     args = fast_overrides(out_root, "full", epochs=2)
     assert main.main(args) == 0
-    ckpt_dir = out_root / "full" / "checkpoints"
+    ckpt_dir = out_root / "full" / "latest" / "checkpoints"
     before = load_verified(ckpt_dir / "last.pt")
 
     def no_permission(obj, fh, *a, **k):

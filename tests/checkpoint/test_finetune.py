@@ -89,12 +89,14 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
     torch.save(pretrained.state_dict(), tmp_path / "pre.pt")
     cfg = ModelConfig(pretrained=str(tmp_path / "pre.pt"))
 
-    assert find_resume(ckpt_dir, resume=False, auto_resume=False) is None
+    assert find_resume(tmp_path, resume=False, auto_resume=False) == (None, None)
     with pytest.raises(CheckpointError, match="--resume"):
         find_resume(tmp_path / "none", resume=True, auto_resume=False)
+    _, found = find_resume(tmp_path, resume=False, auto_resume=True)  # a folder of an earlier version: <experiment>/checkpoints
+    assert found == ckpt_dir / "last.pt"
 
     model = classifier(3, seed=3)
-    resume = load_initial_weights(model, cfg, find_resume(ckpt_dir, resume=False, auto_resume=True), check=lambda checkpoint: True)
+    resume = load_initial_weights(model, cfg, found, check=lambda checkpoint: True)
     assert resume.checkpoint.progress.epoch == 2 and resume.record is None and "resumed from" in caplog.text
     assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in model.state_dict().items())
 
@@ -112,7 +114,7 @@ def test_pretrain_then_finetune_configs_run_and_keep_the_frozen_backbone(out_roo
     caplog.set_level(logging.INFO)
     common = [f"experiment.output_root={out_root}", "model.args.backbone_args={widths: [8, 16]}"]
     assert main.main(["--config", str(ROOT / "configs" / "digits_pretrain.yaml"), *common, "train.epochs=3"]) == 0
-    best = out_root / "digits_pretrain" / "checkpoints" / "best.pt"
+    best = out_root / "digits_pretrain" / "latest" / "checkpoints" / "best.pt"
     source = torch.load(best, weights_only=False)
     assert source["ema"] is not None and source["config"]["eval"]["use_ema"]
     source_ema = source["ema"]["weights"]
@@ -120,7 +122,7 @@ def test_pretrain_then_finetune_configs_run_and_keep_the_frozen_backbone(out_roo
     finetune = ["--config", str(ROOT / "configs" / "digits_finetune.yaml"), *common, "train.epochs=2", f"model.pretrained={best}"]
     assert main.main(finetune) == 0
     assert "top1=" in capsys.readouterr().out
-    tuned = torch.load(out_root / "digits_finetune" / "checkpoints" / "last.pt", weights_only=False)["model"]
+    tuned = torch.load(out_root / "digits_finetune" / "latest" / "checkpoints" / "last.pt", weights_only=False)["model"]
     # a run that selected best.pt with EMA weights hands on its EMA weights
     for key, value in backbone_of(source_ema).items():  # weights and BN statistics, bit for bit
         assert torch.equal(tuned[key], value), key

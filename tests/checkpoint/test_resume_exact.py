@@ -71,30 +71,29 @@ def finish(proc: subprocess.Popen, expect: int = 0) -> str:
     return out
 
 
-def numbered(run: Path) -> List[Path]:
-    folder = run / "checkpoints"
+def numbered(experiment: Path) -> List[Path]:
+    folder = experiment / "latest" / "checkpoints"
     return sorted(folder.glob("epoch*_batch*.pt")) if folder.is_dir() else []
 
 
-def wait_for_checkpoints(proc: subprocess.Popen, run: Path, count: int) -> None:
+def wait_for_checkpoints(proc: subprocess.Popen, experiment: Path, count: int) -> None:
     """Block until ``count`` numbered checkpoints were written (the run keeps going meanwhile)."""
     seen: set = set()
     deadline = time.monotonic() + TIMEOUT
     while len(seen) < count:
         assert proc.poll() is None, f"the run ended before {count} checkpoints:\n{proc.stdout.read()[-3000:]}"
         assert time.monotonic() < deadline, "no checkpoint in time"
-        seen.update(p.name for p in numbered(run))
+        seen.update(p.name for p in numbered(experiment))
         time.sleep(0.005)
 
 
-def outcome(run: Path) -> Dict[str, object]:
-    """Final weights (and EMA), optimizer state, and the last val and test rows."""
+def outcome(experiment: Path) -> Dict[str, object]:
+    """Final weights (and EMA), optimizer state, and every val and test row of the experiment's run:
+    a resumed run writes each row once, with the uninterrupted run's values."""
+    run = experiment / "latest"
     state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    last = {split: [r for r in rows if r["split"] == split][-1] for split in ("val", "test")}
-    for row in last.values():
-        row.pop("time", None)
-    return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["progress"]["step"], "rows": last}
+    return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["progress"]["step"], "rows": rows}
 
 
 def assert_identical(a: Dict[str, object], b: Dict[str, object], point: str) -> None:
@@ -178,7 +177,7 @@ def test_a_killed_rank_restarts_under_max_restarts_and_ends_identical(tmp_path, 
     assert len(workers) == 2, workers
     os.kill(max(workers), signal.SIGKILL)  # one rank dies; torchrun restarts the group
     finish(proc)
-    assert "training state restored" in (tmp_path / "restart" / "log.txt").read_text(), killed_at(count)
+    assert "training state restored" in (tmp_path / "restart" / "latest" / "log.txt").read_text(), killed_at(count)
     assert_identical(outcome(tmp_path / "restart"), reference_2ranks, killed_at(count))
 
 

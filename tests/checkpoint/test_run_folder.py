@@ -1,8 +1,10 @@
-"""One run per output folder: a second run on a folder in use stops at once; a fresh run does not
-mix into another run's checkpoints unless ``train.overwrite=true`` moves them aside."""
+"""One folder per run: a fresh run never mixes with the experiment's earlier runs, --resume continues
+the newest (or the folder it is given), test mode writes into its own folder, and a run in use is
+locked."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,25 +17,31 @@ import pytest
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.dist_utils import PYTHON
-from utils.checkpoint.lock import RunLock
-from utils.checkpoint.store import CheckpointStore
+from utils.run_folder import RunFolder, numbered
 
 
 def start(out: Path, *extra: str) -> subprocess.Popen:
-    cmd = [PYTHON, "main.py", *fast_overrides(out, "shared", epochs=50), "threads=1", *extra]
+    cmd = [PYTHON, "main.py", *fast_overrides(out, "shared", epochs=1000), "threads=1", *extra]
     return subprocess.Popen(cmd, cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def snapshot(folder: Path) -> dict:
+    """Every file under ``folder`` and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.timeout(300)
-def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_holder(tmp_path):
+def test_resuming_a_run_in_use_stops_at_once_naming_the_holder_and_a_fresh_run_gets_its_own_folder(tmp_path):
     first = start(tmp_path)
     try:
-        lock = tmp_path / "shared" / ".lock"
+        lock = tmp_path / "shared" / "run_001" / ".lock"
         deadline = time.monotonic() + 120
-        while not (lock.is_file() and "host" in lock.read_text()):
+        while not (lock.is_file() and "host" in lock.read_text() and (lock.parent / "checkpoints" / "last.pt").is_file()):
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-3000:]
             time.sleep(0.05)
-        second = subprocess.run([PYTHON, "main.py", *fast_overrides(tmp_path, "shared", epochs=1)], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        again = [PYTHON, "main.py", *fast_overrides(tmp_path, "shared", epochs=1)]
+        second = subprocess.run([*again, "--resume"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        fresh = subprocess.run(again, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
         assert first.poll() is None, "the first run ended before the second was refused"
     finally:
         os.killpg(first.pid, signal.SIGKILL)
@@ -41,32 +49,53 @@ def test_a_second_run_on_a_folder_in_use_stops_at_once_naming_the_holder(tmp_pat
     assert second.returncode == 2, second.stderr[-3000:]
     errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        f"error: experiment 'shared' is in use by another run (pid {first.pid} on host {socket.gethostname()}; lock '{lock}'); "
-        "use another experiment.name, or wait until that run ends and continue it with --resume"
+        f"error: run folder '{lock.parent}' is in use by another run (pid {first.pid} on host {socket.gethostname()}; lock '{lock}'); "
+        "wait until that run ends and continue it with --resume, or start a fresh run (without --resume)"
     ], second.stderr
     assert "Traceback" not in second.stderr
-    after = RunLock(tmp_path / "shared", "shared")  # the kernel released the killed run's lock
-    after.acquire()
+    assert fresh.returncode == 0, fresh.stderr[-3000:]  # the same command, not resuming: a folder of its own
+    assert [r.path.name for r in numbered(tmp_path / "shared")] == ["run_001", "run_002"]
+    after = RunFolder(lock.parent)  # the kernel released the killed run's lock
+    after.lock()
     after.release()
 
 
-def test_a_fresh_run_refuses_the_checkpoints_of_a_finished_run(tmp_path, capsys):
-    run = [*fast_overrides(tmp_path, "done", epochs=1), "threads=1"]
-    assert main.main(run) == 0
+def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_them_apart(tmp_path, capsys):
+    args = [*fast_overrides(tmp_path, "twice", epochs=1), "threads=1"]
+    experiment = tmp_path / "twice"
+    assert main.main(args) == 0
+    first = snapshot(experiment / "run_001")
+    assert main.main(args) == 0  # the same command again: a new run, the first untouched
+    assert snapshot(experiment / "run_001") == first
+    assert os.readlink(experiment / "latest") == "run_002"
+
+    # --resume continues the newest run; its records gain the new epoch once
+    assert main.main([*args, "train.epochs=2", "--resume"]) == 0
+    rows = [json.loads(line) for line in (experiment / "run_002" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["split"], r["epoch"]) for r in rows] == [("val", 0), ("test", 0), ("val", 1), ("test", 1)]
+    # --resume with a run folder continues that one
+    assert main.main([*args, "train.epochs=2", "--resume", str(experiment / "run_001")]) == 0
+    assert (experiment / "run_001" / "checkpoints" / "epoch0002_batch000000.pt").is_file()
     capsys.readouterr()
-    assert main.main(run) == 2  # same folder, no --resume: the lock is free, the checkpoints are not
-    assert "already holds checkpoints of another run" in capsys.readouterr().err
+
+    # --mode test writes into a folder of its own: the training run's records stay byte-identical
+    trained = snapshot(experiment / "run_002")
+    assert main.main(["--mode", "test", "--checkpoint", str(experiment / "run_002" / "checkpoints" / "best.pt")]) == 0
+    assert "test: top1=" in capsys.readouterr().out
+    assert snapshot(experiment / "run_002") == trained
+    tested = experiment / "test_001"
+    assert (tested / "log.txt").is_file() and (tested / "config.yaml").is_file() and list((tested / "tb").glob("events.out.tfevents.*"))
+    assert [json.loads(line)["split"] for line in (tested / "metrics.jsonl").read_text().splitlines()] == ["test"]
 
 
-def test_overwrite_moves_the_old_checkpoints_aside_and_the_new_run_keeps_its_own(tmp_path):
-    long_run = [*fast_overrides(tmp_path, "again", epochs=3), "threads=1"]
-    assert main.main(long_run) == 0
-    assert main.main([*fast_overrides(tmp_path, "again", epochs=1), "threads=1", "train.overwrite=true"]) == 0
-    folder = tmp_path / "again"
-    (aside,) = (folder / "replaced").iterdir()
-    assert [p.name for p in CheckpointStore(aside / "checkpoints").numbered()] == ["epoch0003_batch000000.pt", "epoch0002_batch000000.pt"]
-    assert (aside / "metrics.jsonl").is_file() and (aside / "config.yaml").is_file()
-    # the new run's own checkpoint is kept, not pruned as older than the old run's epoch 3
-    assert [p.name for p in CheckpointStore(folder / "checkpoints").numbered()] == ["epoch0001_batch000000.pt"]
-    assert main.main([*fast_overrides(tmp_path, "again", epochs=2), "threads=1", "--resume"]) == 0
-    assert [p.name for p in CheckpointStore(folder / "checkpoints").numbered()] == ["epoch0002_batch000000.pt", "epoch0001_batch000000.pt"]
+def test_a_folder_of_an_earlier_version_resumes_in_place(tmp_path, capsys):
+    args = [*fast_overrides(tmp_path, "old", epochs=1), "threads=1"]
+    assert main.main(args) == 0
+    experiment = tmp_path / "old"
+    for entry in (experiment / "run_001").iterdir():  # the layout of framework 0.2: everything under <experiment>/
+        entry.rename(experiment / entry.name)
+    (experiment / "run_001").rmdir()
+    (experiment / "latest").unlink()
+    assert main.main([*args, "train.epochs=2", "--resume"]) == 0
+    assert "training state restored: epoch 1, step 19" in capsys.readouterr().err
+    assert (experiment / "checkpoints" / "epoch0002_batch000000.pt").is_file() and not (experiment / "run_001").exists()

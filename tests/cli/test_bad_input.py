@@ -126,14 +126,12 @@ CASES: Dict[str, tuple] = {
     "--resume without a checkpoint": (lambda tmp, run: ["--resume"], r"--resume: no checkpoint in '.*'; train without --resume first"),
     "resume with a changed model": (lambda tmp, run: [*fast_overrides(run, "run", epochs=2), "--resume", "model.args.backbone_args={widths: [8, 32]}", "data.batch_size=32"],
                                     r"cannot resume from '.*': the config changed the model or the data \(model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]; data.batch_size: 64 -> 32\); .*--resume-force"),
-    "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
+    "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "latest" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
                                       r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network"),
     "unknown hook argument": (lambda tmp, run: ["hooks=[{name: saliency_grid, imagez: 4}]"], r"hook 'saliency_grid' got unknown argument\(s\) \['imagez'\]; it takes: images, size, splits"),
     "hook switch not a bool": (lambda tmp, run: ["hooks=[{name: confusion_matrix, enabled: maybe}]"], r"config key 'hooks\[0\].enabled' must be true or false, got 'maybe'"),
     "bad profiler schedule": (lambda tmp, run: ["train.profile={wait: 1}"], r"config key 'train.profile' must look like \{wait: 1, warmup: 1, active: 5\} \(wait, warmup >= 0, active >= 1\), got \{'wait': 1\}"),
     "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
-    "fresh run over another run's checkpoints": (lambda tmp, run: fast_overrides(run, "run", epochs=1),
-                                                r"output folder '.*run' already holds checkpoints of another run \(best.pt, epoch0001_batch000000.pt, last.pt\); continue that run with --resume, use another experiment.name, or pass train.overwrite=true to move them aside"),
     "train.log_every=0 (before any data is read)": (lambda tmp, run: ["train.log_every=0", *rgb_folder(tmp / "nowhere")], r"config key 'train.log_every' must be >= 1 \(log every N steps\), got 0"),
     "misspelt eval.monitor (before any data is read)": (lambda tmp, run: ["eval.monitor=top_1", *rgb_folder(tmp / "nowhere")],
                                                         r"config key 'eval.monitor' is 'top_1', but metric 'classification' reports \['top1', 'top5', 'loss'\]; did you mean 'top1'\?"),
@@ -182,8 +180,8 @@ CASES: Dict[str, tuple] = {
 
 def _flipped_best(run: Path, tmp: Path) -> List[str]:
     """A copy of the run whose best.pt has one flipped byte in its tensor data (it still loads)."""
-    shutil.copytree(run / "run", tmp / "flipped")
-    best = tmp / "flipped" / "checkpoints" / "best.pt"
+    shutil.copytree(run / "run", tmp / "flipped", symlinks=True)
+    best = tmp / "flipped" / "latest" / "checkpoints" / "best.pt"
     data = bytearray(best.read_bytes())
     data[len(data) // 2] ^= 0xFF
     best.write_bytes(bytes(data))
@@ -198,8 +196,8 @@ def _without_cuda(args: List[str]) -> List[str]:
 
 def _as_if_two_ranks(run: Path, tmp: Path) -> List[str]:
     """A copy of the run whose newest checkpoint says 2 processes wrote it (re-saved with its checksum)."""
-    shutil.copytree(run / "run", tmp / "out" / "two")
-    store = CheckpointStore(tmp / "out" / "two" / "checkpoints")
+    shutil.copytree(run / "run", tmp / "out" / "two", symlinks=True)
+    store = CheckpointStore(tmp / "out" / "two" / "latest" / "checkpoints")
     data = torch.load(store.latest_usable(), weights_only=False)
     data["world_size"] = 2
     store.best = data["loop"]["checkpointer"]["best"]
@@ -208,8 +206,8 @@ def _as_if_two_ranks(run: Path, tmp: Path) -> List[str]:
 
 
 def _copy_corrupt(run: Path, tmp: Path) -> List[str]:
-    shutil.copytree(run / "run", tmp / "out" / "broken")
-    _corrupt_all(tmp / "out" / "broken" / "checkpoints")
+    shutil.copytree(run / "run", tmp / "out" / "broken", symlinks=True)
+    _corrupt_all(tmp / "out" / "broken" / "latest" / "checkpoints")
     return fast_overrides(tmp / "out", "broken", epochs=2)
 
 
@@ -234,7 +232,7 @@ def test_unreadable_images_are_skipped_with_a_warning_when_asked(tmp_path, caplo
 
 
 def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
-    shutil.copytree(trained / "run", tmp_path / "run")  # the shared run stays as the other cases expect it
+    shutil.copytree(trained / "run", tmp_path / "run", symlinks=True)  # the shared run stays as the other cases expect it
     args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text

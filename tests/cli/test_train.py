@@ -26,18 +26,19 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     trained = printed_metrics(capsys.readouterr().out)
     assert trained["top1"] >= 0.95
 
-    run = out_root / "digits_small_cnn"
+    run = out_root / "digits_small_cnn" / "latest"
     assert (run / "config.yaml").is_file() and (run / "log.txt").is_file()
     rows = read_rows(run / "metrics.jsonl")
     assert [r["epoch"] for r in rows if r["split"] == "val"] == list(range(15))
     assert rows[-1]["split"] == "test" and set(rows[-1]) >= {"top1", "top5", "loss", "epoch"}
 
-    # test mode needs nothing but the checkpoint, and reports the same numbers
+    # test mode needs nothing but the checkpoint, and reports the same numbers, in a folder of its own
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
     tested = printed_metrics(capsys.readouterr().out)
     assert tested == trained
-    rows = read_rows(run / "metrics.jsonl")
-    assert rows[-1]["split"] == "test" and rows[-1]["top1"] == rows[-2]["top1"]
+    (row,) = read_rows(out_root / "digits_small_cnn" / "test_001" / "metrics.jsonl")
+    assert row["split"] == "test" and row["top1"] == rows[-1]["top1"]
+    assert read_rows(run / "metrics.jsonl") == rows  # the training run's record is untouched
 
     # the resolved config feeds back through --config
     assert main.main(["--config", str(run / "config.yaml"), "--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
@@ -56,12 +57,12 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     acc.Reload()
     assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(acc.Tags()["images"])
     assert [e.step for e in acc.Images("val/confusion_matrix")] == [19 * (epoch + 1) for epoch in range(15)]  # at the step ending each epoch
-    test_matrices = acc.Images("test/confusion_matrix")  # the run's test, then the two --mode test runs
-    assert len(test_matrices) == 3 and {(m.width, m.height) for m in test_matrices} == {(316, 340)}  # 10 classes of 28-px cells with labels
+    test_matrices = acc.Images("test/confusion_matrix")  # the run's own test (--mode test writes elsewhere)
+    assert len(test_matrices) == 1 and {(m.width, m.height) for m in test_matrices} == {(316, 340)}  # 10 classes of 28-px cells with labels
 
     # test mode alone writes the test metrics too (no empty event file)
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt"), f"experiment.output_root={out_root / 'tested'}"]) == 0
-    (events,) = (out_root / "tested" / "digits_small_cnn" / "tb").glob("events.out.tfevents.*")
+    (events,) = (out_root / "tested" / "digits_small_cnn" / "test_001" / "tb").glob("events.out.tfevents.*")
     acc = EventAccumulator(str(events))
     acc.Reload()
     assert set(acc.Tags()["scalars"]) == {"test/top1", "test/top5", "test/loss", "test/samples"}
@@ -70,14 +71,14 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
 def test_resume_continues_from_the_saved_epoch(out_root, caplog):
     args = fast_overrides(out_root, "resume", epochs=2)
     assert main.main(args) == 0
-    ckpt = out_root / "resume" / "checkpoints" / "last.pt"
+    ckpt = out_root / "resume" / "latest" / "checkpoints" / "last.pt"
     first = torch.load(ckpt, weights_only=False)
     assert first["progress"]["epoch"] == 2
     assert main.main(["--resume", *args, "train.epochs=3"]) == 0
     second = torch.load(ckpt, weights_only=False)
     assert second["progress"]["epoch"] == 3 and second["progress"]["step"] > first["progress"]["step"]
     assert "resumed from" in caplog.text
-    vals = [r["epoch"] for r in read_rows(out_root / "resume" / "metrics.jsonl") if r["split"] == "val"]
+    vals = [r["epoch"] for r in read_rows(out_root / "resume" / "latest" / "metrics.jsonl") if r["split"] == "val"]
     assert vals == [0, 1, 2]  # epochs 0 and 1 were not trained again
 
 
@@ -99,7 +100,7 @@ def test_network_registered_in_a_test_file_trains_by_name(out_root, capsys):
     assert main.main(args) == 0
     metrics = printed_metrics(capsys.readouterr().out)
     assert metrics["top1"] > 0.5  # learned something in 3 epochs (chance is 0.1)
-    state = torch.load(out_root / "custom" / "checkpoints" / "last.pt", weights_only=False)
+    state = torch.load(out_root / "custom" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert "head.weight" in state["model"] and state["config"]["model"]["name"] == "tiny_test_net"
 
 

@@ -144,7 +144,7 @@ def test_a_lazy_network_selected_by_class_name_trains_digits(repo, nproc):
     args = ["model.name=MyLazyNet", "model.args={num_classes: 10}", "train.epochs=3", f"experiment.name=lazy{nproc}"]
     metrics = test_metrics(run_main(repo, *args, *(["data.batch_size=32"] if nproc == 2 else []), nproc=nproc))
     assert metrics["top1"] >= 0.85
-    state = torch.load(repo / "output" / f"lazy{nproc}" / "checkpoints" / "last.pt", weights_only=False)
+    state = torch.load(repo / "output" / f"lazy{nproc}" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert state["config"]["model"]["name"] == "MyLazyNet" and state["model"]["head.weight"].shape == (10, 32)
 
 
@@ -167,7 +167,7 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
     ends = [e for e in first if e["event"] == "after_epoch"]
     assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith("epoch0001_batch000000.pt")  # before the checkpoint hook (70)
     assert [e["metrics"] for e in first if e["event"] == "after_validation"][0] == ["ema_loss", "ema_samples", "ema_top1", "ema_top5", "loss", "samples", "top1", "top5"]
-    saved = torch.load(repo / "output" / "hooked" / "checkpoints" / "last.pt", weights_only=False)
+    saved = torch.load(repo / "output" / "hooked" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert saved["hooks"]["event_recorder"] == {"steps": 2 * steps_per_epoch}
 
     log.unlink()

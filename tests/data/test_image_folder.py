@@ -96,9 +96,9 @@ def test_the_class_list_is_saved_and_test_mode_labels_with_it(tmp_path, capsys):
     args = [f"experiment.output_root={tmp_path / 'out'}", "experiment.name=shades", "data.name=image_folder", f"data.root={root}", "model.input_size=[3,8,8]",
             "custom_imports=[tests.data.brightness_net]", "model.name=brightness_classifier", "model.args={num_classes: 3}", "data.batch_size=2", "train.epochs=1"]
     assert main.main(args) == 0
-    rows = [json.loads(line) for line in (tmp_path / "out" / "shades" / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "out" / "shades" / "latest" / "metrics.jsonl").read_text().splitlines()]
     assert [r["top1"] for r in rows] == [1.0, 1.0]  # val (a, c) and test (c): c is labelled 2 everywhere
-    best = tmp_path / "out" / "shades" / "checkpoints" / "best.pt"
+    best = tmp_path / "out" / "shades" / "latest" / "checkpoints" / "best.pt"
     assert Checkpoint.load(best).classes == ["a", "b", "c"]
     (root / "train" / "b").rename(root / "train_b")  # the training data changed since: test mode still uses the saved list
     capsys.readouterr()

@@ -67,9 +67,9 @@ def launched(tmp_path_factory) -> Path:
     """A 2-rank digits run under ``python -m torch.distributed.launch`` (it passes --local-rank=N)."""
     out = tmp_path_factory.mktemp("launch")
     proc = run(launch(2, f"experiment.output_root={out}", "experiment.name=launch", *TRAIN))
-    result = check_run(proc, out / "launch", 2)
+    result = check_run(proc, out / "launch" / "latest", 2)
     assert result["top1"] >= 0.95 and result["samples"] == 360
-    return out / "launch"
+    return out / "launch" / "run_001"
 
 
 @pytest.mark.timeout(300)
@@ -80,9 +80,9 @@ def test_launch_trains_digits_on_two_ranks(launched):
 @pytest.mark.timeout(300)
 def test_torchrun_trains_digits_with_cpu_sync_bn(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", "experiment.name=syncbn", "model.sync_bn=true", *TRAIN))
-    result = check_run(proc, tmp_path / "syncbn", 2)
+    result = check_run(proc, tmp_path / "syncbn" / "latest", 2)
     assert result["top1"] >= 0.95
-    assert "BatchNorm layer(s) now CPUSyncBatchNorm" in (tmp_path / "syncbn" / "log.txt").read_text()
+    assert "BatchNorm layer(s) now CPUSyncBatchNorm" in (tmp_path / "syncbn" / "latest" / "log.txt").read_text()
 
 
 def padded_control(checkpoint: Path, world_size: int) -> Dict[str, float]:
@@ -107,14 +107,14 @@ def test_evaluation_on_2_and_3_ranks_equals_one_process_on_an_odd_split(launched
     best = launched / "checkpoints" / "best.pt"
     args = ["--mode", "test", "--checkpoint", str(best), ODD_TEST, f"experiment.output_root={tmp_path}"]
     assert main.main([*args, "experiment.name=single"]) == 0
-    (single,) = rows(tmp_path / "single")
+    (single,) = rows(tmp_path / "single" / "test_001")  # test mode: a folder of its own
     assert single["samples"] == 359
 
     for world_size in (2, 3):
         proc = run(torchrun(world_size, *args, f"experiment.name=ranks{world_size}"))
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert len(printed(proc.stdout)) == 1
-        (got,) = rows(tmp_path / f"ranks{world_size}")  # one row: only rank 0 writes
+        (got,) = rows(tmp_path / f"ranks{world_size}" / "test_001")  # one row: only rank 0 writes
         assert got["samples"] == single["samples"]
         assert set(got) == set(single)
         for key, value in single.items():
@@ -131,7 +131,7 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     """``torchrun --nnodes=2 --node_rank=K --master_addr --master_port`` on loopback: the two
     nodes resume the 2-rank run for one more epoch, accumulating gradients over 2 micro-batches
     (DDP no_sync). The replica check shows both ranks loaded the same state and stayed identical."""
-    run_dir = tmp_path / "launch"
+    run_dir = tmp_path / "launch" / "run_001"
     shutil.copytree(launched, run_dir)
     epochs = EPOCHS
     port = free_port()

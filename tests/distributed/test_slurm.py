@@ -64,7 +64,7 @@ def test_two_srun_style_processes_train_one_epoch_together_and_agree_on_the_repl
         for proc in procs:
             proc.kill()
     assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _, err in results]
-    log = (out_root / "slurm" / "log.txt").read_text()
+    log = (out_root / "slurm" / "latest" / "log.txt").read_text()
     assert "2 process(es) (launcher: slurm), device cpu" in log
     assert "replicas identical on 2 rank(s)" in log
     assert [line for line in results[0][0].splitlines() if line.startswith("test: ")] and not results[1][0].strip()  # rank 0 prints

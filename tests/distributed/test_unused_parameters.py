@@ -35,7 +35,7 @@ def test_unused_parameters_under_ddp_are_one_line_naming_them_and_the_fix(tmp_pa
 def test_the_same_run_trains_with_find_unused_parameters(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", *SPARE, "dist.find_unused_parameters=true"), timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "replicas identical on 2 rank(s)" in (tmp_path / "spare" / "log.txt").read_text()
+    assert "replicas identical on 2 rank(s)" in (tmp_path / "spare" / "latest" / "log.txt").read_text()
 
 
 class Tangled(nn.Module):

@@ -35,7 +35,7 @@ def test_skip_leaves_those_steps_out_and_finishes(out_root, caplog):
     caplog.set_level(logging.INFO)
     assert main.main(nan_args(out_root, "skip", [3, 4, 9], "train.nonfinite=skip", "train.max_nonfinite_skips=2")) == 0
     assert "step skipped (2 in a row" in caplog.text and "step skipped (1 in a row" in caplog.text
-    state = load_verified(out_root / "skip" / "checkpoints" / "last.pt")
+    state = load_verified(out_root / "skip" / "latest" / "checkpoints" / "last.pt")
     assert finite(state) and state["loop"]["nonfinite"] == {"consecutive": 0, "total": 3}
     assert state["progress"]["step"] == 19  # skipped steps still consume their batches
 
@@ -44,7 +44,7 @@ def test_too_many_skips_in_a_row_stop_and_keep_the_checkpoint(out_root, capsys):
     args = nan_args(out_root, "many", [6, 7, 8], "train.nonfinite=skip", "train.max_nonfinite_skips=2", "train.checkpoint_every_steps=4")
     assert main.main(args) == 2
     assert "error: non-finite loss in 3 consecutive steps" in capsys.readouterr().err
-    newest = CheckpointStore(out_root / "many" / "checkpoints").numbered()[0]
+    newest = CheckpointStore(out_root / "many" / "latest" / "checkpoints").numbered()[0]
     assert newest.name == "epoch0000_batch000004.pt" and finite(load_verified(newest))
 
 
@@ -54,7 +54,7 @@ def test_nan_weights_are_never_written_over_the_last_good_checkpoint(out_root, c
     assert main.main(args) == 2
     err = capsys.readouterr().err
     assert "error: the weights became NaN/inf by step 8" in err and "epoch0000_batch000004.pt' is kept" in err
-    store = CheckpointStore(out_root / "poison" / "checkpoints")
+    store = CheckpointStore(out_root / "poison" / "latest" / "checkpoints")
     assert [p.name for p in store.numbered()] == ["epoch0000_batch000004.pt"] and finite(load_verified(store.numbered()[0]))
 
 
@@ -64,4 +64,4 @@ def test_ranks_agree_to_skip_a_step_only_one_of_them_saw_as_nan(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", "experiment.name=ddp", "train.epochs=1", *NAN, args, "train.nonfinite=skip"), timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "replicas identical on 2 rank(s)" in proc.stderr and "[rank1]" in proc.stderr and "step skipped" in proc.stderr
-    assert load_verified(tmp_path / "ddp" / "checkpoints" / "last.pt")["loop"]["nonfinite"]["total"] == 1
+    assert load_verified(tmp_path / "ddp" / "latest" / "checkpoints" / "last.pt")["loop"]["nonfinite"]["total"] == 1

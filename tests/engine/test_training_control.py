@@ -50,7 +50,7 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     args = fast_overrides(out_root, "ema", epochs=3) + ["train.ema={decay: 0.9}", "eval.use_ema=true", "eval.monitor=loss", "eval.monitor_mode=min"]
     assert main.main(args) == 0
     capsys.readouterr()
-    run = out_root / "ema"
+    run = out_root / "ema" / "latest"
     val = rows(run)
     assert all("ema_loss" in r and "loss" in r for r in val)
     best_epoch = min(val, key=lambda r: r["ema_loss"])["epoch"]
@@ -73,7 +73,7 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     assert tested != pytest.approx(test_loss(best["model"]), rel=1e-6)
     # --mode test on best.pt evaluates the same (EMA) weights
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
-    assert rows(run, "test")[-1]["loss"] == pytest.approx(tested, rel=1e-9)
+    assert rows(run.parent / "test_001", "test")[-1]["loss"] == pytest.approx(tested, rel=1e-9)
 
 
 def test_best_tracker_counts_evaluations_without_improvement():
@@ -93,7 +93,7 @@ def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):
     # lr 0 and frozen BatchNorm: the network never changes, so epoch 0 stays the best
     args = fast_overrides(out_root, "stop", epochs=10) + ["optim.lr=0.0", "model.freeze_bn=true", "train.patience=2", "eval.every=2"]
     assert main.main(args) == 0
-    run = out_root / "stop"
+    run = out_root / "stop" / "latest"
     assert [r["epoch"] for r in rows(run)] == [1, 3, 5]  # best at 1, then 2 evaluations without improvement
     assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["progress"]["epoch"] == 6
     assert "early stop after epoch 5" in caplog.text
@@ -107,12 +107,12 @@ def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, ca
     # 1257 training digits, batch 64, drop_last: 19 micro-batches = 10 optimizer steps per epoch with K=2
     args = fast_overrides(out_root, "iters", epochs=50) + ["train.iterations=25", "train.accumulate=2", "schedule.warmup_epochs=0"]
     assert main.main(args) == 0
-    state = torch.load(out_root / "iters" / "checkpoints" / "last.pt", weights_only=False)
+    state = torch.load(out_root / "iters" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     # step 25 is the 5th step of epoch 2: the last checkpoint records where the run really stopped
     assert state["progress"] == {"epoch": 2, "batch": 10, "step": 25}
     assert state["scheduler"]["last_epoch"] == 25
     assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)  # the cosine ended on step 25
-    assert [r["epoch"] for r in rows(out_root / "iters")] == [0, 1, 2]
+    assert [r["epoch"] for r in rows(out_root / "iters" / "latest")] == [0, 1, 2]
     assert "train.iterations=25 optimizer steps (3 epochs of 10 steps" in caplog.text
 
 
@@ -120,9 +120,9 @@ def test_auto_resume_restores_the_ema_and_continues(out_root, caplog):
     caplog.set_level(logging.INFO)
     args = fast_overrides(out_root, "auto", epochs=2) + ["train.ema={decay: 0.9, warmup: false}", "train.auto_resume=true"]
     assert main.main(args) == 0
-    first = torch.load(out_root / "auto" / "checkpoints" / "last.pt", weights_only=False)
+    first = torch.load(out_root / "auto" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert main.main([*args, "train.epochs=3"]) == 0
-    second = torch.load(out_root / "auto" / "checkpoints" / "last.pt", weights_only=False)
+    second = torch.load(out_root / "auto" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert "resumed from" in caplog.text
     assert second["progress"]["epoch"] == 3 and second["ema"]["updates"] == second["progress"]["step"] > first["ema"]["updates"]
 

@@ -15,6 +15,7 @@ from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
 from utils.engine.validator import Validator
 from utils.log import RunWriter
+from utils.run_folder import RunFolder
 from utils.metrics import build_metric
 from utils.model.criterion import build_criterion
 from utils.optim.ema import ModelEma
@@ -55,7 +56,7 @@ def run_with(hook: Any, task: str, out: Path, ema: bool = False, checkpoints: bo
     val = batches(task, 2, seed=1)
     parts = Parts(model, criterion, amp, optimizer, scheduler, batches(task, 3, seed=0), build_metric(task), ModelEma(model, decay=0.5) if ema else None)
     services = Services(
-        writer=RunWriter(out, enabled=True),
+        writer=RunWriter(RunFolder(out), enabled=True),
         checkpointer=Checkpointer(CheckpointStore(out / "ckpt")) if checkpoints else NoCheckpointer(),
         validator=Validator(val, monitor=TASKS[task]["monitor"], mode="min" if task == "sod" else "max"),
     )

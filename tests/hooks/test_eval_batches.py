@@ -36,7 +36,7 @@ class BatchRecorder(Hook):
 
 def test_validation_the_ema_pass_and_the_test_reach_after_eval_batch(tmp_path):
     recorder = BatchRecorder()
-    trainer = run_with(recorder, "classification", tmp_path, ema=True)  # 2 epochs, 2 val batches of 4, then the test on them
+    run_with(recorder, "classification", tmp_path, ema=True)  # 2 epochs, 2 val batches of 4, then the test on them
     assert recorder.batches == {"val": 4, "val_ema": 4, "test": 2} and recorder.samples == {"val": 16, "val_ema": 16, "test": 8}
     assert [i for split, i in recorder.indices if split == "val"] == [0, 1, 0, 1]  # per evaluation, from 0
 

@@ -46,7 +46,7 @@ def reader(run: Path):
 
 
 def test_event_accumulator_reads_the_pictures_the_config_text_and_the_hparams(runs):
-    digits, sod = reader(runs / "digits"), reader(runs / "sod")
+    digits, sod = reader(runs / "digits" / "latest"), reader(runs / "sod" / "latest")
     assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(digits.Tags()["images"])
     # at the optimizer step that ended each epoch (19 steps of 64 digits): one axis for every event
     assert [(e.step, e.width, e.height) for e in digits.Images("val/confusion_matrix")] == [(19, 316, 340), (38, 316, 340)]

@@ -66,6 +66,6 @@ def test_a_channels_last_run_trains_like_a_contiguous_one(tmp_path):
     weights = {}
     for flag in ("false", "true"):
         assert main.main([*fast_overrides(tmp_path, f"cl_{flag}", epochs=1), f"model.channels_last={flag}"]) == 0
-        weights[flag] = load_verified(tmp_path / f"cl_{flag}" / "checkpoints" / "last.pt")["model"]
+        weights[flag] = load_verified(tmp_path / f"cl_{flag}" / "latest" / "checkpoints" / "last.pt")["model"]
     for name, value in weights["false"].items():
         torch.testing.assert_close(weights["true"][name], value, rtol=1e-3, atol=1e-4, msg=name)

@@ -89,15 +89,15 @@ def runs(tmp_path_factory):
     out = {}
     for name, extra in (("eager", []), ("compiled", ["train.compile=true"])):
         assert main.main([*fast_overrides(root, name, epochs=1), *FAST, *extra]) == 0
-        out[name] = load_verified(root / name / "checkpoints" / "last.pt")
+        out[name] = load_verified(root / name / "latest" / "checkpoints" / "last.pt")
     base = [*fast_overrides(root, "compiled", epochs=2), *FAST]
     assert main.main(["--resume", *base]) == 0  # compiled checkpoint, eager run
-    out["then_eager"] = load_verified(root / "compiled" / "checkpoints" / "last.pt")
+    out["then_eager"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     assert main.main(["--resume", *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0  # and back
-    out["then_compiled"] = load_verified(root / "compiled" / "checkpoints" / "last.pt")
+    out["then_compiled"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     assert main.main([*fast_overrides(root, "eager3", epochs=3), *FAST]) == 0
-    out["eager3"] = load_verified(root / "eager3" / "checkpoints" / "last.pt")
-    out["metrics"] = {name: [json.loads(line) for line in (root / name / "metrics.jsonl").read_text().splitlines()] for name in ("eager", "eager3", "compiled")}
+    out["eager3"] = load_verified(root / "eager3" / "latest" / "checkpoints" / "last.pt")
+    out["metrics"] = {name: [json.loads(line) for line in (root / name / "latest" / "metrics.jsonl").read_text().splitlines()] for name in ("eager", "eager3", "compiled")}
     return out
 
 
@@ -125,7 +125,7 @@ def test_compiled_under_two_rank_ddp_trains_like_eager_over_a_few_steps(tmp_path
         proc = run(torchrun(2, *settings, "data.eval_batch_size=30", *extra), timeout=360)  # 30 divides each rank's shards
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "replicas identical on 2 rank(s)" in proc.stderr
-        weights[name] = load_verified(tmp_path / name / "checkpoints" / "last.pt")["model"]
+        weights[name] = load_verified(tmp_path / name / "latest" / "checkpoints" / "last.pt")["model"]
         losses[name] = float(re.search(r"epoch 0 train: loss=([0-9.]+)", proc.stderr).group(1))
     assert losses["compiled"] == pytest.approx(losses["eager"], rel=FP32_TOL["rtol"])
     for name, value in weights["eager"].items():

@@ -97,7 +97,7 @@ def _ddp_run(out_root, name: str, *extra: str):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     assert "marked ready twice" not in output
-    return torch.load(out_root / name / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
+    return torch.load(out_root / name / "latest" / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
 
 
 @pytest.mark.timeout(440)

@@ -23,7 +23,7 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
     assert SOD_NAMES <= set(trained)
     assert trained["max_f"] > 0.6 and trained["mae"] < 0.25  # learned something in 40 steps
 
-    run = out_root / "sod"
+    run = out_root / "sod" / "latest"
     rows = read_rows(run / "metrics.jsonl")
     assert [r["split"] for r in rows] == ["val", "val", "test"] and SOD_NAMES <= set(rows[-1])
     maps = sorted((run / "predictions").glob("*.png"))
@@ -43,12 +43,11 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
     assert {(e.width, e.height) for e in val} == {size}
     assert (test[0].width, test[0].height) == size  # 9 test images: the first 8
 
-    # test mode reproduces the numbers from the checkpoint alone and rewrites the maps
-    for path in maps:
-        path.unlink()
+    # test mode reproduces the numbers from the checkpoint alone and writes the maps into its own folder
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
     assert printed_metrics(capsys.readouterr().out) == trained
-    assert len(list((run / "predictions").glob("*.png"))) == 9
+    tested = sorted((out_root / "sod" / "test_001" / "predictions").glob("*.png"))
+    assert [p.read_bytes() for p in tested] == [p.read_bytes() for p in maps]
 
 
 @pytest.mark.skipif(not os.environ.get("REGTRAIN_FULL_SOD"), reason="the full demo takes minutes; set REGTRAIN_FULL_SOD=1")

@@ -35,7 +35,7 @@ def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, confi
     assert main.main(args) == 0
     assert torch.get_num_threads() == 1  # the configs' `threads: 1`
     printed = capsys.readouterr().out
-    run = out_root / "v"
+    run = out_root / "v" / "latest"
     history = rows(run / "metrics.jsonl")
     assert [r["split"] for r in history] == ["val", "val", "test"]
     test_row = history[-1]
@@ -50,7 +50,7 @@ def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, confi
     assert [e.step for e in strips] == [3, 6] and {(e.width, e.height) for e in strips} == {(6 * 64 + 5 + 2 + 8, 4 * (66 + 18) + 5 * 4)}
     assert {"val/confusion_matrix", "test/confusion_matrix"} <= set(acc.Tags()["images"])
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
-    assert rows(run / "metrics.jsonl")[-1]["video_top1"] == test_row["video_top1"]
+    assert rows(out_root / "v" / "test_001" / "metrics.jsonl")[-1]["video_top1"] == test_row["video_top1"]
 
 
 def test_ucf101_config_reads_frame_folders_into_16x112x112_clips(tmp_path):

@@ -1,19 +1,15 @@
-"""Resume guards: a checkpoint continues only the run it was written by, and a run only its own checkpoints.
+"""Resume guards: a checkpoint continues only the run it was written by.
 
 Resuming with another model or another data shape silently trains something
 else (and a mid-epoch resume would skip the wrong samples), so those config
 keys must match; ``--resume-force`` overrides. The world size may change when
 the run keeps its global batch (``data.global_batch_size``, the same in both):
-the data order is then the same at every world size. A run that does not
-resume refuses a folder that holds another run's checkpoints.
+the data order is then the same at every world size.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import time
-from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from utils.checkpoint.state import Checkpoint
@@ -86,33 +82,3 @@ def check_resume_config(checkpoint: Checkpoint, current: Mapping[str, Any], worl
         raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
     log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, listing)
     return False
-
-
-def check_fresh_start(folder: Path, overwrite: bool) -> None:
-    """A run that does not resume starts in a folder without another run's checkpoints (rank 0).
-
-    Mixed into them, its rotation would count the old run's later files as newer
-    and a later ``--resume`` would continue the old run. ``overwrite``
-    (``train.overwrite``) moves the old checkpoints, metrics and config aside
-    into ``<folder>/replaced/<time>/`` instead.
-    """
-    found = sorted(p.name for p in (folder / "checkpoints").glob("*.pt"))
-    if not found:
-        return
-    if not overwrite:
-        listing = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-        raise CheckpointError(
-            f"output folder '{folder}' already holds checkpoints of another run ({listing}); "
-            "continue that run with --resume, use another experiment.name, or pass train.overwrite=true to move them aside"
-        )
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = folder / "replaced" / stamp
-    for n in itertools.count(1):
-        if not aside.exists():
-            break
-        aside = folder / "replaced" / f"{stamp}-{n}"
-    aside.mkdir(parents=True)
-    moved = [name for name in ("checkpoints", "metrics.jsonl", "tb", "config.yaml") if (folder / name).exists()]
-    for name in moved:
-        (folder / name).rename(aside / name)
-    log.warning("train.overwrite: moved the previous run's %s to '%s'", ", ".join(moved), aside)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from torch import nn
 
@@ -14,32 +14,36 @@ from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore, load_verified
 from utils.checkpoint.weights import load_weights, weight_mismatch
 from utils.config import ModelConfig
-from utils.distributed.ops import barrier, broadcast_object, get_rank
 from utils.errors import CheckpointError
+from utils.run_folder import RunFolder, newest_run, owning_run
 
 log = logging.getLogger(__name__)
 
 
-def find_resume(ckpt_dir: Path, resume: bool, auto_resume: bool) -> Optional[Path]:
-    """The newest usable checkpoint when ``--resume`` asks for one (it must exist) or
-    ``train.auto_resume`` finds one; a corrupt newest file falls back to the one before.
+def find_resume(experiment: Path, resume: Union[bool, str], auto_resume: bool) -> Tuple[Optional[RunFolder], Optional[Path]]:
+    """``(run folder, checkpoint)`` to continue, ``(None, None)`` for a fresh run.
 
-    Every rank takes rank 0's answer, after a barrier, so all resume from the same
-    file and none reads one that is still being written.
+    ``resume``: True (``--resume``) continues the experiment's newest run, which must have a
+    checkpoint; a path (``--resume PATH``) continues that run folder, or resumes that checkpoint
+    file (in its own run folder; a file outside one continues in a new run). ``auto_resume``
+    continues the newest run when it has a checkpoint. A corrupt newest file falls back to
+    the one before it (``CheckpointStore.latest_usable``). Call on rank 0 only.
     """
-    if not (resume or auto_resume):
-        return None
-    barrier()
-    found = None
-    if get_rank() == 0:
-        latest = CheckpointStore(Path(ckpt_dir)).latest_usable()
-        found = str(latest) if latest else None
-    found = broadcast_object(found)
-    if found is not None:
-        return Path(found)
-    if resume:
-        raise CheckpointError(f"--resume: no checkpoint in '{ckpt_dir}'; train without --resume first")
-    return None
+    if isinstance(resume, str):
+        given = Path(resume).expanduser()
+        if given.is_file():
+            return owning_run(given), given
+        if not given.is_dir():
+            raise CheckpointError(f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run")
+        run: Optional[RunFolder] = RunFolder(given)
+    elif resume or auto_resume:
+        run = newest_run(experiment)
+    else:
+        return None, None
+    found = CheckpointStore(run.checkpoints).latest_usable() if run is not None else None
+    if found is None and resume:
+        raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints if run is not None else experiment}'; train without --resume first")
+    return (run, found) if found is not None else (None, None)
 
 
 @dataclass

@@ -85,7 +85,7 @@ def load_verified(path: Path) -> Dict[str, Any]:
     """Load ``path`` after checking its checksum; CheckpointError when either fails."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/checkpoints/)")
+        raise CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/run_NNN/checkpoints/)")
     problem = verify(path)
     if problem:
         raise CheckpointError(f"checkpoint '{path}': {problem}; use an earlier checkpoint of the run, or delete its .sha256 if you changed the file on purpose")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple, TypeVar
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from utils.errors import UserError
+
+T = TypeVar("T")
 
 
 def is_dist() -> bool:
@@ -19,10 +23,6 @@ def get_rank() -> int:
 
 def get_world_size() -> int:
     return dist.get_world_size() if is_dist() else 1
-
-
-def is_main() -> bool:
-    return get_rank() == 0
 
 
 def barrier() -> None:
@@ -78,6 +78,21 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+def decided_by_rank0(decide: Callable[[], T]) -> T:
+    """``decide()`` run on rank 0 alone, its answer on every rank; bad input found there (a
+    ``UserError``) is raised on every rank, so no rank waits for an answer that never comes."""
+    answer: Any = None
+    if get_rank() == 0:
+        try:
+            answer = (decide(), None)
+        except UserError as err:
+            answer = (None, err)
+    result, error = broadcast_object(answer)
+    if error is not None:
+        raise error
+    return result
 
 
 def _backend_device() -> torch.device:

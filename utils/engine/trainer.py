@@ -37,6 +37,7 @@ from utils.data.batch import batch_size_of, to_device
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
 from utils.distributed.process_group import DistInfo
+from utils.distributed.unused import unused_parameters_error
 from utils.engine.accounting import StepAccounting
 from utils.engine.components import (
     LoopOptions,
@@ -46,7 +47,6 @@ from utils.engine.components import (
     Services,
     TrainResult,
 )
-from utils.distributed.unused import unused_parameters_error
 from utils.engine.evaluate import evaluate
 from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
