@@ -46,6 +46,7 @@ from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
 from utils.checkpoint.store import load_verified
 from utils.distributed.ops import all_gather_objects
 from utils.errors import CheckpointError
+from utils.optim.schedules import recompute_lr
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,7 @@ class Checkpoint:
         data = self._data
         objects.optimizer.load_state_dict(data["optimizer"])
         objects.scheduler.load_state_dict(data["scheduler"])
+        recompute_lr(objects.scheduler)  # the schedule of the run's current length, from the resumed step on
         objects.amp.load_state_dict(data["amp"])
         if objects.ema is not None:
             if data.get("ema") is not None:

@@ -47,16 +47,32 @@ def rewind(scheduler: Any, steps: int) -> bool:
     warning, and False."""
     if steps <= 0:
         return True
-    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
-        scheduler.last_epoch -= steps
-        values = [base * fn(scheduler.last_epoch) for fn, base in zip(scheduler.lr_lambdas, scheduler.base_lrs)]
-    elif hasattr(scheduler, "_get_closed_form_lr"):
-        scheduler.last_epoch -= steps
-        values = scheduler._get_closed_form_lr()
-    else:
+    if not closed_form(scheduler):
         log.warning("%d step(s) skipped on the device also advanced the LR schedule (%s cannot be rewound)", steps, type(scheduler).__name__)
         return False
+    scheduler.last_epoch -= steps
+    recompute_lr(scheduler)
+    return True
+
+
+def closed_form(scheduler: Any) -> bool:
+    """Whether the LR of any step can be computed from the step alone."""
+    return isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) or hasattr(scheduler, "_get_closed_form_lr")
+
+
+def recompute_lr(scheduler: Any) -> None:
+    """Set every group's LR to the schedule's value at its current step (``last_epoch``).
+
+    After a resume the schedule is the one built for the run's current length: a run resumed
+    with a longer ``train.iterations``/``train.epochs`` steps on the new schedule from its first
+    resumed step (the same length gives the same values, bit for bit). Other schedules keep
+    the LR their state restored."""
+    if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        values = [base * fn(scheduler.last_epoch) for fn, base in zip(scheduler.lr_lambdas, scheduler.base_lrs)]
+    elif hasattr(scheduler, "_get_closed_form_lr"):
+        values = scheduler._get_closed_form_lr()
+    else:
+        return
     for group, lr in zip(scheduler.optimizer.param_groups, values):
         group["lr"] = lr
     scheduler._last_lr = list(values)
-    return True
