@@ -2,7 +2,8 @@
 
 Loaded into ``main.py`` with ``custom_imports=[tests.checkpoint.kill_points]``. The
 operations are the steps that change what a crash leaves behind: the start of a
-file's bytes (``data``), every rename (``replace``) and every hard link (``link``).
+checkpoint's bytes (``data``), every rename (``replace``: checkpoint files, links, validation
+records) and every hard link (``link``).
 
 - ``REGTRAIN_TRACE_OPS=<file>``: append one line per operation, ``<n> <kind> <file name>``.
 - ``REGTRAIN_KILL_AT=<n>``: SIGKILL this process at operation ``n`` (before a rename or
@@ -16,7 +17,7 @@ import signal
 from pathlib import Path
 from types import SimpleNamespace
 
-from utils.checkpoint import files, store
+from utils.checkpoint import files, records, store
 
 _count = 0
 _KILL_AT = int(os.environ.get("REGTRAIN_KILL_AT", "0"))
@@ -71,5 +72,5 @@ def _serialize(obj: object, fd: int) -> str:
 
 _os = SimpleNamespace(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})
 _os.replace, _os.link = _replace, _link
-files.os = store.os = _os
+files.os = store.os = records.os = _os
 files._serialize = _serialize

@@ -4,7 +4,7 @@ weights its best tracker names, and its final test equals an uninterrupted run's
 The store's file operations are numbered by ``tests/checkpoint/kill_points.py``; a traced
 uninterrupted run says which belong to each best epoch's checkpoint, and the run is killed
 (SIGKILL) at each of them: in the middle of the file's bytes and before every rename
-(the numbered file, its checksum, ``last.pt``, ``best.pt`` and their checksums).
+(the numbered file, its checksum, ``last.pt``, the validation's record, ``best.pt`` and their checksums).
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def test_the_trace_covers_every_write_of_both_best_epochs(reference):
     assert len(saves) == 2
     for epoch, save in enumerate(saves, 1):
         name = f"epoch{epoch:04d}_batch000000.pt"
-        assert [what for _, what in save] == ["data -", f"replace {name}.sha256", f"replace {name}", "replace last.pt", "replace last.pt.sha256", "replace best.pt", "replace best.pt.sha256"]
+        # the checkpoint first, then its validation's record, then best.pt
+        assert [what for _, what in save] == ["data -", f"replace {name}.sha256", f"replace {name}", "replace last.pt", "replace last.pt.sha256",
+                                              f"replace {name}.val.json", "replace best.pt", "replace best.pt.sha256"]
 
 
 def selected(ops: List[Tuple[int, str, str]]) -> List[Tuple[int, str]]:
@@ -71,11 +73,11 @@ def selected(ops: List[Tuple[int, str, str]]) -> List[Tuple[int, str]]:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(9))
 def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(tmp_path, reference, index):
     line, ops = reference
     points = selected(ops)
-    assert len(points) == 8, points
+    assert len(points) == 9, points
     point, what = points[index]
     killed = run(tmp_path, env={"REGTRAIN_KILL_AT": str(point)})
     assert killed.returncode == -9, f"not killed at {what}: {killed.stderr[-2000:]}"
@@ -83,3 +85,18 @@ def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(tmp
     assert final_test(resumed) == line, f"killed at operation {point} ({what}):\n{resumed.stderr[-3000:]}"
     best = re.search(r"testing (\S+)", resumed.stderr)
     assert best and os.path.basename(best.group(1)) in ("best.pt", "epoch0002_batch000000.pt"), resumed.stderr[-2000:]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("fault", ["raise", "kill"])
+def test_a_failing_validation_loses_no_epoch_and_a_resume_runs_it_again(tmp_path, reference, fault):
+    """An exception, or SIGKILL, inside the validation of the last epoch: its checkpoint is on disk
+    without a validation record; the resume validates it and tests what an uninterrupted run tests."""
+    hook = ["custom_imports=[tests.checkpoint.kill_points, tests.fixtures.validation_fault]", f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]"]
+    failed = run(tmp_path, *hook)
+    assert failed.returncode == (1 if fault == "raise" else -9), failed.stderr[-2000:]
+    folder = tmp_path / "crash" / "latest" / "checkpoints"
+    assert (folder / "epoch0002_batch000000.pt").is_file() and not (folder / "epoch0002_batch000000.pt.val.json").exists()
+    resumed = run(tmp_path, "--resume")
+    assert "training state restored: epoch 2, step" in resumed.stderr
+    assert final_test(resumed) == reference[0], resumed.stderr[-3000:]
