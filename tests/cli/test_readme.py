@@ -1,0 +1,91 @@
+"""The README's examples, pasted in order into a fresh copy of the repository, run.
+
+Every ``python main.py`` / ``torchrun`` / ``torch.distributed.launch`` line of the README's
+bash blocks runs in the order the README gives them, after the files the README tells to
+create (``Create `network/my_net.py`:`` and its code block) are written, shortened as the
+README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
+sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset)
+are listed in SKIPPED with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from typing import List, Tuple
+
+import pytest
+
+from tests.conftest import ROOT, subprocess_env
+from tests.dist_utils import free_port
+
+README = ROOT / "README.md"
+QUICK = ["train.iterations=2", "threads=1"]  # "Quick checks" in the README
+DEMO_DATA = {  # the README's quick sizes of the generated demos
+    "configs/video_moving_shapes": ["data.args.videos={train: 12, val: 6, test: 6}"],
+    "configs/sod_shapes": ["data.args.counts={train: 16, val: 4, test: 4}"],
+}
+SKIPPED = {
+    "--nnodes=2": "two machines",
+    "srun ": "a SLURM allocation",
+    "data.root=/data/imagenet": "ImageNet and NVIDIA DALI",
+    "minet_resnet50_duts": "the DUTS dataset and a GPU",
+}
+
+
+def steps() -> List[Tuple[str, str]]:
+    """``("file", path, code)`` and ``("run", command)`` in README order, as tuples of strings."""
+    text = README.read_text()
+    found = []
+    for match in re.finditer(r"```(bash|python)\n(.*?)```", text, re.S):
+        kind, body = match.groups()
+        if kind == "python":
+            created = re.findall(r"Create `([\w/]+\.py)`", text[max(0, match.start() - 300) : match.start()])
+            if created:
+                found.append(("file", created[-1], body))
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            for command in line.split("  #")[0].split("&&"):  # "pip install -e . && python main.py": the install is done
+                command = command.strip()
+                if command.startswith(("python main.py", "torchrun", "python -m torch.distributed.launch")):
+                    found.append(("run", command, ""))
+    return found
+
+
+def shortened(command: str) -> List[str]:
+    args = shlex.split(command)
+    args = ["--nproc_per_node=2" if a.startswith("--nproc_per_node=") else a for a in args]
+    if args[0] == "torchrun" or "torch.distributed.launch" in args:
+        launcher = ["-m", "torch.distributed.run"] if args[0] == "torchrun" else ["-m", "torch.distributed.launch"]
+        at = args.index("main.py")
+        args = ["python", *launcher, f"--master_port={free_port()}", *[a for a in args[1:at] if a not in ("-m", "torch.distributed.launch")], *args[at:]]
+    if "--mode" not in args:
+        args += QUICK + [extra for key, value in DEMO_DATA.items() if key in command for extra in value]
+    return [shutil.which("python") or "python", *args[1:]]
+
+
+@pytest.mark.timeout(900)
+def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
+    repo = tmp_path / "repo"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    for name in tracked:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, repo / name)
+    env = {**subprocess_env(), "PYTHONPATH": str(repo)}
+    ran = []
+    for kind, what, code in steps():
+        if kind == "file":
+            (repo / what).write_text(code)
+            continue
+        if any(marker in what for marker in SKIPPED):
+            continue
+        proc = subprocess.run(shortened(what), cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"README command failed: {what}\n{proc.stderr[-3000:]}"
+        ran.append(what)
+    assert "python main.py" in ran and len(ran) >= 15, ran
+    # the quick start's command twice (it also runs first in the multi-process section): two runs
+    assert len(list((repo / "output" / "digits_small_cnn").glob("run_*"))) >= 2
