@@ -27,7 +27,7 @@ from benchmarks.common import interleaved, ratios, row
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 300
 SETTINGS = [
-    "custom_imports=[tests.distributed.recorded_digits,benchmarks.first_step]",
+    "custom_imports=[tests.fixtures.recorded_digits,benchmarks.first_step]",
     "data.name=recorded_digits",
     "data.global_batch_size=24",
     "model.sync_bn=true",

@@ -1,7 +1,7 @@
 """A crash at any step of writing a best epoch's checkpoint, then ``--resume``: the run tests the
 weights its best tracker names, and its final test equals an uninterrupted run's.
 
-The store's file operations are numbered by ``tests/checkpoint/kill_points.py``; a traced
+The store's file operations are numbered by ``tests/fixtures/kill_points.py``; a traced
 uninterrupted run says which belong to each best epoch's checkpoint, and the run is killed
 (SIGKILL) at each of them: in the middle of the file's bytes and before every rename
 (the numbered file, its checksum, ``last.pt``, the validation's record, ``best.pt`` and their checksums).
@@ -21,7 +21,7 @@ from tests.conftest import ROOT, subprocess_env
 from tests.dist_utils import PYTHON
 
 # 2 epochs, both new bests (val top-1 rises), so the second one replaces an existing best.pt
-SETTINGS = ["train.epochs=2", "threads=1", "model.args.backbone_args={widths: [8, 16]}", "custom_imports=[tests.checkpoint.kill_points]"]
+SETTINGS = ["train.epochs=2", "threads=1", "model.args.backbone_args={widths: [8, 16]}", "custom_imports=[tests.fixtures.kill_points]"]
 TIMEOUT = 180
 
 
@@ -92,7 +92,7 @@ def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(tmp
 def test_a_failing_validation_loses_no_epoch_and_a_resume_runs_it_again(tmp_path, reference, fault):
     """An exception, or SIGKILL, inside the validation of the last epoch: its checkpoint is on disk
     without a validation record; the resume validates it and tests what an uninterrupted run tests."""
-    hook = ["custom_imports=[tests.checkpoint.kill_points, tests.fixtures.validation_fault]", f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]"]
+    hook = ["custom_imports=[tests.fixtures.kill_points, tests.fixtures.validation_fault]", f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]"]
     failed = run(tmp_path, *hook)
     assert failed.returncode == (1 if fault == "raise" else -9), failed.stderr[-2000:]
     folder = tmp_path / "crash" / "latest" / "checkpoints"

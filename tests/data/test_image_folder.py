@@ -94,7 +94,7 @@ def test_skip_covers_decompression_bombs_and_truncated_images(tmp_path, caplog):
 def test_the_class_list_is_saved_and_test_mode_labels_with_it(tmp_path, capsys):
     root = tree(tmp_path / "data", {"train": "abc", "val": "ac", "test": "c"})
     args = [f"experiment.output_root={tmp_path / 'out'}", "experiment.name=shades", "data.name=image_folder", f"data.root={root}", "model.input_size=[3,8,8]",
-            "custom_imports=[tests.data.brightness_net]", "model.name=brightness_classifier", "model.args={num_classes: 3}", "data.batch_size=2", "train.epochs=1"]
+            "custom_imports=[tests.fixtures.brightness_net]", "model.name=brightness_classifier", "model.args={num_classes: 3}", "data.batch_size=2", "train.epochs=1"]
     assert main.main(args) == 0
     rows = [json.loads(line) for line in (tmp_path / "out" / "shades" / "latest" / "metrics.jsonl").read_text().splitlines()]
     assert [r["top1"] for r in rows] == [1.0, 1.0]  # val (a, c) and test (c): c is labelled 2 everywhere

@@ -163,7 +163,7 @@ def test_a_failing_rank_ends_the_job_instead_of_hanging(tmp_path):
     (as a blocked loader thread would be); rank 0 is inside a collective. Before the
     fail-fast exit, rank 1 waited for that thread forever and the job hung."""
     proc = run(
-        torchrun(2, f"experiment.output_root={tmp_path}", "custom_imports=[tests.distributed.faulty_net]", "model.name=faulty_classifier", "model.args={num_classes: 10, linger: true}", "train.epochs=1"),
+        torchrun(2, f"experiment.output_root={tmp_path}", "custom_imports=[tests.fixtures.faulty_net]", "model.name=faulty_classifier", "model.args={num_classes: 10, linger: true}", "train.epochs=1"),
         timeout=180,
     )
     assert proc.returncode != 0
@@ -185,7 +185,7 @@ def test_a_rank_with_bad_input_is_named_as_the_root_cause_by_torchrun(tmp_path):
     launcher = torchrun(2)
     launcher.insert(launcher.index("main.py"), "--monitor-interval=1")
     proc = run([
-        *launcher, f"experiment.output_root={tmp_path / 'out'}", "custom_imports=[tests.distributed.rank_data]", "data.name=rank_image_folder",
+        *launcher, f"experiment.output_root={tmp_path / 'out'}", "custom_imports=[tests.fixtures.rank_data]", "data.name=rank_image_folder",
         f"data.root={root}/rank{{rank}}", "data.args={missing_after_s: 3}", "model.input_size=[3,8,8]", "data.batch_size=2",
         "model.args={num_classes: 2, backbone: small_cnn, backbone_args: {in_channels: 3, widths: [8]}}", "train.epochs=1",
     ], timeout=180)

@@ -12,7 +12,7 @@ from torch import nn
 from tests.dist_utils import run, spawn, torchrun
 from utils.distributed.unused import reduced_parameter_names, unused_parameters_error
 
-SPARE = ["experiment.name=spare", "custom_imports=[tests.distributed.unused_net]", "model.name=spare_layer_classifier", "model.args.backbone_args={widths: [8]}",
+SPARE = ["experiment.name=spare", "custom_imports=[tests.fixtures.unused_net]", "model.name=spare_layer_classifier", "model.args.backbone_args={widths: [8]}",
          "data.batch_size=32", "train.iterations=3", "train.log_every=1"]
 
 

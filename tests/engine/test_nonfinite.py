@@ -13,7 +13,7 @@ from tests.conftest import fast_overrides
 from tests.dist_utils import run, torchrun
 from utils.checkpoint.store import CheckpointStore, load_verified
 
-NAN = ["custom_imports=[tests.engine.nan_net]", "model.name=nan_classifier"]
+NAN = ["custom_imports=[tests.fixtures.nan_net]", "model.name=nan_classifier"]
 
 
 def nan_args(out_root, name, nan_at, *extra):

@@ -17,7 +17,7 @@ from utils.config import AmpConfig, ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 
 # data.prefetch=none: no batch is read ahead, so what is read is what training consumed
-RECORDED = ["custom_imports=[tests.distributed.recorded_digits]", "data.name=recorded_digits", "data.prefetch=none", "threads=1", "schedule.warmup_epochs=0"]
+RECORDED = ["custom_imports=[tests.fixtures.recorded_digits]", "data.name=recorded_digits", "data.prefetch=none", "threads=1", "schedule.warmup_epochs=0"]
 
 
 def train(out: Path, name: str, record: Path, *extra: str) -> None:
