@@ -1,18 +1,23 @@
-"""Install the framework's dependencies; the repo root stays the working directory.
+"""Install the framework's dependencies; the repository root stays the working directory.
+
+The framework's folders (``utils``, ``backbone``, ``hook``, ...) are not installed as
+packages: installed under such common names they would be on the import path of every
+program in the environment, and a user's own package named ``utils`` would collide with
+them. ``python main.py`` finds them beside itself, and tests and launchers run from the
+repository root.
 
 apex is an optional, detected backend (``amp.backend``): the PyPI package named
 ``apex`` is an unrelated project, so it is never listed here.
 """
 
-from setuptools import find_packages, setup
+from setuptools import setup
 
 setup(
     name="regtrain",
-    version="0.2.0",
+    version="0.3.0",
     description="A registry-built PyTorch training framework: one CPU to many GPUs, mixed precision, exact distributed evaluation",
     python_requires=">=3.9",
-    packages=find_packages(include=["backbone*", "hook*", "loss*", "module*", "network*", "utils*"]),
-    py_modules=["main"],
+    packages=[],
     install_requires=[
         "torch>=2.1",
         "torchvision",

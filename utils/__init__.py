@@ -1,3 +1,3 @@
 """Framework utilities: registries, config, distributed helpers, amp, data, engine."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
