@@ -57,12 +57,12 @@ from utils.model.build import build_network
 from utils.model.compile import check_compile_combination, compile_model
 from utils.model.criterion import build_criterion
 from utils.model.memory_format import to_channels_last
-from utils.model.summary import log_summary
+from utils.model.summary import has_batchnorm, log_summary
 from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
-from utils.references import check_references, import_custom
+from utils.references import check_references, import_custom, monitor_mode
 from utils.run_folder import RunFolder
 from utils.run_folder import create as create_run
 
@@ -132,7 +132,7 @@ def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any,
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
-        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.train.patience, cfg.eval.use_ema),
+        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode), cfg.train.patience, cfg.eval.use_ema),
     )
 
 
@@ -161,14 +161,14 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Pat
     datasets = {"train": build_dataset(cfg.data, "train")}
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
-    channels_last = cfg.model.channels_last
-    train_loader = build_train_loader(datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last)
-    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
     model = build_network(cfg.model)
     log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
+    channels_last, batchnorm = cfg.model.channels_last, has_batchnorm(model)
+    train_loader = build_train_loader(datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last, batchnorm)
+    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
     resumed = load_initial_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, meta.config, info.world_size, force))
@@ -187,7 +187,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Pat
     model = compile_model(model, compiling)  # in place, before DDP (PyTorch's advice)
     model = wrap_model(model, cfg.dist, info)
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
-    criterion = build_criterion(cfg.loss).to(info.device)
+    criterion = build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device)
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
@@ -235,7 +235,7 @@ def test(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint) ->
         to_channels_last(model)
     amp = Amp(cfg.amp, info.device)
     model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
-    parts = Parts(model, build_criterion(cfg.loss).to(info.device), amp, metric=build_metric(cfg.eval.metric))
+    parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric))
     services = Services(writer=RunWriter(run, info.is_main))
     trainer = Trainer(parts, LoopOptions(), services, build_hooks(cfg, run, training=False), info, RunMeta(to_dict(cfg), checkpoint.classes))
     try:

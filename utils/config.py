@@ -15,21 +15,22 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 import yaml
 
-from utils.config_rules import above, at_least, rule, validate
+from utils.config_rules import PATH, above, at_least, expand_paths, plain_name, rule, validate
 from utils.errors import ConfigError, OutputError
 from utils.typed_merge import apply_override, load_yaml, lookup, merge_into, parse_value
 
 
 @dataclass
 class ExperimentConfig:
-    name: str = "digits_small_cnn"
-    output_root: str = "output"
+    # a plain folder name: the runs go to <output_root>/<name>/run_NNN
+    name: str = field(default="digits_small_cnn", metadata=rule(plain_name, "a plain folder name (no '/', not '.' or '..', at most 200 bytes)"))
+    output_root: str = field(default="output", metadata=PATH)
 
 
 @dataclass
 class DataConfig:
     name: str = "digits"
-    root: Optional[str] = None
+    root: Optional[str] = field(default=None, metadata=PATH)
     args: Dict[str, Any] = field(default_factory=dict)  # extra dataset arguments
     batch_size: int = field(default=64, metadata=at_least(1))  # per process
     # The global batch (all processes together): when set, the per-process batch is global_batch_size /
@@ -59,7 +60,8 @@ class ModelConfig:
     name: str = "classifier"
     args: Dict[str, Any] = field(default_factory=lambda: {"backbone": "small_cnn", "num_classes": 10})
     input_size: Optional[List[int]] = field(default_factory=lambda: [1, 8, 8], metadata=rule(lambda v: v is None or all(x >= 1 for x in v), "one sample's shape, every size >= 1 (e.g. [3, 224, 224]), or null"))  # one sample's C,H,W (or C,T,H,W): FLOP count, lazy modules
-    pretrained: Optional[str] = None
+    pretrained: Optional[str] = field(default=None, metadata=PATH)
+    prediction_key: str = "prediction"  # a network that returns a dict: the entry holding the prediction
     pretrained_prefix: str = ""
     pretrained_strict: bool = False
     freeze: List[str] = field(default_factory=list)
@@ -121,7 +123,7 @@ class EvalConfig:
     every: int = field(default=1, metadata=at_least(1))  # validate every K epochs
     metric: str = "classification"
     monitor: str = "top1"
-    monitor_mode: Literal["max", "min"] = "max"
+    monitor_mode: Optional[Literal["max", "min"]] = None  # null: the direction the metric declares (loss, mae: min)
     use_ema: bool = False
     save_predictions: bool = False
 
@@ -149,7 +151,7 @@ class DistConfig:
 @dataclass
 class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
-    seed: int = field(default=0, metadata=at_least(0))
+    seed: int = field(default=0, metadata=rule(lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy and the samplers take 32-bit seeds)"))
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Optional[int] = field(default=None, metadata=at_least(1, null=True))  # CPU intra-op threads per process (None: torch's default, one per core)
     custom_imports: List[str] = field(default_factory=list)
@@ -187,6 +189,8 @@ def load_config(
             data = load_yaml(path.read_text()) or {}
         except yaml.YAMLError as err:
             raise ConfigError(f"config file '{path}' is not valid YAML: {err}") from err
+        except ConfigError as err:  # a key twice, a mapping without spaces
+            raise ConfigError(f"config file '{path}': {err}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(data).__name__}")
         merge_into(cfg, data, "")
@@ -194,7 +198,12 @@ def load_config(
         if "=" not in item:
             raise ConfigError(f"override '{item}' must look like key.sub=value")
         key, text = item.split("=", 1)
-        apply_override(cfg, key.strip(), parse_value(text))
+        try:
+            value = parse_value(text)
+        except ConfigError as err:
+            raise ConfigError(f"override '{item}': {err}") from None
+        apply_override(cfg, key.strip(), value)
+    expand_paths(cfg)
     validate(cfg)
     return cfg
 

@@ -14,6 +14,7 @@ are checked right after, by ``utils/references.py``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
@@ -45,6 +46,24 @@ def above(low: float, null: bool = False) -> Dict[str, Any]:
     return rule(lambda v: (null and v is None) or (v is not None and v > low), f"> {low}" + (" or null" if null else ""))
 
 
+PATH = {"path": True}  # field metadata: a file system path, ``~`` expanded when the config loads
+
+
+def plain_name(value: str) -> bool:
+    """A name usable as one folder: not empty, no separator, not ``.``/``..``, at most 200 bytes."""
+    return bool(value) and not re.search(r"[/\\\x00]", value) and value not in (".", "..") and len(value.encode()) <= 200
+
+
+def expand_paths(section: Any) -> None:
+    """``~`` and ``~user`` expanded in every path field (``PATH`` metadata), in place."""
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if dataclasses.is_dataclass(value):
+            expand_paths(value)
+        elif f.metadata.get("path") and isinstance(value, str):
+            setattr(section, f.name, os.path.expanduser(value))
+
+
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -74,6 +93,9 @@ def _validate_lists(cfg: "Config") -> None:
         weight = item.get("weight", 1.0)
         if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight < 0:
             raise ConfigError(f"config key 'loss[{i}].weight' must be a number >= 0, got {weight!r}")
+        output = item.get("output")
+        if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
+            raise ConfigError(f"config key 'loss[{i}].output' must be an index of the network's tuple, a key of its dict, or all; got {output!r}")
     for i, item in enumerate(cfg.hooks):
         if "name" not in item:
             raise ConfigError(f"config key 'hooks[{i}]' needs a 'name' (e.g. {{name: my_hook}}), got {item!r}")

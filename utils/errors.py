@@ -45,6 +45,11 @@ class OutputError(UserError, OSError):
         return cls(f"could not write '{path}' ({err.strerror or err}); free disk space or fix the permissions of its folder, then resume with --resume")
 
 
+class ContractError(UserError, TypeError):
+    """A user's network or loss returned what the framework cannot use; the message names the class,
+    its file, what came and what is expected (``utils/model/outputs.py``)."""
+
+
 class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
 

@@ -100,6 +100,10 @@ class RunWriter:
         """A validation's or the test's metrics: a log line (val), ``<split>/*`` scalars, a metrics.jsonl row."""
         if split == "val":
             log.info("epoch %d val: %s", epoch, format_metrics(metrics))
+        nan = sorted(name for name, value in metrics.items() if isinstance(value, float) and math.isnan(value))
+        if nan:
+            log.warning("%s metric(s) %s are NaN at epoch %d (the outputs or the targets hold NaN, or a metric divided by zero); written as NaN",
+                        split, ", ".join(nan), epoch)
         self.scalars(split, metrics, step)
         self.metrics({"split": split, "epoch": epoch, "step": step, **metrics})
 
@@ -107,7 +111,7 @@ class RunWriter:
         if self._tb is None:
             return
         for name, value in values.items():
-            if isinstance(value, (int, float)) and math.isfinite(value):
+            if isinstance(value, (int, float)):  # NaN and inf too: a value that went wrong stays visible
                 self._tb.add_scalar(f"{prefix}/{name}", value, step)
 
     def image(self, tag: str, image: np.ndarray, step: int) -> None:

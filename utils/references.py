@@ -10,14 +10,17 @@ name the metric reports (metrics declare them with ``reported_names``).
 from __future__ import annotations
 
 import difflib
+import logging
 import importlib
 import traceback
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from utils.config import Config
 from utils.errors import ConfigError
 from utils.optim.optimizers import check_group_keys
 from utils.registry import DATASETS, HOOKS, LOSSES, METRICS, NETWORKS
+
+log = logging.getLogger(__name__)
 
 # what evaluate() reports next to the metric's own names
 EVALUATION_NAMES = ("loss",)
@@ -33,13 +36,15 @@ def check_references(cfg: Config) -> None:
     DATASETS.check(cfg.data.name, split="train", root=cfg.data.root, transform=None, **cfg.data.args)
     NETWORKS.check(cfg.model.name, **cfg.model.args)
     for spec in cfg.loss:
-        name, args = _named(spec, drop=("weight",))
+        name, args = _named(spec, drop=("weight", "output"))
         LOSSES.check(name, **args)
     for spec in cfg.hooks:
         name, args = _named(spec, drop=("enabled",))  # the switch of a default hook, not an argument
         HOOKS.check(name, **args)
     check_group_keys(cfg.optim.param_groups)
     check_monitor(cfg.eval.metric, cfg.eval.monitor)
+    if cfg.eval.monitor_mode is None:  # the metric must declare the direction (a set mode is taken as it is)
+        monitor_mode(cfg.eval.metric, cfg.eval.monitor, None)
 
 
 def check_monitor(metric_name: str, monitor: str) -> None:
@@ -54,6 +59,20 @@ def check_monitor(metric_name: str, monitor: str) -> None:
             f"config key 'eval.monitor' is '{monitor}', but metric '{metric_name}' reports {reported}; "
             f"did you mean '{hint[0]}'? (without the ema_ prefix: eval.use_ema adds it)"
         )
+
+
+def monitor_mode(metric_name: str, monitor: str, mode: Optional[str]) -> str:
+    """The direction that makes ``eval.monitor`` better: the one the metric declares (``loss``: min),
+    unless ``eval.monitor_mode`` sets it; a set mode that contradicts the declaration is a warning."""
+    declared = "min" if monitor in EVALUATION_NAMES else METRICS.build(metric_name).direction(monitor)
+    if mode is None:
+        if declared is None:
+            raise ConfigError(f"eval.monitor '{monitor}': metric '{metric_name}' does not say whether higher or lower is better; set eval.monitor_mode=max or min")
+        return declared
+    if declared is not None and mode != declared:
+        log.warning("eval.monitor_mode=%s, but a %s %s is better (metric '%s'): the best checkpoint is the one with the %s %s", mode,
+                    "higher" if declared == "max" else "lower", monitor, metric_name, "highest" if mode == "max" else "lowest", monitor)
+    return mode
 
 
 def import_custom(names: Sequence[str]) -> None:

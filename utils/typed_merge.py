@@ -28,9 +28,45 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789."))
 
 
+def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
+    """A mapping whose keys are unique: YAML would keep the last of two equal keys without a word
+    (a second ``optim:`` block silently replacing the first)."""
+    lines: Dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in lines:
+            raise ConfigError(f"key '{key}' appears twice in one mapping (lines {lines[key]} and {line}); YAML would keep only the second: merge them into one")
+        lines[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+# ``{num_classes:10}``: without a space after the colon, YAML reads one key "num_classes:10" with no value
+_GLUED = re.compile(r"^[A-Za-z_][\w.]*:[^\s:]")
+
+
+def _glued_keys(value: Any) -> List[str]:
+    """Keys of ``value``'s mappings (at any depth) that are ``key:value`` written without the space YAML needs."""
+    if isinstance(value, dict):
+        glued = [k for k, v in value.items() if isinstance(k, str) and v is None and _GLUED.match(k)]
+        return glued + [k for v in value.values() for k in _glued_keys(v)]
+    if isinstance(value, list):
+        return [k for v in value for k in _glued_keys(v)]
+    return []
+
+
 def load_yaml(text: str) -> Any:
-    """Parse YAML as users type it: ``lr: 1e-3`` is the float 0.001, everywhere (config files, overrides, plugin arguments)."""
-    return yaml.load(text, Loader=_Loader)
+    """Parse YAML as users type it: ``lr: 1e-3`` is the float 0.001, everywhere (config files, overrides,
+    plugin arguments). A key given twice in a mapping, and ``{key:value}`` without the space after the
+    colon, are ConfigErrors that say so."""
+    data = yaml.load(text, Loader=_Loader)
+    glued = _glued_keys(data)
+    if glued:
+        fixed = re.sub(r"(?<=[\w\]}'\"]):(?=[^\s/])", ": ", text.strip())
+        raise ConfigError(f"'{glued[0]}' reads as one key without a value: YAML needs a space after ':' in a mapping; write {fixed}")
+    return data
 
 
 def _as_number(value: Any) -> Any:
@@ -88,10 +124,13 @@ def _type_name(tp: Any) -> str:
 
 def _type_error(path: str, value: Any, tp: Any) -> ConfigError:
     """What a wrong value must be instead; for a choice, also the closest one."""
-    if typing.get_origin(tp) is Literal:
-        choices = [str(c) for c in typing.get_args(tp)]
+    options = typing.get_args(tp) if typing.get_origin(tp) is Union else (tp,)
+    literal = next((arg for arg in options if typing.get_origin(arg) is Literal), None)
+    if literal is not None:
+        choices = [str(c) for c in typing.get_args(literal)]
         hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
-        return ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r}; did you mean '{hint[0]}'?")
+        null = " or null" if type(None) in options else ""
+        return ConfigError(f"config key '{path}' must be {_type_name(literal)}{null}, got {value!r}; did you mean '{hint[0]}'?")
     return ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
 
@@ -176,7 +215,9 @@ def lookup(node: Any, dotted: str, default: Any = _REQUIRED) -> Any:
 
 
 def parse_value(text: str) -> Any:
-    """Parse an override's value as YAML (``3`` -> int, ``1e-3`` -> float, ``[1,2]`` -> list, ``null`` -> None)."""
+    """Parse an override's value as YAML (``3`` -> int, ``1e-3`` -> float, ``[1,2]`` -> list, ``null`` -> None).
+
+    Text YAML cannot read stays a string (a path with ``: `` in it)."""
     try:
         return load_yaml(text)
     except yaml.YAMLError:

@@ -132,6 +132,8 @@ CASES: Dict[str, tuple] = {
     "hook switch not a bool": (lambda tmp, run: ["hooks=[{name: confusion_matrix, enabled: maybe}]"], r"config key 'hooks\[0\].enabled' must be true or false, got 'maybe'"),
     "bad profiler schedule": (lambda tmp, run: ["train.profile={wait: 1}"], r"config key 'train.profile' must look like \{wait: 1, warmup: 1, active: 5\} \(wait, warmup >= 0, active >= 1\), got \{'wait': 1\}"),
     "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
+    "an output root that cannot be created": (lambda tmp, run: ["experiment.output_root=/proc/regtrain_out", "experiment.name=bad"],
+                                              r"cannot create a run folder in '/proc/regtrain_out/bad' \(.*\); set experiment.output_root to a writable folder"),
     "train.log_every=0 (before any data is read)": (lambda tmp, run: ["train.log_every=0", *rgb_folder(tmp / "nowhere")], r"config key 'train.log_every' must be >= 1 \(log every N steps\), got 0"),
     "misspelt eval.monitor (before any data is read)": (lambda tmp, run: ["eval.monitor=top_1", *rgb_folder(tmp / "nowhere")],
                                                         r"config key 'eval.monitor' is 'top_1', but metric 'classification' reports \['top1', 'top5', 'loss'\]; did you mean 'top1'\?"),

@@ -1,8 +1,12 @@
+import os
+import re
+
 import pytest
 import yaml
 
 from utils.config import Config, load_config, save_config
 from utils.errors import ConfigError
+from utils.references import monitor_mode
 
 
 def test_defaults_select_the_default_experiment():
@@ -108,3 +112,48 @@ def test_every_range_and_cross_key_reference_is_checked_when_loading(override, m
 def test_mean_and_std_agree_with_the_input_channels():
     with pytest.raises(ConfigError, match=r"'data.mean' has 3 value\(s\) but model.input_size=\[1, 8, 8\] has 1 channel"):
         load_config(overrides=["data.mean=[0.5, 0.5, 0.5]", "data.std=[0.2, 0.2, 0.2]"])
+
+
+def test_a_key_twice_in_a_yaml_file_is_an_error_naming_both_lines(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("optim:\n  lr: 0.1\ntrain:\n  epochs: 2\noptim:\n  name: sgd\n")
+    with pytest.raises(ConfigError, match=r"config file '.*twice.yaml': key 'optim' appears twice in one mapping \(lines 1 and 5\)"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"key 'a' appears twice"):
+        load_config(overrides=["model.args={a: 1, a: 2}"])
+
+
+@pytest.mark.parametrize("override, fixed", [
+    ("model.args={num_classes:10}", "{num_classes: 10}"),
+    ("hooks=[{name:confusion_matrix, enabled:false}]", "[{name: confusion_matrix, enabled: false}]"),
+])
+def test_a_flow_mapping_without_spaces_shows_the_corrected_form(override, fixed):
+    with pytest.raises(ConfigError, match=re.escape(f"YAML needs a space after ':' in a mapping; write {fixed}")):
+        load_config(overrides=[override])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("seed=4294967296", r"'seed' must be in \[0, 2\*\*32\)"),
+    ("experiment.name=../..", r"'experiment.name' must be a plain folder name"),
+    ("experiment.name=/tmp/elsewhere", r"'experiment.name' must be a plain folder name"),
+    ("experiment.name=" + "x" * 201, r"'experiment.name' must be a plain folder name .*at most 200 bytes"),
+    ("eval.monitor_mode=up", r"'eval.monitor_mode' must be one of \['max', 'min'\] or null, got 'up'"),
+])
+def test_values_that_would_silently_mean_something_else_are_refused(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=[override])
+
+
+def test_paths_expand_the_home_folder():
+    cfg = load_config(overrides=["data.root=~/data", "experiment.output_root=~/runs", "model.pretrained=~/w.pt"])
+    home = os.path.expanduser("~")
+    assert (cfg.data.root, cfg.experiment.output_root, cfg.model.pretrained) == (f"{home}/data", f"{home}/runs", f"{home}/w.pt")
+
+
+def test_the_monitor_direction_comes_from_the_metric_and_a_contradiction_is_a_warning(caplog):
+    assert monitor_mode("classification", "loss", None) == "min"
+    assert monitor_mode("classification", "top1", None) == "max"
+    assert monitor_mode("sod", "mae", None) == "min" and monitor_mode("sod", "max_f", None) == "max"
+    assert monitor_mode("video", "video_top1", None) == "max"
+    assert monitor_mode("classification", "loss", "max") == "max"
+    assert "eval.monitor_mode=max, but a lower loss is better" in caplog.text

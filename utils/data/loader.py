@@ -77,7 +77,7 @@ def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch
 
 
 def build_train_loader(
-    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None, channels_last: bool = False
+    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None, channels_last: bool = False, batchnorm: bool = False
 ) -> PrefetchLoader:
     """Shuffled per epoch by a seeded ``ResumableSampler`` (a ``DistributedSampler``, also
     with one process, so the order depends only on seed and epoch: reproducible, and a
@@ -88,7 +88,8 @@ def build_train_loader(
     Wrapped in the configured prefetcher (``data.prefetch``); ``len()`` and
     ``.sampler.set_epoch()`` work as on the DataLoader. ``data.loader=dali``
     reads the image folder of ``dataset`` with DALI pipelines instead.
-    ``channels_last``: 4-D inputs come out NHWC (``model.channels_last``).
+    ``channels_last``: 4-D inputs come out NHWC (``model.channels_last``). ``batchnorm`` (the network has
+    BatchNorm layers): a last batch of one sample, which ``data.drop_last=false`` would keep, is dropped.
     """
     mode = resolve_mode(cfg.prefetch, device)
     if cfg.loader == "dali":
@@ -104,6 +105,10 @@ def build_train_loader(
     else:
         sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
+    if batchnorm and not drop_last and len(sampler) % cfg.batch_size == 1:  # every rank's sampler has the same length
+        log.info("data.drop_last=false: each epoch's last training batch would hold 1 sample, which BatchNorm cannot normalize in "
+                 "training; it is dropped (%d of %d samples per epoch are read)", len(sampler) - 1, len(sampler))
+        drop_last = True
     loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, generator=generator, **_loader_options(dataset, cfg, mode))
     return _prefetching(loader, cfg, mode, device, channels_last)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 from torch.utils.data import DistributedSampler, Sampler
@@ -63,8 +63,6 @@ class ResumableSampler(DistributedSampler):
     def __len__(self) -> int:
         return max(self.num_samples - self.skip, 0)
 
-    def state_dict(self) -> Dict[str, int]:
-        return {"epoch": self.epoch, "seed": self.seed, "num_replicas": self.num_replicas, "rank": self.rank}
 
 
 class GlobalBatchSampler(Sampler[int]):
@@ -112,5 +110,3 @@ class GlobalBatchSampler(Sampler[int]):
     def __len__(self) -> int:
         return max(self.batches * self.local_batch - self.skip, 0)
 
-    def state_dict(self) -> Dict[str, int]:
-        return {"epoch": self.epoch, "seed": self.seed, "num_replicas": self.world_size, "rank": self.rank, "global_batch": self.global_batch}

@@ -12,6 +12,7 @@ from utils.data.batch import batch_size_of, to_device
 from utils.distributed.ops import all_reduce_sums
 from utils.log import progress
 from utils.metrics.base import Metric
+from utils.model.outputs import prediction_key, select
 
 
 @torch.no_grad()
@@ -33,6 +34,7 @@ def evaluate(
     """
     model.eval()
     metric.reset()
+    key = prediction_key(criterion)
     loss_sums = {"loss_sum": torch.zeros((), dtype=torch.float64), "loss_count": torch.zeros((), dtype=torch.float64)}
     num_batches = len(loader) if hasattr(loader, "__len__") else None
     for inputs, targets in progress(loader, num_batches, "eval", show_progress):
@@ -43,9 +45,10 @@ def evaluate(
             outputs = model(inputs)
             if criterion is not None:
                 loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-        metric.update(outputs, targets)
+        prediction = select(outputs, None, key)  # what the network returned beside it (auxiliary outputs) is the losses' only
+        metric.update(prediction, targets)
         if on_batch is not None:
-            on_batch(inputs, outputs, targets)
+            on_batch(inputs, prediction, targets)
     results = metric.result()
     reduced = all_reduce_sums(loss_sums)
     if criterion is not None:

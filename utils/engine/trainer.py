@@ -52,6 +52,7 @@ from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.stop import StopSignal
 from utils.hook.hook_list import HookList
+from utils.model.outputs import check_network_outputs, prediction_key, select
 from utils.optim.schedules import rewind
 
 log = logging.getLogger(__name__)
@@ -253,7 +254,9 @@ class Trainer:
                 raise
             raise converted from err
         if first:
-            check_output_classes(outputs, self.meta.num_classes, self.meta.classes)
+            key = prediction_key(self.parts.criterion)
+            check_network_outputs(outputs, unwrap(self.parts.model), key)
+            check_output_classes(select(outputs, None, key), self.meta.num_classes, self.meta.classes)
         return outputs
 
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:

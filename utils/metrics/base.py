@@ -45,6 +45,11 @@ class Metric:
         at the first validation)."""
         return None
 
+    def direction(self, name: str) -> Optional[str]:
+        """``max`` when a higher ``name`` is better, ``min`` when a lower one is; None when the
+        metric does not say (``eval.monitor_mode`` must then be given)."""
+        return None
+
     def result(self) -> Dict[str, float]:
         """Reduce the sums over all ranks and compute the final values (same on every rank)."""
         return self.compute(all_reduce_sums(dict(self.sums)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -29,6 +29,9 @@ class Classification(Metric):
 
     def reported_names(self) -> List[str]:
         return [f"top{k}" for k in self.topk]
+
+    def direction(self, name: str) -> Optional[str]:
+        return "max" if name in self.reported_names() else None
 
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         count = sums["count"].item()

@@ -115,6 +115,10 @@ class SODMetrics(Metric):
     def reported_names(self) -> List[str]:
         return ["mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f", "max_e", "adp_f", "adp_e"]
 
+    def direction(self, name: str) -> Optional[str]:
+        """A lower mean absolute error is better; higher F-, S- and E-measures are."""
+        return ("min" if name == "mae" else "max") if name in self.reported_names() else None
+
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         count = sums["count"].item()
         if count == 0:

@@ -11,7 +11,7 @@ when the clips of one video are spread over several ranks. The state is
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -85,6 +85,9 @@ class VideoAccuracy(Metric):
 
     def reported_names(self) -> List[str]:
         return [f"{level}_top{k}" for level in ("clip", "video") for k in self.topk] + ["videos"]
+
+    def direction(self, name: str) -> Optional[str]:
+        return "max" if name in self.reported_names() and name != "videos" else None
 
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
         results = {f"clip_top{k}": (sums[f"clip_correct{k}"] / sums["clip_count"].clamp_min(1)).item() for k in self.topk}

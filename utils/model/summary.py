@@ -19,6 +19,11 @@ def count_parameters(model: nn.Module) -> Tuple[int, int]:
     return total, trainable
 
 
+def has_batchnorm(model: nn.Module) -> bool:
+    """Whether ``model`` normalizes with batch statistics in training (any BatchNorm, SyncBN included)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
 def count_flops(model: nn.Module, input_size: Sequence[int]) -> float:
     """Multiply-accumulates of one sample (thop), or NaN when thop cannot trace the model."""
     try:
