@@ -149,12 +149,13 @@ class RunWriter:
             raise OutputError.writing(self._metrics_path, err) from err
 
     def _drop_rows_after(self, step: int) -> None:
-        """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too)."""
+        """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too),
+        but not a test row of ``step`` itself: a resumed run tests again when its training ends."""
         path = self._metrics_path
         if not path.is_file():
             return
         rows = path.read_text().splitlines(keepends=True)
-        kept = [row for row in rows if not row.strip() or json.loads(row).get("step", -1) <= step]
+        kept = [row for row in rows if not row.strip() or _kept(json.loads(row), step)]
         if len(kept) != len(rows):
             tmp = path.with_name(path.name + ".tmp")
             try:
@@ -171,6 +172,11 @@ class RunWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def _kept(row: Dict[str, Any], step: int) -> bool:
+    at = row.get("step", -1)
+    return at < step or (at == step and row.get("split") != "test")
 
 
 def run_writer(trainer: Any) -> RunWriter:

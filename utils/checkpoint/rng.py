@@ -8,9 +8,10 @@ would have drawn from that point on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import numpy as np
 import torch
@@ -42,6 +43,21 @@ def restore_rng(state: Dict[str, Any]) -> None:
             log.warning("the checkpoint holds %d CUDA generator states, this process sees %d devices; restoring the first %d", len(cuda), count, min(len(cuda), count))
         for index, value in enumerate(cuda[:count]):
             torch.cuda.set_rng_state(value, index)
+
+
+@contextlib.contextmanager
+def rng_untouched() -> Iterator[None]:
+    """Whatever runs inside leaves every generator as it found it.
+
+    Validation runs after its epoch's checkpoint (which holds the random state), and a
+    resume skips a validation that was recorded: were its draws (a loader's seed, a random
+    transform) to advance the training streams, the resumed run would not draw what an
+    uninterrupted one draws."""
+    state = capture_rng()
+    try:
+        yield
+    finally:
+        restore_rng(state)
 
 
 def restore_rank_rng(states: Optional[List[Dict[str, Any]]], rank: int) -> bool:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 from torch import nn
 
 from utils.amp import ClipOptions, StepResult
+from utils.checkpoint.rng import rng_untouched
 from utils.checkpoint.state import Progress, StateObjects
 from utils.data.batch import batch_size_of, to_device
 from utils.distributed.parallel import unwrap, without_ddp
@@ -180,6 +181,10 @@ class Trainer:
 
     def _validate(self) -> None:
         """The pending validation: evaluate, commit its outcome (record, best.pt), then log it and tell the hooks."""
+        with rng_untouched():  # training draws the same after it, whether it ran now or before a resume
+            self._run_validation()
+
+    def _run_validation(self) -> None:
         validation = self.validator.run(self)
         record = {"epoch": validation.epoch, "step": self.state.step, "metrics": validation.metrics, "validator": self.validator.state_dict()}
         self.checkpointer.commit_validation(record, validation.is_best, self.dist.is_main)
