@@ -26,7 +26,6 @@ from utils.checkpoint.guard import check_resume_config
 from utils.checkpoint.restore import find_resume, load_initial_weights
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
-from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader, per_process
@@ -45,13 +44,14 @@ from utils.distributed.seed import seed_everything
 from utils.engine.checkpointer import Checkpointer
 from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.control import steps_per_epoch, training_length
+from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
 from utils.engine.validator import Validator
-from utils.errors import CheckpointError, UserError, one_line
+from utils.errors import UserError, one_line
 from utils.hook.profiler import ProfilerHook
 from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
-from utils.log import RunWriter, format_metrics, setup_logging
+from utils.log import RunWriter, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.compile import check_compile_combination, compile_model
@@ -207,44 +207,6 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Pat
         trainer.close()
 
 
-def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
-    """Evaluate on the test split (the writer and the hooks record it), print the metrics (rank 0)."""
-    info = trainer.dist
-    loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
-    # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
-    on_batch = trainer.parts.metric.prediction_writer(run.predictions) if cfg.eval.save_predictions else None
-    if cfg.eval.save_predictions and on_batch is None:
-        log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
-    results = trainer.test(loader, epoch, on_batch)
-    if info.is_main:
-        print(f"test: {format_metrics(results)}", flush=True)
-    return results
-
-
-def test(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint) -> Dict[str, float]:
-    """Single-card (or distributed) evaluation of a checkpoint on the test split, recorded in a test folder of its own."""
-    if info.is_main:
-        save_config(cfg, run.config)
-    model = build_network(cfg.model)
-    try:
-        model.load_state_dict(checkpoint.eval_weights)  # the EMA weights when the run selected with them
-    except RuntimeError as err:
-        raise CheckpointError(f"checkpoint '{checkpoint.source}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, checkpoint.eval_weights)}); it was saved by another network, see the config it was saved with") from err
-    model.to(info.device)
-    if cfg.model.channels_last:
-        to_channels_last(model)
-    amp = Amp(cfg.amp, info.device)
-    model, _ = amp.initialize(model)  # evaluate at the precision the model was trained with
-    parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric))
-    services = Services(writer=RunWriter(run, info.is_main))
-    trainer = Trainer(parts, LoopOptions(), services, build_hooks(cfg, run, training=False), info, RunMeta(to_dict(cfg), checkpoint.classes))
-    try:
-        dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
-        return run_test(cfg, run, trainer, dataset, checkpoint.progress.epoch - 1)
-    finally:
-        trainer.close()
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     info, run = None, None
@@ -261,7 +223,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.mode == "train":
             train(cfg, info, run, resume_path, args.resume_force)
         else:
-            test(cfg, info, run, checkpoint)
+            test_checkpoint(cfg, info, run, checkpoint)
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()

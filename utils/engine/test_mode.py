@@ -1,0 +1,81 @@
+"""``--mode test`` (and the test that ends a training run): a checkpoint's network on the test split.
+
+A test mode run writes into a ``test_NNN`` folder of its own (``utils/run_folder.py``); the
+training run's records stay as they were. ``checkpoint_network`` is the network of a
+checkpoint as the run evaluated it, for every mode that reads a checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Tuple
+
+import torch
+from torch import nn
+
+from utils.amp import Amp
+from utils.checkpoint.state import Checkpoint
+from utils.checkpoint.weights import weight_mismatch
+from utils.config import Config, save_config, to_dict
+from utils.data import build_dataset, build_eval_loader
+from utils.distributed.process_group import DistInfo
+from utils.engine.components import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer import Trainer
+from utils.errors import CheckpointError
+from utils.hook.selection import task_hooks
+from utils.log import RunWriter, format_metrics
+from utils.metrics import build_metric
+from utils.model.build import build_network
+from utils.model.criterion import build_criterion
+from utils.model.memory_format import to_channels_last
+from utils.run_folder import RunFolder
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_network(cfg: Config, checkpoint: Checkpoint, device: torch.device) -> Tuple[nn.Module, Amp]:
+    """The network with the weights the run evaluated with (the EMA's when it selected with them),
+    on ``device``, at the precision it was trained with."""
+    model = build_network(cfg.model)
+    try:
+        model.load_state_dict(checkpoint.eval_weights)
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"checkpoint '{checkpoint.source}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, checkpoint.eval_weights)}); "
+            "it was saved by another network, see the config it was saved with"
+        ) from err
+    model.to(device)
+    if cfg.model.channels_last:
+        to_channels_last(model)
+    amp = Amp(cfg.amp, device)
+    model, _ = amp.initialize(model)
+    return model, amp
+
+
+def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
+    """Evaluate on the test split (the writer and the hooks record it), print the metrics (rank 0)."""
+    info = trainer.dist
+    loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
+    # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
+    on_batch = trainer.parts.metric.prediction_writer(run.predictions) if cfg.eval.save_predictions else None
+    if cfg.eval.save_predictions and on_batch is None:
+        log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
+    results = trainer.test(loader, epoch, on_batch)
+    if info.is_main:
+        print(f"test: {format_metrics(results)}", flush=True)
+    return results
+
+
+def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint) -> Dict[str, float]:
+    """Single-card (or distributed) evaluation of a checkpoint on the test split, recorded in ``run``."""
+    if info.is_main:
+        save_config(cfg, run.config)
+    model, amp = checkpoint_network(cfg, checkpoint, info.device)
+    parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric))
+    services = Services(writer=RunWriter(run, info.is_main))
+    trainer = Trainer(parts, LoopOptions(), services, task_hooks(cfg.eval.metric, cfg.hooks), info, RunMeta(to_dict(cfg), checkpoint.classes))
+    try:
+        dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
+        return run_test(cfg, run, trainer, dataset, checkpoint.progress.epoch - 1)
+    finally:
+        trainer.close()
