@@ -11,7 +11,7 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Set
 
 import numpy as np
 from tqdm import tqdm
@@ -68,13 +68,15 @@ class RunWriter:
     Every TensorBoard event is at the optimizer step it happened after (epoch-level values at the
     step that ended the epoch), so one axis orders them all. A resumed run (``resumed_step`` S)
     hides what the interrupted process wrote after step S (TensorBoard's ``purge_step``) and drops
-    those rows from metrics.jsonl: every step is written once. Every method is a no-op off rank 0.
+    those rows from metrics.jsonl; a test already recorded at a step (a run resumed after its end
+    tests again) is not written again: every step is written once. Every method is a no-op off rank 0.
     """
 
     def __init__(self, run: Optional[RunFolder], enabled: bool, resumed_step: Optional[int] = None) -> None:
         self.enabled = enabled and run is not None
         self._tb = None
         self._metrics_path = None
+        self._tested: Set[int] = set()  # steps whose test metrics.jsonl already holds
         if self.enabled:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
@@ -98,6 +100,9 @@ class RunWriter:
 
     def evaluation(self, split: str, epoch: int, step: int, metrics: Dict[str, float]) -> None:
         """A validation's or the test's metrics: a log line (val), ``<split>/*`` scalars, a metrics.jsonl row."""
+        if split == "test" and step in self._tested:
+            log.info("the test of step %d was recorded before this resume; it is not written again", step)
+            return
         if split == "val":
             log.info("epoch %d val: %s", epoch, format_metrics(metrics))
         nan = sorted(name for name, value in metrics.items() if isinstance(value, float) and math.isnan(value))
@@ -149,17 +154,17 @@ class RunWriter:
             raise OutputError.writing(self._metrics_path, err) from err
 
     def _drop_rows_after(self, step: int) -> None:
-        """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too),
-        but not a test row of ``step`` itself: a resumed run tests again when its training ends."""
+        """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too)."""
         path = self._metrics_path
         if not path.is_file():
             return
-        rows = path.read_text().splitlines(keepends=True)
-        kept = [row for row in rows if not row.strip() or _kept(json.loads(row), step)]
+        rows = [(line, json.loads(line)) for line in path.read_text().splitlines(keepends=True) if line.strip()]
+        kept = [(line, row) for line, row in rows if row.get("step", -1) <= step]
+        self._tested = {row["step"] for _, row in kept if row.get("split") == "test" and "step" in row}
         if len(kept) != len(rows):
             tmp = path.with_name(path.name + ".tmp")
             try:
-                tmp.write_text("".join(kept))
+                tmp.write_text("".join(line for line, _ in kept))
                 tmp.replace(path)
             except OSError as err:
                 raise OutputError.writing(path, err) from err
@@ -172,11 +177,6 @@ class RunWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
-
-
-def _kept(row: Dict[str, Any], step: int) -> bool:
-    at = row.get("step", -1)
-    return at < step or (at == step and row.get("split") != "test")
 
 
 def run_writer(trainer: Any) -> RunWriter:
