@@ -28,7 +28,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
-from utils.data import build_dataset, build_eval_loader, build_train_loader, per_process
+from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.distributed.ops import decided_by_rank0, is_dist
 from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
@@ -43,7 +43,7 @@ from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.checkpointer import Checkpointer
 from utils.engine.components import LoopOptions, Parts, RunMeta, Services
-from utils.engine.control import steps_per_epoch, training_length
+from utils.engine.training_length import steps_per_epoch, training_length
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
 from utils.engine.validator import Validator
@@ -155,7 +155,7 @@ def run_meta(cfg: Config, data: Any) -> RunMeta:
 def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Path], force: bool = False) -> Dict[str, float]:
     compiling = compile_options(cfg.train.compile)
     check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
-    train_data = per_process(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
+    train_data = with_process_batch(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
     if cfg.train.overwrite:
         log.warning("train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path)
     datasets = {"train": build_dataset(cfg.data, "train")}

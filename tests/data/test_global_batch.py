@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from utils.config import DataConfig, load_config
-from utils.data import per_process
+from utils.data import with_process_batch
 from utils.data.samplers import GlobalBatchSampler
 from utils.errors import ConfigError
 
@@ -46,10 +46,10 @@ def test_an_epoch_is_a_permutation_cut_into_full_global_batches():
 
 def test_the_per_process_batch_comes_from_the_global_batch():
     cfg = DataConfig(batch_size=64, global_batch_size=24)
-    assert per_process(cfg, 3).batch_size == 8 and cfg.batch_size == 64  # the config itself is not changed
-    assert per_process(dataclasses.replace(cfg, global_batch_size=None), 3).batch_size == 64
+    assert with_process_batch(cfg, 3).batch_size == 8 and cfg.batch_size == 64  # the config itself is not changed
+    assert with_process_batch(dataclasses.replace(cfg, global_batch_size=None), 3).batch_size == 64
     with pytest.raises(ConfigError, match=r"data.global_batch_size=24 cannot be split over 5 processes; run with one of \[1, 2, 3, 4, 6, 8, 12, 24\] processes"):
-        per_process(cfg, 5)
+        with_process_batch(cfg, 5)
 
 
 def test_settings_that_contradict_a_fixed_global_batch_are_refused():

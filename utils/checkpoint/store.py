@@ -51,7 +51,7 @@ BEST = "best.pt"
 _NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
 
 
-def _twin(path: Path) -> Optional[Path]:
+def _numbered_file_linked_by(path: Path) -> Optional[Path]:
     """The numbered checkpoint that ``path`` (``last.pt``, ``best.pt``) is a hard link to, if any."""
     if _NAME.match(path.name):
         return None
@@ -71,7 +71,7 @@ def verify(path: Path) -> Optional[str]:
     A link's checksum is its numbered file's, so a crash between renaming a link
     and writing its own ``.sha256`` does not make it look corrupt.
     """
-    side = sidecar(_twin(path) or path)
+    side = sidecar(_numbered_file_linked_by(path) or path)
     if not side.is_file():
         side = sidecar(path)
         if not side.is_file():

@@ -42,7 +42,7 @@ def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] 
     return dataset
 
 
-def per_process(cfg: DataConfig, world_size: int) -> DataConfig:
+def with_process_batch(cfg: DataConfig, world_size: int) -> DataConfig:
     """``cfg`` with ``batch_size`` derived from ``data.global_batch_size`` and the world size (``cfg`` itself when unset)."""
     total = cfg.global_batch_size
     if total is None:
@@ -82,7 +82,7 @@ def build_train_loader(
     """Shuffled per epoch by a seeded ``ResumableSampler`` (a ``DistributedSampler``, also
     with one process, so the order depends only on seed and epoch: reproducible, and a
     resume can skip the batches an epoch had consumed). With ``data.global_batch_size``
-    (``cfg`` from ``per_process``) a ``GlobalBatchSampler`` instead: the order depends on
+    (``cfg`` from ``with_process_batch``) a ``GlobalBatchSampler`` instead: the order depends on
     seed and epoch only, not on the world size.
 
     Wrapped in the configured prefetcher (``data.prefetch``); ``len()`` and
