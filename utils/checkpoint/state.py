@@ -124,7 +124,7 @@ def _upgrade_format_1(data: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _upgrade_format_2(data: Dict[str, Any]) -> Dict[str, Any]:
-    """A checkpoint of framework 0.2 in format 3: the validation and checkpoint hooks' states become
+    """A checkpoint of framework 0.2 in format 3: the states of 0.2's validation and checkpoint hooks become
     the validator's and the checkpointer's (written after the validation: nothing is pending)."""
     hooks = dict(data.get("hooks") or {})
     loop = dict(data.get("loop") or {})

@@ -4,8 +4,11 @@ One checkpoint point writes the training state once::
 
     1. epoch<E>_batch<B>.pt   the bytes, hashed while written, fsynced; its .sha256; then the rename
     2. last.pt                a hard link to it (renamed into place), then last.pt.sha256
-    3. best.pt                when it is the best epoch: a hard link to it, then best.pt.sha256
+    3. best.pt                when ``best`` names it (a resume's repair): a hard link to it, then best.pt.sha256
     4. rotation               all but the newest ``keep`` numbered files and the best one are removed
+
+and after an epoch's validation (``utils/engine/checkpointer.py``): the validation's record
+``<file>.val.json`` (``records.py``), then, for a new best, ``best.pt`` as in step 3 (``link_best``).
 
 (the file that step 4 would remove is, where nothing else links to it, renamed to
 the temporary file of step 1 and overwritten in place: the file system reuses its
@@ -15,7 +18,7 @@ and the best one stay as they are)
 
 (a copy replaces a link only where the file system has no hard links, with a
 warning). The name of the best file is part of the training state itself
-(``best``, saved by the checkpoint hook), so a crash between any two of these
+(``best``, saved by the checkpointer, and named again by each validation record), so a crash between any two of these
 steps leaves a folder where the resumed state names its best file and
 ``repair_best`` points ``best.pt`` at it again. Loading tries the newest file
 first; one that fails its checksum or does not load is skipped with a warning
