@@ -23,7 +23,9 @@ import torch
 from utils import __version__
 from utils.amp import Amp, resolve_policy
 from utils.checkpoint.guard import check_resume_config
-from utils.checkpoint.restore import find_resume, load_initial_weights
+from utils.checkpoint.records import read_record
+from utils.checkpoint.restore import load_initial_weights
+from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.config import Config, load_config, save_config, to_dict
@@ -51,7 +53,7 @@ from utils.errors import UserError, one_line
 from utils.hook.profiler import ProfilerHook
 from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
-from utils.log import RunWriter, setup_logging
+from utils.log import RunWriter, format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.compile import check_compile_combination, compile_model
@@ -101,20 +103,29 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     return cfg
 
 
-def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str]) -> Tuple[RunFolder, Optional[Path]]:
-    """The run's folder (a new one, or the training run to continue, locked by rank 0) and the
-    checkpoint to resume; rank 0 decides, every rank gets its answer."""
-    experiment = cfg.experiment_dir
+def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str]) -> Tuple[RunFolder, Optional[Path], Optional[Dict[str, Any]]]:
+    """The run's folder (a new one, or the training run to continue, locked by rank 0), the checkpoint
+    to resume and its validation record; rank 0 decides, every rank gets its answer (or its error)."""
+    experiment, kind = cfg.experiment_dir, "run" if mode == "train" else "test"
+    locked: List[RunFolder] = []
 
-    def decide() -> Tuple[str, Optional[str]]:
-        run, found = find_resume(experiment, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
-        return str((run or create_run(experiment, "run" if mode == "train" else "test")).path), None if found is None else str(found)
+    def decide() -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
+        run, start_from = run_to_continue(experiment, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
+        run = run or create_run(experiment, kind)
+        if mode != "train":
+            return str(run.path), None, None
+        run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
+        locked.append(run)
+        found = checkpoint_to_resume(run, start_from, required=bool(resume))
+        return str(run.path), None if found is None else str(found), None if found is None else read_record(found)
 
-    path, found = decided_by_rank0(decide)
-    run = RunFolder(Path(path))
-    if mode == "train" and info.is_main:
-        run.lock()
-    return run, None if found is None else Path(found)
+    try:
+        path, found, record = decided_by_rank0(decide)
+    except UserError:
+        for run in locked:
+            run.release()
+        raise
+    return (locked[0] if locked else RunFolder(Path(path))), None if found is None else Path(found), record
 
 
 def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
@@ -152,7 +163,7 @@ def run_meta(cfg: Config, data: Any) -> RunMeta:
     return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None))
 
 
-def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Path], force: bool = False) -> Dict[str, float]:
+def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[Dict[str, Any]]], force: bool = False) -> Dict[str, float]:
     compiling = compile_options(cfg.train.compile)
     check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
     train_data = with_process_batch(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
@@ -171,7 +182,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume_path: Optional[Pat
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
     # a changed model or data shape is refused before any weight is loaded, unless --resume-force
-    resumed = load_initial_weights(model, cfg.model, resume_path, lambda ckpt: check_resume_config(ckpt, meta.config, info.world_size, force))
+    resumed = load_initial_weights(model, cfg.model, *resume, lambda ckpt: check_resume_config(ckpt, meta.config, info.world_size, force))
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, run.config)
     model.to(info.device)
@@ -217,13 +228,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(None, info.rank)  # the console, until the run's folder is known
-        run, resume_path = open_run(cfg, info, args.mode, args.resume)
+        run, resume_path, record = open_run(cfg, info, args.mode, args.resume)
         setup_logging(run.log, info.rank)
         log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s; run folder %s", __version__, torch.__version__, info.world_size, info.launcher, info.device, run.path)
         if args.mode == "train":
-            train(cfg, info, run, resume_path, args.resume_force)
+            results = train(cfg, info, run, (resume_path, record), args.resume_force)
         else:
-            test_checkpoint(cfg, info, run, checkpoint)
+            results = test_checkpoint(cfg, info, run, checkpoint)
+        if info.is_main:
+            print(f"test: {format_metrics(results)}", flush=True)
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()

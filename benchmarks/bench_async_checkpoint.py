@@ -1,8 +1,8 @@
 """How long a checkpoint point blocks the training thread: ``train.async_checkpoint`` vs a synchronous write.
 
-Both go through the checkpoint hook's own ``write`` (rank 0's part of a checkpoint
+Both go through the checkpointer's own ``write`` (rank 0's part of a checkpoint
 point) on a resnet50-sized state (weights plus AdamW's moments, about 300 MB) in a
-checkpoint folder on the output disk. Synchronous: the hook serializes, hashes,
+checkpoint folder on the output disk. Synchronous: the checkpointer serializes, hashes,
 fsyncs, renames, links and rotates before it returns. Background: it copies the
 state to CPU memory and returns; the writer thread does the rest. Between two
 points training runs longer than one write (as at any sensible checkpoint

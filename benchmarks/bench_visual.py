@@ -1,7 +1,7 @@
 """Seconds the default picture hooks add to one validation, per task, on the demo configs.
 
 Each round validates the same model on the same val split twice, interleaved: with
-the logging hook alone, and with the logging hook plus the task's default hooks
+the run writer alone, and with the run writer plus the task's default hooks
 (confusion matrix and confident mistakes for digits, the saliency grid for
 sod_shapes, clip strips and the confusion matrix for moving_shapes, the run
 summary everywhere), each writing its pictures to a real TensorBoard event file.

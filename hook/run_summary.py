@@ -33,7 +33,7 @@ def config_markdown(config: Dict[str, Any]) -> str:
 
 @HOOKS.register()
 class RunSummary(Hook):
-    """Tag ``config``: the resolved config (``output/<experiment>/config.yaml``) when training
+    """Tag ``config``: the resolved config (the run folder's ``config.yaml``) when training
     starts or, in ``--mode test``, with the test. After the test: the config's values as
     hyperparameters and the ``test/*`` scalars as their metrics, so ``tensorboard --logdir
     output`` compares runs in its HParams tab. Rank 0 writes (through the run's writer).

@@ -17,7 +17,7 @@ import yaml
 
 from utils.config_rules import PATH, above, at_least, expand_paths, plain_name, rule, validate
 from utils.errors import ConfigError, OutputError
-from utils.typed_merge import apply_override, load_yaml, lookup, merge_into, parse_value
+from utils.typed_merge import apply_override, load_yaml, merge_into, parse_value
 
 
 @dataclass
@@ -111,7 +111,7 @@ class TrainConfig:
     checkpoint_every_steps: int = field(default=0, metadata=at_least(0, "0: at the end of each epoch only"))
     async_checkpoint: bool = False  # write checkpoints in a background thread (the loop only copies the state to CPU memory)
     keep_checkpoints: int = field(default=2, metadata=at_least(1))
-    overwrite: bool = False  # a fresh run moves another run's checkpoints in its folder aside instead of refusing
+    overwrite: bool = False  # accepted for configs of 0.2 and older: every fresh run now gets a run folder of its own
     nonfinite: Literal["stop", "skip"] = "stop"
     max_nonfinite_skips: int = field(default=10, metadata=at_least(0))
     patience: Optional[int] = field(default=None, metadata=at_least(1, null=True))
@@ -169,7 +169,7 @@ class Config:
     @property
     def experiment_dir(self) -> Path:
         """``<experiment.output_root>/<experiment.name>``: the experiment's runs (``utils/run_folder.py``)."""
-        return Path(self.experiment.output_root).expanduser() / self.experiment.name
+        return Path(self.experiment.output_root) / self.experiment.name  # ~ already expanded (PATH fields)
 
 
 def load_config(
@@ -206,11 +206,6 @@ def load_config(
     expand_paths(cfg)
     validate(cfg)
     return cfg
-
-
-def get_key(cfg: Config, dotted: str) -> Any:
-    """The value of config key ``a.b.c``."""
-    return lookup(cfg, dotted)
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:

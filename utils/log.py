@@ -6,12 +6,13 @@ errors to the console, so a failure on any rank is still visible.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Set
+from typing import Any, Dict, Iterable, Iterator, Optional, Set, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -76,7 +77,8 @@ class RunWriter:
         self.enabled = enabled and run is not None
         self._tb = None
         self._metrics_path = None
-        self._tested: Set[int] = set()  # steps whose test metrics.jsonl already holds
+        self._recorded: Set[Tuple[str, int]] = set()  # (split, step) of the rows metrics.jsonl held when a resume opened it
+        self._muted = False
         if self.enabled:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
@@ -98,11 +100,21 @@ class RunWriter:
         log.info("epoch %d train: %s", epoch, format_metrics(metrics))
         self.scalars("train_epoch", metrics, step)
 
+    def recorded(self, split: str, step: int) -> bool:
+        """Whether metrics.jsonl held ``split``'s row of ``step`` when this (resumed) run opened it."""
+        return (split, step) in self._recorded
+
+    @contextlib.contextmanager
+    def muted(self, mute: bool = True) -> Iterator[None]:
+        """Nothing is written inside (a test a resumed run repeats at a step already recorded)."""
+        before, self._muted = self._muted, mute or self._muted
+        try:
+            yield
+        finally:
+            self._muted = before
+
     def evaluation(self, split: str, epoch: int, step: int, metrics: Dict[str, float]) -> None:
         """A validation's or the test's metrics: a log line (val), ``<split>/*`` scalars, a metrics.jsonl row."""
-        if split == "test" and step in self._tested:
-            log.info("the test of step %d was recorded before this resume; it is not written again", step)
-            return
         if split == "val":
             log.info("epoch %d val: %s", epoch, format_metrics(metrics))
         nan = sorted(name for name, value in metrics.items() if isinstance(value, float) and math.isnan(value))
@@ -113,7 +125,7 @@ class RunWriter:
         self.metrics({"split": split, "epoch": epoch, "step": step, **metrics})
 
     def scalars(self, prefix: str, values: Dict[str, float], step: int) -> None:
-        if self._tb is None:
+        if self._tb is None or self._muted:
             return
         for name, value in values.items():
             if isinstance(value, (int, float)):  # NaN and inf too: a value that went wrong stays visible
@@ -121,12 +133,12 @@ class RunWriter:
 
     def image(self, tag: str, image: np.ndarray, step: int) -> None:
         """An ``(H, W, 3)`` uint8 image (a grid, a figure) under ``tag`` in TensorBoard's Images tab."""
-        if self._tb is not None:
+        if self._tb is not None and not self._muted:
             self._tb.add_image(tag, image, step, dataformats="HWC")
 
     def text(self, tag: str, text: str, step: int = 0) -> None:
         """Markdown ``text`` under ``tag`` in TensorBoard's Text tab."""
-        if self._tb is not None:
+        if self._tb is not None and not self._muted:
             self._tb.add_text(tag, text, step)
 
     def hparams(self, params: Dict[str, Any], metrics: Dict[str, float]) -> None:
@@ -135,7 +147,7 @@ class RunWriter:
         Written into this run's own event file (``add_hparams`` would open a sub-run), so
         the HParams tab pairs them with the ``metrics`` tags this writer already holds.
         """
-        if self._tb is None:
+        if self._tb is None or self._muted:
             return
         from torch.utils.tensorboard.summary import hparams
 
@@ -145,7 +157,7 @@ class RunWriter:
 
     def metrics(self, row: Dict[str, Any]) -> None:
         """Append one evaluation row (``split``, ``epoch``, ``step``, metric values) to metrics.jsonl."""
-        if self._metrics_path is None:
+        if self._metrics_path is None or self._muted:
             return
         try:
             with open(self._metrics_path, "a") as fh:
@@ -158,10 +170,13 @@ class RunWriter:
         path = self._metrics_path
         if not path.is_file():
             return
-        rows = [(line, json.loads(line)) for line in path.read_text().splitlines(keepends=True) if line.strip()]
+        lines = path.read_text().splitlines(keepends=True)
+        rows = [(line, row) for line in lines if (row := _parsed(line)) is not None]
+        if len(rows) != len([line for line in lines if line.strip()]):
+            log.warning("metrics.jsonl held a line that is not JSON (cut short by a crash or a full disk); it is dropped")
         kept = [(line, row) for line, row in rows if row.get("step", -1) <= step]
-        self._tested = {row["step"] for _, row in kept if row.get("split") == "test" and "step" in row}
-        if len(kept) != len(rows):
+        self._recorded = {(row.get("split"), row["step"]) for _, row in kept if "step" in row}
+        if len(kept) != len(lines):
             tmp = path.with_name(path.name + ".tmp")
             try:
                 tmp.write_text("".join(line for line, _ in kept))
@@ -179,9 +194,11 @@ class RunWriter:
             self._tb = None
 
 
-def run_writer(trainer: Any) -> RunWriter:
-    """The run's writer (``trainer.writer``); kept for hooks written for earlier versions."""
-    return trainer.writer
+def _parsed(line: str) -> Optional[Dict[str, Any]]:
+    try:
+        return json.loads(line) if line.strip() else None
+    except ValueError:
+        return None
 
 
 def format_metrics(values: Dict[str, float]) -> str:

@@ -123,11 +123,12 @@ def numbered(experiment: Path, kind: str = "run") -> List[RunFolder]:
 
 
 def newest_run(experiment: Path) -> Optional[RunFolder]:
-    """The experiment's newest training run: its newest ``run_NNN``, else a folder of an earlier
-    version that keeps its checkpoints directly under the experiment, else None."""
-    runs = numbered(experiment)
-    if runs:
-        return runs[-1]
+    """The experiment's newest training run that has a checkpoint (a folder left empty by a start that
+    failed is passed over), else a folder of an earlier version that keeps its checkpoints directly
+    under the experiment, else None."""
+    for run in reversed(numbered(experiment)):
+        if run.has_checkpoints():
+            return run
     legacy = RunFolder(experiment)
     return legacy if legacy.has_checkpoints() else None
 

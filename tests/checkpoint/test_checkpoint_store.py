@@ -138,7 +138,7 @@ def test_resume_relinks_best_pt_to_the_file_the_state_names(tmp_path, caplog):
     store.save(state(1), 1, 0)
     store.best = "epoch0002_batch000000.pt"
     store.save(state(2), 2, 0)
-    store._link(tmp_path / "epoch0001_batch000000.pt", "best.pt")  # as if the crash came before best.pt moved
+    store.link(tmp_path / "epoch0001_batch000000.pt", "best.pt")  # as if the crash came before best.pt moved
     resumed = CheckpointStore(tmp_path, keep=3)
     resumed.best = "epoch0002_batch000000.pt"  # what the newest file's state says
     resumed.repair_best()

@@ -85,7 +85,8 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
     assert snapshot(experiment / "run_002") == trained
     tested = experiment / "test_001"
     assert (tested / "log.txt").is_file() and (tested / "config.yaml").is_file() and list((tested / "tb").glob("events.out.tfevents.*"))
-    assert [json.loads(line)["split"] for line in (tested / "metrics.jsonl").read_text().splitlines()] == ["test"]
+    (row,) = [json.loads(line) for line in (tested / "metrics.jsonl").read_text().splitlines()]
+    assert row["split"] == "test" and row["step"] == 38 and row["epoch"] == 1  # the step and epoch the weights are of
 
 
 def test_a_folder_of_an_earlier_version_resumes_in_place(tmp_path, capsys):
@@ -99,3 +100,34 @@ def test_a_folder_of_an_earlier_version_resumes_in_place(tmp_path, capsys):
     assert main.main([*args, "train.epochs=2", "--resume"]) == 0
     assert "training state restored: epoch 1, step 19" in capsys.readouterr().err
     assert (experiment / "checkpoints" / "epoch0002_batch000000.pt").is_file() and not (experiment / "run_001").exists()
+
+
+def test_resume_from_an_older_checkpoint_branches_into_a_new_run_and_from_the_newest_continues(tmp_path, capsys):
+    args = [*fast_overrides(tmp_path, "branch", epochs=2), "threads=1", "train.keep_checkpoints=3"]
+    experiment = tmp_path / "branch"
+    assert main.main(args) == 0
+    first = snapshot(experiment / "run_001")
+    older = experiment / "run_001" / "checkpoints" / "epoch0001_batch000000.pt"
+    assert main.main([*args, "--resume", str(older)]) == 0  # epoch 1 again, in a run of its own
+    assert snapshot(experiment / "run_001") == first
+    branch = experiment / "run_002" / "checkpoints"
+    assert os.path.samefile(branch / "epoch0001_batch000000.pt", older) or (branch / "epoch0001_batch000000.pt").is_file()
+    assert (branch / "epoch0002_batch000000.pt").is_file() and (branch / "best.pt").is_file()
+    # last.pt of a run's newest checkpoint continues that very run
+    assert main.main([*fast_overrides(tmp_path, "branch", epochs=3), "threads=1", "--resume", str(branch / "last.pt")]) == 0
+    assert (branch / "epoch0003_batch000000.pt").is_file() and not (experiment / "run_003").exists()
+    capsys.readouterr()
+
+
+def test_resume_passes_over_an_empty_run_and_rewrites_a_validation_row_lost_in_a_crash(tmp_path, capsys):
+    args = [*fast_overrides(tmp_path, "lost", epochs=1), "threads=1"]
+    experiment = tmp_path / "lost"
+    assert main.main(args) == 0
+    metrics = experiment / "run_001" / "metrics.jsonl"
+    rows = metrics.read_text().splitlines()
+    metrics.write_text('{"split": "test", "ep')  # the validation's row lost after its record, a row cut short
+    (experiment / "run_002").mkdir()  # a start that failed before its first checkpoint
+    assert main.main([*args, "train.epochs=2", "--resume"]) == 0
+    again = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert again[0] == json.loads(rows[0]) and [(r["split"], r["epoch"]) for r in again] == [("val", 0), ("val", 1), ("test", 1)]
+    assert "not JSON" in capsys.readouterr().err

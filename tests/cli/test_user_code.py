@@ -165,7 +165,7 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
     assert [e["step"] for e in steps] == list(range(1, 2 * steps_per_epoch + 1))
     assert all(e["ema_updates"] == e["step"] for e in steps)  # priority 50 runs after the EMA (20)
     ends = [e for e in first if e["event"] == "after_epoch"]
-    assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith("epoch0001_batch000000.pt")  # before the checkpoint hook (70)
+    assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith("epoch0001_batch000000.pt")  # after_epoch runs before the epoch's checkpoint
     assert [e["metrics"] for e in first if e["event"] == "after_validation"][0] == ["ema_loss", "ema_samples", "ema_top1", "ema_top5", "loss", "samples", "top1", "top5"]
     saved = torch.load(repo / "output" / "hooked" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert saved["hooks"]["event_recorder"] == {"steps": 2 * steps_per_epoch}

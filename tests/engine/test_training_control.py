@@ -86,6 +86,9 @@ def test_best_tracker_counts_evaluations_without_improvement():
     low = BestTracker("loss", "min", patience=None)
     assert [low.update(v, i) for i, v in enumerate([3.0, 2.0, 2.5, 1.0])] == [True, True, False, True]
     assert not low.should_stop
+    nan = BestTracker("loss", "min", patience=2)  # a NaN value is never the best: later numbers still win
+    assert [nan.update(v, i) for i, v in enumerate([float("nan"), 2.0, float("nan"), 1.0])] == [False, True, False, True]
+    assert nan.value == 1.0 and nan.epoch == 3 and nan.evals_since_best == 0
 
 
 def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):

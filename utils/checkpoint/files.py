@@ -192,11 +192,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def missing(path: Union[str, Path]) -> CheckpointError:
+    """The error for a checkpoint path that names no file."""
+    return CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/run_NNN/checkpoints/)")
+
+
 def load_file(path: Union[str, Path]) -> Dict[str, Any]:
     """Load a checkpoint on the CPU; CheckpointError when missing or unreadable."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/checkpoints/)")
+        raise missing(path)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # truncated zip, pickle error, ...

@@ -5,45 +5,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional
 
 from torch import nn
 
-from utils.checkpoint.records import read_record
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.store import CheckpointStore, load_verified
+from utils.checkpoint.store import load_verified
 from utils.checkpoint.weights import load_weights, weight_mismatch
 from utils.config import ModelConfig
 from utils.errors import CheckpointError
-from utils.run_folder import RunFolder, newest_run, owning_run
 
 log = logging.getLogger(__name__)
-
-
-def find_resume(experiment: Path, resume: Union[bool, str], auto_resume: bool) -> Tuple[Optional[RunFolder], Optional[Path]]:
-    """``(run folder, checkpoint)`` to continue, ``(None, None)`` for a fresh run.
-
-    ``resume``: True (``--resume``) continues the experiment's newest run, which must have a
-    checkpoint; a path (``--resume PATH``) continues that run folder, or resumes that checkpoint
-    file (in its own run folder; a file outside one continues in a new run). ``auto_resume``
-    continues the newest run when it has a checkpoint. A corrupt newest file falls back to
-    the one before it (``CheckpointStore.latest_usable``). Call on rank 0 only.
-    """
-    if isinstance(resume, str):
-        given = Path(resume).expanduser()
-        if given.is_file():
-            return owning_run(given), given
-        if not given.is_dir():
-            raise CheckpointError(f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run")
-        run: Optional[RunFolder] = RunFolder(given)
-    elif resume or auto_resume:
-        run = newest_run(experiment)
-    else:
-        return None, None
-    found = CheckpointStore(run.checkpoints).latest_usable() if run is not None else None
-    if found is None and resume:
-        raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints if run is not None else experiment}'; train without --resume first")
-    return (run, found) if found is not None else (None, None)
 
 
 @dataclass
@@ -68,6 +40,8 @@ class Resume:
         if self.record is not None:
             trainer.validator.load_state_dict(self.record["validator"])
             trainer.checkpointer.apply_record(self.record)
+            if not trainer.writer.recorded("val", self.record["step"]):  # a crash between the record and its row
+                trainer.writer.evaluation("val", self.record["epoch"], self.record["step"], self.record["metrics"])
         trainer.checkpointer.last_path = self.path
         progress = checkpoint.progress
         state.epoch, state.batch, state.step = progress.epoch, progress.batch, progress.step
@@ -77,7 +51,9 @@ class Resume:
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
 
 
-def load_initial_weights(model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], check: Callable[[Checkpoint], bool]) -> Optional[Resume]:
+def load_initial_weights(
+    model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], record: Optional[Dict[str, Any]], check: Callable[[Checkpoint], bool]
+) -> Optional[Resume]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 
     1. a resume checkpoint: all of its weights (the rest of its state is
@@ -87,8 +63,9 @@ def load_initial_weights(model: nn.Module, cfg: ModelConfig, resume_path: Option
        dropped and keep the network's init, unless ``model.pretrained_strict``;
     3. otherwise the network's own initialisation.
 
-    ``check(checkpoint)`` guards a resume checkpoint before its weights are loaded
-    (a CheckpointError refuses it) and says whether its data order still holds.
+    ``record`` is the resume checkpoint's validation record (``utils/checkpoint/records.py``), read
+    by rank 0 for every rank. ``check(checkpoint)`` guards a resume checkpoint before its weights
+    are loaded (a CheckpointError refuses it) and says whether its data order still holds.
     """
     if resume_path is not None:
         checkpoint = Checkpoint(load_verified(Path(resume_path)), resume_path)
@@ -98,7 +75,7 @@ def load_initial_weights(model: nn.Module, cfg: ModelConfig, resume_path: Option
         except RuntimeError as err:
             raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, checkpoint.model_weights)}); move it away to start afresh") from err
         log.info("weights: resumed from %s (epoch %s)%s", resume_path, checkpoint.progress.epoch, "; model.pretrained is not used" if cfg.pretrained else "")
-        return Resume(checkpoint, Path(resume_path), read_record(Path(resume_path)), same_data)
+        return Resume(checkpoint, Path(resume_path), record, same_data)
     if cfg.pretrained:
         log.info("weights: model.pretrained=%s (prefix '%s', strict %s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
         load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)

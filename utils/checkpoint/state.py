@@ -227,7 +227,9 @@ class Checkpoint:
             else:
                 log.warning("the resume checkpoint has no EMA weights; the average starts from the resumed weights")
         for name, obj in objects.loop.items():
-            obj.load_state_dict(self.loop_state(name) or {})
+            saved = self.loop_state(name)
+            if saved:  # an older checkpoint may have none (a 0.1 run saved before its first validation)
+                obj.load_state_dict(saved)
         self._restore_hooks(objects.hooks)
         if world_size is not None and self.world_size is not None and world_size != self.world_size:
             if rank == 0:

@@ -39,6 +39,7 @@ from utils.checkpoint.files import (
     file_digest,
     fsync_dir,
     load_file,
+    missing,
     sidecar,
     write_checkpoint,
 )
@@ -54,7 +55,7 @@ BEST = "best.pt"
 _NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
 
 
-def _numbered_file_linked_by(path: Path) -> Optional[Path]:
+def numbered_file_linked_by(path: Path) -> Optional[Path]:
     """The numbered checkpoint that ``path`` (``last.pt``, ``best.pt``) is a hard link to, if any."""
     if _NAME.match(path.name):
         return None
@@ -74,7 +75,7 @@ def verify(path: Path) -> Optional[str]:
     A link's checksum is its numbered file's, so a crash between renaming a link
     and writing its own ``.sha256`` does not make it look corrupt.
     """
-    side = sidecar(_numbered_file_linked_by(path) or path)
+    side = sidecar(numbered_file_linked_by(path) or path)
     if not side.is_file():
         side = sidecar(path)
         if not side.is_file():
@@ -88,7 +89,7 @@ def load_verified(path: Path) -> Dict[str, Any]:
     """Load ``path`` after checking its checksum; CheckpointError when either fails."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/run_NNN/checkpoints/)")
+        raise missing(path)
     problem = verify(path)
     if problem:
         raise CheckpointError(f"checkpoint '{path}': {problem}; use an earlier checkpoint of the run, or delete its .sha256 if you changed the file on purpose")
@@ -141,9 +142,9 @@ class CheckpointStore:
         try:
             record_path(path).unlink(missing_ok=True)  # a record of an earlier file of this name (a rerun after a fallback) is not this one's
             write_checkpoint(state, path, recycle=self._recyclable(path))
-            self._link(path, LAST)
+            self.link(path, LAST)
             if self.best == path.name:
-                self._link(path, BEST)
+                self.link(path, BEST)
             fsync_dir(self.directory)
         except OSError as err:
             raise self._write_error(path, err) from err
@@ -155,9 +156,11 @@ class CheckpointStore:
         kept = f"the newest complete checkpoint '{newest}' is intact" if newest else "no earlier checkpoint exists"
         return CheckpointError(f"could not write checkpoint '{path}' ({err.strerror or err}); {kept}; free disk space or fix the permissions of '{self.directory}' and resume with --resume")
 
-    def _link(self, source: Path, name: str) -> None:
-        """Point ``name`` at ``source``: a hard link renamed into place, then its checksum the same way."""
+    def link(self, source: Path, name: str) -> None:
+        """Point ``name`` at ``source``: a hard link renamed into place, then its checksum (when it has one) the same way."""
         for src, dst in ((source, self.directory / name), (sidecar(source), sidecar(self.directory / name))):
+            if src != source and not src.is_file():
+                continue
             tmp = dst.with_name(f".{dst.name}.link")
             tmp.unlink(missing_ok=True)
             try:
@@ -178,7 +181,7 @@ class CheckpointStore:
 
     def link_best(self, path: Path) -> None:
         """Point ``best.pt`` at the numbered checkpoint ``path`` (``best`` already names it)."""
-        self._link(path, BEST)
+        self.link(path, BEST)
         fsync_dir(self.directory)
 
     def links_to(self, name: str, target: Path) -> bool:
@@ -244,7 +247,7 @@ class CheckpointStore:
             self.best = None
         elif not self.links_to(BEST, target):
             log.warning("best.pt did not hold '%s', the best checkpoint the resumed state names (interrupted between the two); linking it now", target.name)
-            self._link(target, BEST)
+            self.link(target, BEST)
             fsync_dir(self.directory)
 
     def best_path(self) -> Path:

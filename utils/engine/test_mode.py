@@ -23,7 +23,7 @@ from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
 from utils.errors import CheckpointError
 from utils.hook.selection import task_hooks
-from utils.log import RunWriter, format_metrics
+from utils.log import RunWriter
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
@@ -53,17 +53,14 @@ def checkpoint_network(cfg: Config, checkpoint: Checkpoint, device: torch.device
 
 
 def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
-    """Evaluate on the test split (the writer and the hooks record it), print the metrics (rank 0)."""
+    """Evaluate on the test split as the weights of ``epoch``; the writer and the hooks record it."""
     info = trainer.dist
     loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
     # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
     on_batch = trainer.parts.metric.prediction_writer(run.predictions) if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
         log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)
-    results = trainer.test(loader, epoch, on_batch)
-    if info.is_main:
-        print(f"test: {format_metrics(results)}", flush=True)
-    return results
+    return trainer.test(loader, epoch, on_batch)
 
 
 def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint) -> Dict[str, float]:
@@ -74,8 +71,10 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
     parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric))
     services = Services(writer=RunWriter(run, info.is_main))
     trainer = Trainer(parts, LoopOptions(), services, task_hooks(cfg.eval.metric, cfg.hooks), info, RunMeta(to_dict(cfg), checkpoint.classes))
+    progress = checkpoint.progress
+    trainer.state.step = progress.step  # the test's row and events at the step the weights are of
     try:
         dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
-        return run_test(cfg, run, trainer, dataset, checkpoint.progress.epoch - 1)
+        return run_test(cfg, run, trainer, dataset, progress.epoch - 1 if progress.batch == 0 else progress.epoch)
     finally:
         trainer.close()

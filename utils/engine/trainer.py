@@ -53,7 +53,7 @@ from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.stop import StopSignal
 from utils.hook.hook_list import HookList
-from utils.model.outputs import check_network_outputs, prediction_key, select
+from utils.model.outputs import check_network_outputs, prediction_key
 from utils.optim.schedules import rewind
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,10 @@ class Trainer:
             if self.validator.due(state.epoch, last):
                 self.validator.pending = state.epoch
             position = Progress(state.epoch + 1, 0, state.step) if complete else Progress(state.epoch, state.batch, state.step)
-            self.checkpointer.save(self, position)
+            stopping = self.stop.agreed is not None  # agreed at the epoch's last sync: its validation runs after the resume
+            self.checkpointer.save(self, position, final=stopping)
+            if stopping:
+                raise Preempted(self.stop.agreed, str(self.checkpointer.last_path))
             if self.validator.pending is not None:
                 self._validate()
             if complete:
@@ -259,19 +262,20 @@ class Trainer:
                 raise
             raise converted from err
         if first:
-            key = prediction_key(self.parts.criterion)
-            check_network_outputs(outputs, unwrap(self.parts.model), key)
-            check_output_classes(select(outputs, None, key), self.meta.num_classes, self.meta.classes)
+            prediction = check_network_outputs(outputs, unwrap(self.parts.model), prediction_key(self.parts.criterion))
+            check_output_classes(prediction, self.meta.num_classes, self.meta.classes)
         return outputs
 
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
         """Evaluate the current weights on ``loader`` (the test split) as those of epoch ``epoch``;
         written as the test's row, then ``after_test`` hooks see the metrics."""
         self.state.epoch = epoch
-        results = self.evaluate(without_ddp(self.parts.model), loader, "test", on_batch)
-        self.writer.evaluation("test", epoch, self.state.step, results)
-        self.writer.flush()
-        self.hooks.call("after_test", self, results)
+        repeated = self.writer.recorded("test", self.state.step)  # a run resumed after its test: recorded once
+        with self.writer.muted(repeated):
+            results = self.evaluate(without_ddp(self.parts.model), loader, "test", on_batch)
+            self.writer.evaluation("test", epoch, self.state.step, results)
+            self.writer.flush()
+            self.hooks.call("after_test", self, results)
         return results
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ a validation that did not finish before it continues.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
@@ -42,8 +43,12 @@ class BestTracker:
         self.evals_since_best = 0
 
     def update(self, value: float, epoch: int) -> bool:
-        """Record one evaluation; True when it is the new best."""
-        if self.value is None or self.sign * value > self.sign * self.value:
+        """Record one evaluation; True when it is the new best. A NaN value is never the best (it counts
+        as no improvement), and any number beats a NaN kept by an earlier version."""
+        if math.isnan(value):
+            self.evals_since_best += 1
+            return False
+        if self.value is None or math.isnan(self.value) or self.sign * value > self.sign * self.value:
             self.value, self.epoch, self.evals_since_best = value, epoch, 0
             return True
         self.evals_since_best += 1

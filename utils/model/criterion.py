@@ -30,10 +30,6 @@ class WeightedLoss(nn.Module):
         self.criteria = nn.ModuleList(criteria)
         self.prediction_key = prediction_key
 
-    def prediction(self, outputs: Any) -> Any:
-        """The prediction in what the network returned (what metrics and pictures see)."""
-        return select(outputs, None, self.prediction_key)
-
     def forward(self, outputs: Any, targets: Any) -> torch.Tensor:
         total = None
         for term, criterion in zip(self.terms, self.criteria):

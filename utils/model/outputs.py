@@ -73,14 +73,16 @@ def select(outputs: Any, selector: Selector, key: str = PREDICTION) -> Any:
     raise ContractError(f"the network returned {_describe(outputs)}; it must return a tensor, a tuple/list (the prediction first) or a dict")
 
 
-def check_network_outputs(outputs: Any, network: Any, key: str = PREDICTION) -> None:
-    """The first batch's outputs follow the contract: a ContractError naming the network's class and file otherwise."""
+def check_network_outputs(outputs: Any, network: Any, key: str = PREDICTION) -> torch.Tensor:
+    """The first batch's prediction, once its outputs follow the contract: a ContractError naming the
+    network's class and file otherwise."""
     try:
         prediction = select(outputs, None, key)
     except ContractError as err:
         raise ContractError(f"network {where(network)}: {err}") from None
     if not isinstance(prediction, torch.Tensor):
         raise ContractError(f"network {where(network)}: its prediction is {_describe(prediction)}; it must be a tensor (see README: what a network returns)")
+    return prediction
 
 
 def check_loss_value(value: Any, loss: Any, selector: Optional[Selector] = None) -> None:

@@ -1,0 +1,88 @@
+"""Where a training run continues: which run folder, from which checkpoint, with which validation record.
+
+Rank 0 decides (``main.open_run``) and every rank gets its answer, so all resume
+from the same file and the same record:
+
+- ``--resume``: the experiment's newest run that has a checkpoint (an empty run folder left by a
+  start that failed does not hide the run before it), from its newest usable checkpoint;
+- ``--resume RUN_FOLDER``: that run, from its newest usable checkpoint;
+- ``--resume FILE``: the newest checkpoint of a run (or ``last.pt``/``best.pt`` when they link to
+  it) continues that run; any other checkpoint (an older one, ``best.pt`` of a run that went on,
+  a file outside a run folder) starts a new run from it: the file is linked (or copied) into the
+  new run's ``checkpoints/`` with its checksum and validation record, so the new run's files, its
+  records and its ``best.pt`` never mix with another run's;
+- ``train.auto_resume``: like ``--resume`` when a run with a checkpoint exists, else a fresh run.
+
+A corrupt newest checkpoint falls back to the one before it (``CheckpointStore.latest_usable``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Optional, Tuple, Union
+
+from utils.checkpoint.files import load_file
+from utils.checkpoint.records import read_record, record_path
+from utils.checkpoint.state import Checkpoint
+from utils.checkpoint.store import _NAME, CheckpointStore, numbered_file_linked_by
+from utils.errors import CheckpointError
+from utils.run_folder import RunFolder, newest_run, owning_run
+
+Request = Union[bool, str]  # --resume: True (the newest run) or a run folder or checkpoint path; False: no resume
+
+
+def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tuple[Optional[RunFolder], Optional[Path]]:
+    """``(run, None)`` to continue ``run``; ``(None, file)`` to start a new run from a checkpoint file;
+    ``(None, None)`` for a fresh run. Call on rank 0 only."""
+    if isinstance(resume, str):
+        given = Path(resume).expanduser()
+        if given.is_file():
+            return _continued_by(given)
+        if not given.is_dir():
+            raise CheckpointError(f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run")
+        return RunFolder(given), None
+    if not (resume or auto_resume):
+        return None, None
+    run = newest_run(experiment)
+    if run is None and resume:
+        raise CheckpointError(f"--resume: no checkpoint in '{experiment}'; train without --resume first")
+    return run, None
+
+
+def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
+    """The run a checkpoint file continues (when it is that run's newest), or the file to start a new run from."""
+    numbered = numbered_file_linked_by(file) or file
+    run = owning_run(numbered)
+    if run is not None and _NAME.match(numbered.name) and CheckpointStore(run.checkpoints).numbered()[:1] == [numbered]:
+        return run, None
+    return None, numbered
+
+
+def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: bool) -> Optional[Path]:
+    """The checkpoint ``run`` continues from: ``start_from`` brought into it, or its newest usable one
+    (CheckpointError when ``required`` and it has none). Call on rank 0 with the run locked."""
+    store = CheckpointStore(run.checkpoints)
+    if start_from is not None:
+        return adopt(store, start_from)
+    found = store.latest_usable()
+    if found is None and required:
+        raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
+    return found
+
+
+def adopt(store: CheckpointStore, source: Path) -> Path:
+    """``source`` as this store's checkpoint of its position, with its checksum and validation record,
+    and the file it names as the best so far (so the new run's ``best.pt`` is what it was at that point)."""
+    checkpoint = Checkpoint(load_file(source), source)
+    progress = checkpoint.progress
+    name = source.name if _NAME.match(source.name) else store.path_for(progress.epoch, progress.batch).name
+    record = read_record(source)
+    best = (record or {}).get("best") or (checkpoint.loop_state("checkpointer") or {}).get("best")
+    store.directory.mkdir(parents=True, exist_ok=True)
+    store.link(source, name)
+    if record is not None:
+        shutil.copyfile(record_path(source), record_path(store.directory / name))
+    if best and best != name and (source.parent / best).is_file():
+        store.link(source.parent / best, best)
+    return store.directory / name
