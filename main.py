@@ -143,7 +143,7 @@ def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any,
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
-        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode), cfg.train.patience, cfg.eval.use_ema),
+        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.eval.extra_metrics), cfg.train.patience, cfg.eval.use_ema),
     )
 
 
@@ -202,7 +202,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
-    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric), ema)
+    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes), ema)
     services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
     trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta)
     try:
