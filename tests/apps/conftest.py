@@ -34,7 +34,7 @@ def folder_overrides(out_root: Path, data_root: Path) -> list:
     return [
         f"experiment.output_root={out_root}", "experiment.name=apps", "threads=1", "data.name=image_folder", f"data.root={data_root}",
         "data.args={channels: 1}", "data.batch_size=8", "model.input_size=[1, 8, 8]",
-        "model.args={backbone: small_cnn, num_classes: 3, backbone_args: {in_channels: 1, widths: [8, 16]}}", "train.epochs=3",
+        "model.args={backbone: small_cnn, num_classes: 3, backbone_args: {in_channels: 1, widths: [8, 16]}}", "train.epochs=6",
     ]
 
 
