@@ -15,7 +15,7 @@ from utils.registry import BACKBONES, NETWORKS
 
 def test_digits_classifier_on_timm_resnet18_trains(out_root, capsys):
     args = ["--config", "configs/digits_timm_resnet18.yaml", f"experiment.output_root={out_root}", "train.iterations=3", "threads=1",
-            "optim.layer_decay=0.7", "model.grad_checkpointing=true", "data.args.val_fraction=0.03", "data.args.test_fraction=0.03"]
+            "optim.layer_decay=0.7", "model.grad_checkpointing=true", "data.args.val_fraction=0.03", "data.args.test_fraction=0.03", "data.batch_size=16"]
     assert main.main(args) == 0
     assert re.search(r"test: top1=[\d.]+ .*samples=\d+", capsys.readouterr().out)
 
