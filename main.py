@@ -46,6 +46,8 @@ from utils.distributed.seed import seed_everything
 from utils.engine.checkpointer import Checkpointer
 from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.training_length import steps_per_epoch, training_length
+from utils.engine.export import export_checkpoint
+from utils.engine.predict import predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
 from utils.engine.validator import Validator
@@ -67,6 +69,7 @@ from utils.optim.schedules import build_scheduler
 from utils.references import check_references, import_custom, monitor_mode
 from utils.run_folder import RunFolder
 from utils.run_folder import create as create_run
+from utils.run_folder import named as named_run
 
 log = logging.getLogger("main")
 
@@ -74,8 +77,11 @@ log = logging.getLogger("main")
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
-    parser.add_argument("--mode", choices=("train", "test"), default="train")
-    parser.add_argument("--checkpoint", help="test mode: checkpoint to evaluate (its saved config is the base)")
+    parser.add_argument("--mode", choices=("train", "test", "predict", "export"), default="train")
+    parser.add_argument("--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)")
+    parser.add_argument("--input", help="predict: an image file, a folder of images or a glob")
+    parser.add_argument("--output", help="predict, export: the folder to write (default: output/<experiment>/<mode>_NNN)")
+    parser.add_argument("--format", choices=("onnx", "pt2"), default="onnx", help="export: ONNX or a torch.export program")
     parser.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_OR_CHECKPOINT",
                         help="continue the experiment's newest run (output/<experiment>/latest), or the run folder or checkpoint given")
     parser.add_argument("--resume-force", action="store_true", help="resume even though the model or data config changed")
@@ -90,8 +96,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args.resume = args.resume or args.resume_force
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
-    if args.mode == "test" and not args.checkpoint:
-        parser.error("--mode test needs --checkpoint PATH")
+    if args.mode != "train" and not args.checkpoint:
+        parser.error(f"--mode {args.mode} needs --checkpoint PATH")
     return args
 
 
@@ -103,15 +109,15 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     return cfg
 
 
-def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str]) -> Tuple[RunFolder, Optional[Path], Optional[Dict[str, Any]]]:
+def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str], output: Optional[str] = None) -> Tuple[RunFolder, Optional[Path], Optional[Dict[str, Any]]]:
     """The run's folder (a new one, or the training run to continue, locked by rank 0), the checkpoint
     to resume and its validation record; rank 0 decides, every rank gets its answer (or its error)."""
-    experiment, kind = cfg.experiment_dir, "run" if mode == "train" else "test"
+    experiment, kind = cfg.experiment_dir, "run" if mode == "train" else mode
     locked: List[RunFolder] = []
 
     def decide() -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
         run, start_from = run_to_continue(experiment, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
-        run = run or create_run(experiment, kind)
+        run = run or (named_run(Path(output)) if output else create_run(experiment, kind))
         if mode != "train":
             return str(run.path), None, None
         run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
@@ -143,7 +149,7 @@ def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any,
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
-        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode), cfg.train.patience, cfg.eval.use_ema),
+        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.eval.extra_metrics), cfg.train.patience, cfg.eval.use_ema),
     )
 
 
@@ -202,7 +208,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
     epochs, total_steps = training_length(cfg.train, epoch_steps)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
-    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric), ema)
+    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes), ema)
     services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
     trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta)
     try:
@@ -222,21 +228,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     info, run = None, None
     try:
-        checkpoint = Checkpoint.load(args.checkpoint) if args.mode == "test" else None
+        checkpoint = Checkpoint.load(args.checkpoint) if args.mode != "train" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(None, info.rank)  # the console, until the run's folder is known
-        run, resume_path, record = open_run(cfg, info, args.mode, args.resume)
+        run, resume_path, record = open_run(cfg, info, args.mode, args.resume, args.output if args.mode in ("predict", "export") else None)
         setup_logging(run.log, info.rank)
         log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s; run folder %s", __version__, torch.__version__, info.world_size, info.launcher, info.device, run.path)
         if args.mode == "train":
             results = train(cfg, info, run, (resume_path, record), args.resume_force)
-        else:
+        elif args.mode == "test":
             results = test_checkpoint(cfg, info, run, checkpoint)
+        else:
+            results = (predict_checkpoint(cfg, info, run, checkpoint, args.input) if args.mode == "predict" else export_checkpoint(cfg, run, checkpoint, args.format))
         if info.is_main:
-            print(f"test: {format_metrics(results)}", flush=True)
+            print(f"{'test' if args.mode == 'train' else args.mode}: {format_metrics(results)}", flush=True)
     except Preempted as stop:
         print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()

@@ -30,9 +30,12 @@ setup(
         "pysodmetrics",
         "pillow>=10.1",  # pictures for TensorBoard: ImageFont.load_default(size=...)
         "python-hostlist",  # SLURM node lists (srun launch)
+        "timm>=1.0",  # backbone: timm (features_only models; weights only from local files)
+        "torchmetrics>=1.0",  # eval.extra_metrics: torchmetrics classes by name
     ],
     extras_require={
         "test": ["pytest", "pytest-timeout"],
         "dali": ["nvidia-dali-cuda130"],
+        "export": ["onnx", "onnxscript", "onnxruntime"],  # --mode export --format onnx
     },
 )

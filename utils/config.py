@@ -126,6 +126,8 @@ class EvalConfig:
     monitor_mode: Optional[Literal["max", "min"]] = None  # null: the direction the metric declares (loss, mae: min)
     use_ema: bool = False
     save_predictions: bool = False
+    # torchmetrics classes by name, reported beside the task's metrics: [{name: MulticlassF1Score, average: macro}]
+    extra_metrics: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -101,6 +101,9 @@ def _validate_lists(cfg: "Config") -> None:
             raise ConfigError(f"config key 'hooks[{i}]' needs a 'name' (e.g. {{name: my_hook}}), got {item!r}")
         if not isinstance(item.get("enabled", True), bool):
             raise ConfigError(f"config key 'hooks[{i}].enabled' must be true or false, got {item['enabled']!r}")
+    for i, item in enumerate(cfg.eval.extra_metrics):
+        if not isinstance(item.get("name"), str):
+            raise ConfigError(f"config key 'eval.extra_metrics[{i}]' needs a 'name' (a torchmetrics class, e.g. {{name: MulticlassF1Score, average: macro}}), got {item!r}")
     for name in cfg.custom_imports:
         if not isinstance(name, str) or not _MODULE.match(name):
             dotted = re.sub(r"\.py$", "", str(name)).strip("/.").replace("/", ".")

@@ -50,6 +50,11 @@ class ContractError(UserError, TypeError):
     its file, what came and what is expected (``utils/model/outputs.py``)."""
 
 
+class ExportError(UserError, RuntimeError):
+    """``--mode export`` cannot export or verify the network: a missing extra, or an exported model that
+    differs from the network by more than the stated tolerance."""
+
+
 class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
 

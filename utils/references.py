@@ -42,17 +42,30 @@ def check_references(cfg: Config) -> None:
         name, args = _named(spec, drop=("enabled",))  # the switch of a default hook, not an argument
         HOOKS.check(name, **args)
     check_group_keys(cfg.optim.param_groups)
-    check_monitor(cfg.eval.metric, cfg.eval.monitor)
+    extras = cfg.eval.extra_metrics
+    if extras:  # each class exists and takes its arguments (num_classes as the network's, until the data tells)
+        from utils.metrics.extra import build_extras
+
+        build_extras(extras, cfg.eval.metric, cfg.model.args.get("num_classes"))
+    check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)
     if cfg.eval.monitor_mode is None:  # the metric must declare the direction (a set mode is taken as it is)
-        monitor_mode(cfg.eval.metric, cfg.eval.monitor, None)
+        monitor_mode(cfg.eval.metric, cfg.eval.monitor, None, extras)
 
 
-def check_monitor(metric_name: str, monitor: str) -> None:
-    """``eval.monitor`` is a name the metric reports (when it declares them)."""
+def _extra_directions(extras: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]]:
+    if not extras:
+        return {}
+    from utils.metrics.extra import extra_directions  # torchmetrics only when asked for
+
+    return extra_directions(extras)
+
+
+def check_monitor(metric_name: str, monitor: str, extras: Sequence[Dict[str, Any]] = ()) -> None:
+    """``eval.monitor`` is a name the metric or an ``eval.extra_metrics`` entry reports (when they declare them)."""
     names = METRICS.build(metric_name).reported_names()
     if names is None:
         return
-    reported: List[str] = [*names, *EVALUATION_NAMES]
+    reported: List[str] = [*names, *_extra_directions(extras), *EVALUATION_NAMES]
     if monitor not in reported:
         hint = difflib.get_close_matches(monitor, reported, n=1, cutoff=0.0)
         raise ConfigError(
@@ -61,10 +74,17 @@ def check_monitor(metric_name: str, monitor: str) -> None:
         )
 
 
-def monitor_mode(metric_name: str, monitor: str, mode: Optional[str]) -> str:
-    """The direction that makes ``eval.monitor`` better: the one the metric declares (``loss``: min),
-    unless ``eval.monitor_mode`` sets it; a set mode that contradicts the declaration is a warning."""
-    declared = "min" if monitor in EVALUATION_NAMES else METRICS.build(metric_name).direction(monitor)
+def monitor_mode(metric_name: str, monitor: str, mode: Optional[str], extras: Sequence[Dict[str, Any]] = ()) -> str:
+    """The direction that makes ``eval.monitor`` better: the one the metric declares (``loss``: min;
+    a torchmetrics class: its ``higher_is_better``), unless ``eval.monitor_mode`` sets it; a set mode
+    that contradicts the declaration is a warning."""
+    directions = _extra_directions(extras)
+    if monitor in EVALUATION_NAMES:
+        declared: Optional[str] = "min"
+    elif monitor in directions:
+        declared = directions[monitor]
+    else:
+        declared = METRICS.build(metric_name).direction(monitor)
     if mode is None:
         if declared is None:
             raise ConfigError(f"eval.monitor '{monitor}': metric '{metric_name}' does not say whether higher or lower is better; set eval.monitor_mode=max or min")

@@ -7,6 +7,7 @@ every ``--mode test``::
       run_001/ run_002/ ...   one per training run; ``--resume`` continues the newest
       latest -> run_002       a pointer to the newest training run
       test_001/ ...           one per --mode test (never written into a training run's records)
+      predict_001/ export_001/ ...  one per --mode predict / export (unless --output names a folder)
 
 and inside each of them the files of ``RunFolder`` below. A folder written by
 framework 0.2 and older (checkpoints directly under ``<experiment>/``) is a run
@@ -31,7 +32,7 @@ from typing import List, Optional
 from utils.errors import ConfigError, OutputError
 
 LATEST = "latest"
-_NUMBERED = re.compile(r"^(run|test)_(\d+)$")
+_NUMBERED = re.compile(r"^(run|test|predict|export)_(\d+)$")
 
 
 class RunFolder:
@@ -152,6 +153,15 @@ def create(experiment: Path, kind: str = "run") -> RunFolder:
     except OSError as err:
         raise OutputError(f"cannot create a run folder in '{experiment}' ({err.strerror or err}); set experiment.output_root to a writable folder") from err
     return RunFolder(path)
+
+
+def named(path: Path) -> RunFolder:
+    """The folder ``--output`` names (created when missing): a predict or export run writes there."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot create the output folder '{path}' ({err.strerror or err}); give --output a writable folder") from err
+    return RunFolder(Path(path))
 
 
 def _point_latest(experiment: Path, name: str) -> None:

@@ -35,6 +35,7 @@ SKIPPED = {
     "srun ": "a SLURM allocation",
     "data.root=/data/imagenet": "ImageNet and NVIDIA DALI",
     "minet_resnet50_duts": "the DUTS dataset and a GPU",
+    "my_photos": "the user's own images (tests/apps/test_predict.py predicts an image folder)",
 }
 
 

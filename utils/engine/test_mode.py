@@ -52,6 +52,11 @@ def checkpoint_network(cfg: Config, checkpoint: Checkpoint, device: torch.device
     return model, amp
 
 
+def _num_classes(cfg: Config, checkpoint: Checkpoint) -> Any:
+    """The class count the checkpoint's data had (for ``eval.extra_metrics``), else the network's."""
+    return len(checkpoint.classes) if checkpoint.classes else cfg.model.args.get("num_classes")
+
+
 def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch: int) -> Dict[str, float]:
     """Evaluate on the test split as the weights of ``epoch``; the writer and the hooks record it."""
     info = trainer.dist
@@ -68,7 +73,7 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
     if info.is_main:
         save_config(cfg, run.config)
     model, amp = checkpoint_network(cfg, checkpoint, info.device)
-    parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric))
+    parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric, cfg.eval.extra_metrics, _num_classes(cfg, checkpoint)))
     services = Services(writer=RunWriter(run, info.is_main))
     trainer = Trainer(parts, LoopOptions(), services, task_hooks(cfg.eval.metric, cfg.hooks), info, RunMeta(to_dict(cfg), checkpoint.classes))
     progress = checkpoint.progress

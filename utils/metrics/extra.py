@@ -1,0 +1,176 @@
+"""torchmetrics classes by name (``eval.extra_metrics``), exact across ranks.
+
+``eval.extra_metrics: [{name: MulticlassF1Score, average: macro}, ...]`` takes any
+torchmetrics class; ``num_classes`` and ``task`` are filled from the data where the
+class takes them. Each is reported under its snake_case class name
+(``multiclass_f1_score``), or the entry's ``as``, next to the task's own metrics.
+
+Exactness: torchmetrics' own synchronisation crashes on a rank that holds no
+sample for list states (``MulticlassAveragePrecision``) and deadlocks when only one
+rank computes. Here no torchmetrics state is ever synchronised: each rank keeps its
+shard's predictions and targets, every rank gathers all shards, puts them back in
+the dataset's order (``ShardSampler``: rank r holds samples r, r + w, r + 2w, ...)
+and runs each metric once on the whole split, as one process does.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import re
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from utils.distributed.ops import all_gather_objects, get_world_size
+from utils.errors import ConfigError, RegistryError
+from utils.metrics.base import Metric, target_tensor
+
+# where torchmetrics keeps its metric classes (the top level re-exports most of them)
+_MODULES = ("torchmetrics", "torchmetrics.classification", "torchmetrics.regression", "torchmetrics.segmentation")
+# the torchmetrics task each built-in metric's data is (a user's metric: give task/num_classes yourself)
+TASKS = {"classification": "multiclass", "video": "multiclass", "sod": "binary"}
+_OWN_KEYS = ("name", "as")
+
+
+def _metric_classes() -> Dict[str, type]:
+    try:
+        import torchmetrics
+    except ImportError:
+        raise ConfigError("eval.extra_metrics needs torchmetrics: pip install -e . (or pip install torchmetrics)") from None
+    found: Dict[str, type] = {}
+    for module_name in _MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a submodule of another torchmetrics version
+            continue
+        for name, value in vars(module).items():
+            if isinstance(value, type) and issubclass(value, torchmetrics.Metric) and not name.startswith("_") and name != "Metric":
+                found.setdefault(name, value)
+    return found
+
+
+def metric_class(name: str) -> type:
+    """The torchmetrics class called ``name``; RegistryError naming the closest ones."""
+    classes = _metric_classes()
+    if name in classes:
+        return classes[name]
+    close = difflib.get_close_matches(str(name), list(classes), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see https://lightning.ai/docs/torchmetrics"
+    raise RegistryError(f"eval.extra_metrics: '{name}' is not a torchmetrics metric class{hint}")
+
+
+def snake_case(name: str) -> str:
+    """``MulticlassF1Score`` -> ``multiclass_f1_score``, ``MulticlassAUROC`` -> ``multiclass_auroc``."""
+    name = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def reported_name(spec: Dict[str, Any]) -> str:
+    return str(spec.get("as") or snake_case(str(spec["name"])))
+
+
+def extra_directions(specs: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]]:
+    """Each entry's reported name -> ``max``/``min`` from the class's ``higher_is_better`` (None: undeclared)."""
+    out: Dict[str, Optional[str]] = {}
+    for spec in specs:
+        better = getattr(metric_class(spec["name"]), "higher_is_better", None)
+        out[reported_name(spec)] = None if better is None else ("max" if better else "min")
+    return out
+
+
+def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int]) -> Dict[str, Any]:
+    """The torchmetrics instances of ``eval.extra_metrics`` by reported name; ConfigError for an
+    entry whose arguments the class refuses, or a name reported twice."""
+    built: Dict[str, Any] = {}
+    for i, spec in enumerate(specs):
+        cls = metric_class(spec["name"])
+        args = {k: v for k, v in spec.items() if k not in _OWN_KEYS}
+        takes = inspect.signature(cls).parameters
+        if "task" in takes and "task" not in args and task_metric in TASKS:
+            args["task"] = TASKS[task_metric]
+        if "num_classes" in takes and "num_classes" not in args and num_classes is not None:
+            args["num_classes"] = int(num_classes)
+        name = reported_name(spec)
+        if name in built:
+            raise ConfigError(f"eval.extra_metrics[{i}]: '{name}' is reported twice; give one of them another name with as: (e.g. as: {name}_2)")
+        try:
+            built[name] = cls(**args, sync_on_compute=False)  # never torchmetrics' own sync: see the module's docstring
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) with arguments {args}: {err}") from None
+    return built
+
+
+def _in_dataset_order(shards: List[Optional[torch.Tensor]]) -> torch.Tensor:
+    """Rank r's j-th row is sample r + j * w (``ShardSampler``); any other split of the rows
+    (another sampler) is concatenated in rank order."""
+    parts = [s for s in shards if s is not None]
+    total, w = sum(len(s) for s in parts), len(shards)
+    sizes = [0 if s is None else len(s) for s in shards]
+    if w == 1 or sizes != [len(range(r, total, w)) for r in range(w)]:
+        return torch.cat(parts)
+    out = torch.empty((total, *parts[0].shape[1:]), dtype=parts[0].dtype)
+    for r, shard in enumerate(shards):
+        if shard is not None:
+            out[r::w] = shard
+    return out
+
+
+class WithExtraMetrics(Metric):
+    """The task's metric (sums, reduced exactly) plus torchmetrics classes computed on the whole split."""
+
+    def __init__(self, base: Metric, extras: Dict[str, Any]) -> None:
+        super().__init__()
+        self.base, self.extras = base, extras
+        self.preds: List[torch.Tensor] = []
+        self.targets: List[torch.Tensor] = []
+
+    def __getattr__(self, name: str) -> Any:  # the task metric's own helpers (prediction_writer, topk, ...)
+        if name in ("base", "extras"):
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def reset(self) -> None:
+        self.base.reset()
+        self.preds, self.targets = [], []
+
+    def update(self, outputs: Any, targets: Any) -> None:
+        self.base.update(outputs, targets)
+        labels = target_tensor(targets, "label", "mask")
+        if labels.is_floating_point():  # a mask of 0/1 (or soft) values: binary targets
+            labels = (labels >= 0.5).long()
+        self.preds.append(outputs.detach().float().cpu())
+        self.targets.append(labels.detach().cpu())
+
+    def prediction_writer(self, folder: Any) -> Any:
+        return self.base.prediction_writer(folder)
+
+    def reported_names(self) -> Optional[List[str]]:
+        names = self.base.reported_names()
+        return None if names is None else [*names, *self.extras]
+
+    def direction(self, name: str) -> Optional[str]:
+        if name in self.extras:
+            better = getattr(self.extras[name], "higher_is_better", None)
+            return None if better is None else ("max" if better else "min")
+        return self.base.direction(name)
+
+    def result(self) -> Dict[str, float]:
+        results = self.base.result()
+        mine = (torch.cat(self.preds), torch.cat(self.targets)) if self.preds else None
+        shards = all_gather_objects(mine) if get_world_size() > 1 else [mine]
+        if all(s is None for s in shards):
+            return results
+        preds = _in_dataset_order([None if s is None else s[0] for s in shards])
+        targets = _in_dataset_order([None if s is None else s[1] for s in shards])
+        for name, metric in self.extras.items():
+            metric.reset()
+            metric.update(preds, targets)
+            value = metric.compute()
+            value = torch.as_tensor(value).double()
+            if value.numel() == 1:
+                results[name] = value.item()
+            else:  # average=None and friends: one value per class
+                results.update({f"{name}_{i}": v for i, v in enumerate(value.flatten().tolist())})
+        return results
