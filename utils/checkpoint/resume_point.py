@@ -24,6 +24,7 @@ from typing import Optional, Tuple, Union
 
 from utils.checkpoint.files import load_file
 from utils.checkpoint.records import read_record, record_path
+from utils.checkpoint.sharded import open_store
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import _NAME, CheckpointStore, numbered_file_linked_by
 from utils.errors import CheckpointError
@@ -62,7 +63,7 @@ def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
 def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: bool) -> Optional[Path]:
     """The checkpoint ``run`` continues from: ``start_from`` brought into it, or its newest usable one
     (CheckpointError when ``required`` and it has none). Call on rank 0 with the run locked."""
-    store = CheckpointStore(run.checkpoints)
+    store = open_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
     if start_from is not None:
         return adopt(store, start_from)
     found = store.latest_usable()
