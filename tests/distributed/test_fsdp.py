@@ -135,3 +135,17 @@ def test_test_mode_reads_a_sharded_checkpoint_in_one_process(runs):
     best = tmp / "fsdp/run/latest/checkpoints/best.dcp"
     done = launch(1, tmp / "tested", tmp / "tested", "--mode", "test", "--checkpoint", str(best))
     assert the_test_line(done) == the_test_line(runs["fsdp"])
+
+
+def test_convert_writes_one_ordinary_file(runs, capsys):
+    from utils.checkpoint.convert import main as convert
+
+    tmp: Path = runs["tmp"]
+    sharded = Checkpoint.load(tmp / "fsdp/run/latest/checkpoints/last.dcp")
+    assert convert([str(sharded.source), str(tmp / "last.pt")]) == 0
+    single = Checkpoint.load(tmp / "last.pt")  # its checksum checked
+    assert single.shards is None and single.progress == sharded.progress
+    assert worst(single.model_weights, sharded.model_weights) == 0
+    assert len(single.optimizer_state()["state"]) == len(single.model_weights) - sum("running" in k or "num_batches" in k for k in single.model_weights)
+    assert convert([str(tmp / "last.pt"), str(tmp / "again.pt")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")

@@ -77,6 +77,23 @@ def load_full(path: Path, key: str) -> Dict[str, Any]:
         return _load_state_dict_from_keys({key}, checkpoint_id=str(path))[key]
 
 
+def numbered_optimizer_state(named: Dict[str, Any]) -> Dict[str, Any]:
+    """An optimizer state keyed by parameter name (DCP's) in ``torch.optim``'s own form: parameters numbered in group order."""
+    index = {name: i for i, name in enumerate(n for group in named["param_groups"] for n in group["params"])}
+    groups = [{**group, "params": [index[n] for n in group["params"]]} for group in named["param_groups"]]
+    return {"state": {index[name]: value for name, value in named["state"].items()}, "param_groups": groups}
+
+
+def load_sharded_optimizer(path: Path, model: Any, optimizer: Any) -> None:
+    """Each rank reads its shards of the optimizer state of checkpoint ``path`` (resharded to this world size); collective."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+    state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+    dcp.load(state, checkpoint_id=str(path))
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
+
+
 class ShardedCheckpointStore:
     """The sharded checkpoints of one run in ``directory``; ``save`` is collective, the rest is rank 0's."""
 

@@ -47,7 +47,7 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
-from utils.checkpoint.sharded import is_sharded_checkpoint, load_full, read_state
+from utils.checkpoint.sharded import is_sharded_checkpoint, load_full, load_sharded_optimizer, numbered_optimizer_state, read_state
 from utils.checkpoint.store import load_verified
 from utils.distributed.ops import all_gather_objects
 from utils.errors import CheckpointError
@@ -223,10 +223,7 @@ class Checkpoint:
         also from a sharded checkpoint (whose state is keyed by parameter name)."""
         if self.shards is None:
             return self._data["optimizer"]
-        named = load_full(self.shards, "optimizer")
-        index = {name: i for i, name in enumerate(n for group in named["param_groups"] for n in group["params"])}
-        groups = [{**group, "params": [index[n] for n in group["params"]]} for group in named["param_groups"]]
-        return {"state": {index[name]: value for name, value in named["state"].items()}, "param_groups": groups}
+        return numbered_optimizer_state(load_full(self.shards, "optimizer"))
 
     def to_single_file(self) -> Dict[str, Any]:
         """The checkpoint as the dict one ordinary file holds (what ``torch.save`` writes, ``utils/checkpoint/convert.py``)."""
@@ -255,7 +252,7 @@ class Checkpoint:
         (new streams from the seed and step when ``world_size`` differs from the checkpoint's)."""
         data = self._data
         if self.shards is not None:
-            self._restore_sharded_optimizer(objects)
+            load_sharded_optimizer(self.shards, objects.model, objects.optimizer)  # resharded to this world size; collective
         else:
             objects.optimizer.load_state_dict(data["optimizer"])
         objects.scheduler.load_state_dict(data["scheduler"])
@@ -277,15 +274,6 @@ class Checkpoint:
             reseed_rank(int((self.config or {}).get("seed", 0)), self.progress.step, rank)
         else:
             restore_rank_rng(data.get("rng"), rank)
-
-    def _restore_sharded_optimizer(self, objects: StateObjects) -> None:
-        """Each rank reads its shards of the optimizer state (resharded to this world size); collective."""
-        import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
-
-        state = {"optimizer": get_optimizer_state_dict(objects.model, objects.optimizer)}
-        dcp.load(state, checkpoint_id=str(self.shards))
-        set_optimizer_state_dict(objects.model, objects.optimizer, state["optimizer"])
 
     def _restore_hooks(self, hooks: Dict[str, Any]) -> None:
         saved: Dict[str, Any] = self._data.get("hooks", {})
