@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -68,8 +69,6 @@ def read_state(path: Path) -> Dict[str, Any]:
 
 def load_full(path: Path, key: str) -> Dict[str, Any]:
     """Entry ``key`` (model, optimizer) of a sharded checkpoint as whole tensors, read by this process alone."""
-    import warnings
-
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
 
     with warnings.catch_warnings():
@@ -134,7 +133,9 @@ class ShardedCheckpointStore:
             tmp.mkdir()
         barrier()
         try:
-            dcp.save({key: state[key] for key in TENSORS}, checkpoint_id=str(tmp))
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*assuming the intent is to save in a single process")  # dist.mode=fsdp in one process
+                dcp.save({key: state[key] for key in TENSORS}, checkpoint_id=str(tmp))
             if main:
                 write_checkpoint({k: v for k, v in state.items() if k not in TENSORS}, tmp / STATE)
                 sums = [f"{file_digest(f)}  {f.name}" for f in sorted(tmp.iterdir()) if f.is_file() and f.name != SUMS]
