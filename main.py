@@ -24,15 +24,16 @@ from utils import __version__
 from utils.amp import Amp, resolve_policy
 from utils.checkpoint.guard import check_resume_config
 from utils.checkpoint.records import read_record
-from utils.checkpoint.restore import load_initial_weights
+from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.store import CheckpointStore
+from utils.checkpoint.sharded import open_store
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.distributed.ops import decided_by_rank0, is_dist
-from utils.distributed.parallel import convert_sync_bn, unwrap, wrap_model
+from utils.distributed.fsdp import check_fsdp_combination, shard_model
+from utils.distributed.parallel import convert_sync_bn, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
 from utils.distributed.process_group import (
     PEER_GRACE_S,
@@ -145,7 +146,7 @@ def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
 
 def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int]) -> Services:
     """The run writer, the checkpointer and the validator, from their config keys."""
-    store = CheckpointStore(run.checkpoints, cfg.train.keep_checkpoints)
+    store = open_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
@@ -170,8 +171,10 @@ def run_meta(cfg: Config, data: Any) -> RunMeta:
 
 
 def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[Dict[str, Any]]], force: bool = False) -> Dict[str, float]:
-    compiling = compile_options(cfg.train.compile)
-    check_compile_combination(compiling, resolve_policy(cfg.amp, info.device).backend, cfg.dist.mode)
+    compiling, sharding = compile_options(cfg.train.compile), cfg.dist.mode == "fsdp"
+    policy = resolve_policy(cfg.amp, info.device, sharding)
+    check_compile_combination(compiling, policy.backend, cfg.dist.mode)
+    check_fsdp_combination(cfg, policy.backend, policy.loss_scale)
     train_data = with_process_batch(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
     if cfg.train.overwrite:
         log.warning("train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path)
@@ -197,9 +200,10 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
+    model = shard_model(model, cfg, policy, info.distributed)  # dist.mode=fsdp: before the optimizer sees the parameters
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
     ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
-    amp = Amp(cfg.amp, info.device)
+    amp = Amp(cfg.amp, info.device, sharding)
     model, optimizer = amp.initialize(model, optimizer)
     model = compile_model(model, compiling)  # in place, before DDP (PyTorch's advice)
     model = wrap_model(model, cfg.dist, info)
@@ -218,7 +222,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
         result = trainer.fit()
         check_replicas(model)
         log.info("best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path)
-        unwrap(model).load_state_dict(Checkpoint.load(result.best_path).eval_weights)
+        load_eval_weights(model, result.best_path)
         return run_test(cfg, run, trainer, datasets["test"], result.best_epoch)
     finally:
         trainer.close()

@@ -142,7 +142,8 @@ class AmpConfig:
 @dataclass
 class DistConfig:
     backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: nccl on CUDA, gloo on CPU
-    mode: Literal["ddp", "dp", "apex"] = "ddp"
+    mode: Literal["ddp", "dp", "apex", "fsdp"] = "ddp"  # fsdp: FSDP2, parameters, gradients and optimizer state sharded (utils/distributed/fsdp.py)
+    reshard_after_forward: bool = True  # fsdp: free each block's gathered parameters after its forward (gathered again for backward)
     find_unused_parameters: bool = False
     static_graph: bool = False
     gradient_as_bucket_view: bool = True  # gradients are views into DDP's buckets: one copy of the gradients less

@@ -78,7 +78,7 @@ class RunFolder:
         return self.path / ".lock"
 
     def has_checkpoints(self) -> bool:
-        return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.pt"))
+        return self.checkpoints.is_dir() and (any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp")))  # files, or sharded directories
 
     # -- one process per run --------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class AmpPolicy:
     dtype: torch.dtype  # the low-precision dtype; float32 at O0
     loss_scale: Optional[Union[str, float]]  # None | "dynamic" | a static float
     keep_batchnorm_fp32: bool
+    cast_by_wrapper: bool = False  # dist.mode=fsdp: its MixedPrecisionPolicy casts the weights, the sharded fp32 ones are the masters
 
     @property
     def autocast(self) -> bool:
@@ -38,16 +39,18 @@ class AmpPolicy:
     @property
     def cast_model(self) -> bool:
         """O2 and O3: the weights themselves are low precision."""
-        return self.opt_level in ("O2", "O3")
+        return self.opt_level in ("O2", "O3") and not self.cast_by_wrapper
 
     @property
     def master_weights(self) -> bool:
         """O2: the optimizer steps on fp32 copies of the low-precision weights."""
-        return self.opt_level == "O2"
+        return self.opt_level == "O2" and not self.cast_by_wrapper
 
     def describe(self) -> str:
         if self.opt_level == "O0":
             return f"amp O0 ({self.backend}): fp32"
+        if self.cast_by_wrapper and self.opt_level != "O1":
+            return f"amp {self.opt_level} (fsdp MixedPrecisionPolicy): {str(self.dtype).replace('torch.', '')} weights in forward and backward, BatchNorm fp32, fp32 sharded weights stepped"
         scaling = {None: "no loss scaling", "dynamic": "dynamic loss scaling"}.get(self.loss_scale, f"static loss scale {self.loss_scale}")  # type: ignore[arg-type]
         bn = ", BatchNorm fp32" if self.cast_model and self.keep_batchnorm_fp32 else ""
         masters = ", fp32 master weights" if self.master_weights else ""
@@ -91,8 +94,9 @@ def _loss_scale(cfg: AmpConfig, opt_level: str, dtype: torch.dtype) -> Optional[
     return float(cfg.loss_scale)  # a finite number > 0: checked with the config
 
 
-def resolve_policy(cfg: AmpConfig, device: torch.device) -> AmpPolicy:
-    """The policy of ``cfg`` on ``device``; a ``ConfigError`` names any impossible combination."""
+def resolve_policy(cfg: AmpConfig, device: torch.device, cast_by_wrapper: bool = False) -> AmpPolicy:
+    """The policy of ``cfg`` on ``device``; a ``ConfigError`` names any impossible combination.
+    ``cast_by_wrapper``: the model's wrapper (FSDP) casts the weights, amp leaves them as they are."""
     level = cfg.opt_level
     if level == "O0":
         dtype = torch.float32
@@ -110,4 +114,5 @@ def resolve_policy(cfg: AmpConfig, device: torch.device) -> AmpPolicy:
         dtype=dtype,
         loss_scale=_loss_scale(cfg, level, dtype),
         keep_batchnorm_fp32=keep_bn,
+        cast_by_wrapper=cast_by_wrapper,
     )

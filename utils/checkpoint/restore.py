@@ -10,7 +10,6 @@ from typing import Any, Callable, Dict, Optional
 from torch import nn
 
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.store import load_verified
 from utils.checkpoint.weights import load_weights, weight_mismatch
 from utils.config import ModelConfig
 from utils.errors import CheckpointError
@@ -36,6 +35,13 @@ class Resume:
         interrupted epoch restarts from its first batch.
         """
         checkpoint, state = self.checkpoint, trainer.state
+        sharding = bool(getattr(trainer.checkpointer, "store", None) is not None and getattr(trainer.checkpointer.store, "collective", False))
+        if sharding != (checkpoint.shards is not None):
+            raise CheckpointError(
+                f"cannot resume from '{self.path}': it is a {'sharded' if checkpoint.shards is not None else 'single-file'} checkpoint, "
+                f"but this run has dist.mode={'fsdp' if sharding else 'ddp/dp'}; resume with the dist.mode it was written with"
+                + (" (or turn it into one file with python -m utils.checkpoint.convert and --resume that file)" if checkpoint.shards is not None else "")
+            )
         checkpoint.restore(trainer.state_objects(), trainer.dist.rank, trainer.dist.world_size)
         if self.record is not None:
             trainer.validator.load_state_dict(self.record["validator"])
@@ -68,7 +74,7 @@ def load_initial_weights(
     are loaded (a CheckpointError refuses it) and says whether its data order still holds.
     """
     if resume_path is not None:
-        checkpoint = Checkpoint(load_verified(Path(resume_path)), resume_path)
+        checkpoint = Checkpoint.load(resume_path)  # a file or a sharded directory
         same_data = check(checkpoint)
         try:
             model.load_state_dict(checkpoint.model_weights)
@@ -82,3 +88,21 @@ def load_initial_weights(
         return None
     log.info("weights: the network's own initialisation (no checkpoint to resume, no model.pretrained)")
     return None
+
+
+def load_eval_weights(model: nn.Module, path: Path) -> None:
+    """Load the weights checkpoint ``path`` evaluated with into the trained ``model`` (wrapped or sharded):
+    a sharded checkpoint's shards into the sharded model (a collective), a file's into the unwrapped network."""
+    from utils.distributed.fsdp import is_sharded
+    from utils.distributed.parallel import unwrap
+
+    checkpoint = Checkpoint.load(path)
+    if checkpoint.shards is None or not is_sharded(model):
+        unwrap(model).load_state_dict(checkpoint.eval_weights)
+        return
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    state = {"model": get_model_state_dict(model)}
+    dcp.load(state, checkpoint_id=str(checkpoint.shards))
+    set_model_state_dict(model, state["model"])

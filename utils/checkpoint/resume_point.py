@@ -24,6 +24,7 @@ from typing import Optional, Tuple, Union
 
 from utils.checkpoint.files import load_file
 from utils.checkpoint.records import read_record, record_path
+from utils.checkpoint.sharded import is_sharded_checkpoint, open_store
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import _NAME, CheckpointStore, numbered_file_linked_by
 from utils.errors import CheckpointError
@@ -37,6 +38,8 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
     ``(None, None)`` for a fresh run. Call on rank 0 only."""
     if isinstance(resume, str):
         given = Path(resume).expanduser()
+        if is_sharded_checkpoint(given):
+            return _continued_by_sharded(given)
         if given.is_file():
             return _continued_by(given)
         if not given.is_dir():
@@ -59,10 +62,22 @@ def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
     return None, numbered
 
 
+def _continued_by_sharded(directory: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
+    """The run a sharded checkpoint directory (or its ``last.dcp``/``best.dcp`` link) continues: only its run's newest."""
+    resolved = directory.resolve()
+    run = owning_run(resolved)
+    if run is not None and open_store(run.checkpoints).numbered()[:1] == [run.checkpoints / resolved.name]:
+        return run, None
+    raise CheckpointError(
+        f"--resume {directory}: a new run starts only from a checkpoint file; this sharded checkpoint is not its run's newest. "
+        "Turn it into one file (python -m utils.checkpoint.convert DIR FILE.pt) and --resume FILE.pt, or --resume its run folder"
+    )
+
+
 def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: bool) -> Optional[Path]:
     """The checkpoint ``run`` continues from: ``start_from`` brought into it, or its newest usable one
     (CheckpointError when ``required`` and it has none). Call on rank 0 with the run locked."""
-    store = CheckpointStore(run.checkpoints)
+    store = open_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
     if start_from is not None:
         return adopt(store, start_from)
     found = store.latest_usable()

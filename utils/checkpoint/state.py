@@ -23,6 +23,10 @@ Format 3, a dict saved with ``torch.save``::
                 validation is still ``pending``), ``checkpointer`` (the name of the best file)
     hooks       the state of every hook that keeps one, by hook name
 
+Sharded (``dist.mode=fsdp``, ``utils/checkpoint/sharded.py``): a directory whose DCP shards hold
+``model`` and ``optimizer`` (keyed by parameter name, as ``torch.distributed.checkpoint.state_dict``
+gives them, so any world size loads them) and whose ``state.pt`` holds every other entry.
+
 What the validation after a checkpoint decided is not in it (the checkpoint is
 written first): ``utils/checkpoint/records.py`` keeps it beside the file.
 
@@ -43,6 +47,7 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
+from utils.checkpoint.sharded import is_sharded_checkpoint, load_full, load_sharded_optimizer, numbered_optimizer_state, read_state
 from utils.checkpoint.store import load_verified
 from utils.distributed.ops import all_gather_objects
 from utils.errors import CheckpointError
@@ -79,12 +84,21 @@ def _state_of(obj: Any) -> Any:
     return obj.state_dict() if obj is not None and hasattr(obj, "state_dict") else None
 
 
-def snapshot_training_state(objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int, classes: Optional[List[Any]] = None) -> Dict[str, Any]:
+def snapshot_training_state(
+    objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int, classes: Optional[List[Any]] = None, sharded: bool = False
+) -> Dict[str, Any]:
     """The checkpoint of ``progress``: every object's state, the config and class list, the random states of all ranks.
 
-    A collective (the random states are gathered): every rank calls it.
+    A collective (the random states are gathered): every rank calls it. ``sharded``: the model's and
+    the optimizer's entries keyed by parameter name, each rank's shards (for a sharded store).
     """
     rng = all_gather_objects(capture_rng())
+    if sharded:
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+        model, optimizer = get_model_state_dict(objects.model), get_optimizer_state_dict(objects.model, objects.optimizer)
+    else:
+        model, optimizer = objects.model.state_dict(), objects.optimizer.state_dict()
     return {
         "format": FORMAT,
         "framework": __version__,
@@ -92,9 +106,10 @@ def snapshot_training_state(objects: StateObjects, progress: Progress, config: D
         "classes": None if classes is None else list(classes),
         "world_size": world_size,
         "progress": dataclasses.asdict(progress),
-        "model": objects.model.state_dict(),
+        "sharded": sharded,
+        "model": model,
         "ema": _state_of(objects.ema),
-        "optimizer": objects.optimizer.state_dict(),
+        "optimizer": optimizer,
         "scheduler": objects.scheduler.state_dict(),
         "amp": objects.amp.state_dict(),
         "rng": rng,
@@ -146,8 +161,11 @@ def is_training_checkpoint(data: Mapping[str, Any]) -> bool:
 class Checkpoint:
     """A checkpoint of this framework, read: the only reader of the format."""
 
-    def __init__(self, data: Dict[str, Any], source: Union[str, Path] = "<memory>") -> None:
+    def __init__(self, data: Dict[str, Any], source: Union[str, Path] = "<memory>", shards: Optional[Path] = None) -> None:
         self.source = str(source)
+        self.shards = shards  # a sharded checkpoint's directory: model and optimizer are read from it when asked
+        if shards is not None:
+            data = {**data, "model": {}}
         if not is_training_checkpoint(data):
             raise CheckpointError(f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained")
         if "format" not in data:
@@ -167,6 +185,8 @@ class Checkpoint:
     def load(cls, path: Union[str, Path]) -> "Checkpoint":
         """Read ``path`` on the CPU after checking its checksum; CheckpointError when it is missing,
         corrupt, unreadable or not ours."""
+        if is_sharded_checkpoint(Path(path)):
+            return cls(read_state(Path(path)), path, shards=Path(path))
         return cls(load_verified(Path(path)), path)
 
     @property
@@ -193,7 +213,21 @@ class Checkpoint:
 
     @property
     def model_weights(self) -> Dict[str, torch.Tensor]:
+        """The network's whole weights (a sharded checkpoint's are read, by this process alone, on first use)."""
+        if self.shards is not None and not self._data["model"]:
+            self._data["model"] = load_full(self.shards, "model")
         return self._data["model"]
+
+    def optimizer_state(self) -> Dict[str, Any]:
+        """The optimizer's state_dict as ``torch.optim`` keeps it (parameters numbered in group order),
+        also from a sharded checkpoint (whose state is keyed by parameter name)."""
+        if self.shards is None:
+            return self._data["optimizer"]
+        return numbered_optimizer_state(load_full(self.shards, "optimizer"))
+
+    def to_single_file(self) -> Dict[str, Any]:
+        """The checkpoint as the dict one ordinary file holds (what ``torch.save`` writes, ``utils/checkpoint/convert.py``)."""
+        return {**self._data, "sharded": False, "model": self.model_weights, "optimizer": self.optimizer_state()}
 
     @property
     def ema_weights(self) -> Optional[Dict[str, torch.Tensor]]:
@@ -217,7 +251,10 @@ class Checkpoint:
         """Everything but the model's weights (loaded before amp and DDP, see restore.py), and rank ``rank``'s random state
         (new streams from the seed and step when ``world_size`` differs from the checkpoint's)."""
         data = self._data
-        objects.optimizer.load_state_dict(data["optimizer"])
+        if self.shards is not None:
+            load_sharded_optimizer(self.shards, objects.model, objects.optimizer)  # resharded to this world size; collective
+        else:
+            objects.optimizer.load_state_dict(data["optimizer"])
         objects.scheduler.load_state_dict(data["scheduler"])
         recompute_lr(objects.scheduler)  # the schedule of the run's current length, from the resumed step on
         objects.amp.load_state_dict(data["amp"])

@@ -3,7 +3,8 @@
 ``dist.mode`` picks the wrapper: ``ddp`` (torch DistributedDataParallel, one
 process per device), ``apex`` (apex.parallel's DDP, only where that package
 still imports: apex removed it in 25.07), ``dp`` (nn.DataParallel: one process
-driving every visible GPU).
+driving every visible GPU), ``fsdp`` (sharded, see ``fsdp.py``: applied before
+the optimizer is built, so this module leaves it as it is).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
             return nn.DataParallel(model)
         log.info("dist.mode=dp with fewer than 2 GPUs: running on %s alone", info.device)
         return model
-    if not info.distributed:
+    if not info.distributed or cfg.mode == "fsdp":  # fsdp: sharded before the optimizer was built (fsdp.py)
         return model
     if cfg.mode == "apex":
         # apex's DDP has no find_unused_parameters / static_graph; it reduces gradients after backward.

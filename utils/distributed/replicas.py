@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from utils.distributed.ops import all_gather_objects, is_dist
+from utils.distributed.fsdp import is_sharded
 from utils.distributed.parallel import unwrap
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ def check_replicas(model: torch.nn.Module) -> bool:
     the step ran per rank (an unsynchronized buffer, a rank-dependent branch).
     """
     if not is_dist():
+        return True
+    if is_sharded(model):  # each rank holds other shards by design; buffers are broadcast before use
         return True
     digests = all_gather_objects(state_checksum(unwrap(model).state_dict()))
     if len(set(digests)) == 1:

@@ -76,9 +76,11 @@ class Checkpointer:
         path = self.store.path_for(progress.epoch, progress.batch)
         self.wait()  # one write in flight at most; and the store is the writer's until it ends
         meta, dist = trainer.meta, trainer.dist
-        data = snapshot_training_state(trainer.state_objects(), progress, meta.config, dist.world_size, meta.classes)
-        if dist.is_main:
+        sharded = getattr(self.store, "collective", False)  # a sharded store: every rank writes its shards
+        data = snapshot_training_state(trainer.state_objects(), progress, meta.config, dist.world_size, meta.classes, sharded)
+        if dist.is_main or sharded:
             self.write(data, progress)
+        if dist.is_main:
             log.info("checkpoint %s (epoch %d, batch %d, step %d)%s", path, progress.epoch, progress.batch, progress.step,
                      "; written in the background" if self.writer is not None else "")
         if final:

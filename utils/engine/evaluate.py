@@ -9,6 +9,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.data.batch import batch_size_of, to_device
+from utils.distributed.fsdp import full_weights
 from utils.distributed.ops import all_reduce_sums
 from utils.log import progress
 from utils.metrics.base import Metric
@@ -37,18 +38,19 @@ def evaluate(
     key = prediction_key(criterion)
     loss_sums = {"loss_sum": torch.zeros((), dtype=torch.float64), "loss_count": torch.zeros((), dtype=torch.float64)}
     num_batches = len(loader) if hasattr(loader, "__len__") else None
-    for inputs, targets in progress(loader, num_batches, "eval", show_progress):
-        inputs, targets = to_device(inputs, device), to_device(targets, device)
-        n = batch_size_of(inputs)
-        loss_sums["loss_count"] += n
-        with amp.autocast():
-            outputs = model(inputs)
-            if criterion is not None:
-                loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-        prediction = select(outputs, None, key)  # what the network returned beside it (auxiliary outputs) is the losses' only
-        metric.update(prediction, targets)
-        if on_batch is not None:
-            on_batch(inputs, prediction, targets)
+    with full_weights(model):  # fsdp: gathered once, so a rank with fewer batches leaves nobody waiting in a collective
+        for inputs, targets in progress(loader, num_batches, "eval", show_progress):
+            inputs, targets = to_device(inputs, device), to_device(targets, device)
+            n = batch_size_of(inputs)
+            loss_sums["loss_count"] += n
+            with amp.autocast():
+                outputs = model(inputs)
+                if criterion is not None:
+                    loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
+            prediction = select(outputs, None, key)  # what the network returned beside it (auxiliary outputs) is the losses' only
+            metric.update(prediction, targets)
+            if on_batch is not None:
+                on_batch(inputs, prediction, targets)
     results = metric.result()
     reduced = all_reduce_sums(loss_sums)
     if criterion is not None:

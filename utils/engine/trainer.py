@@ -35,6 +35,7 @@ from utils.amp import ClipOptions, StepResult
 from utils.checkpoint.rng import rng_untouched
 from utils.checkpoint.state import Progress, StateObjects
 from utils.data.batch import batch_size_of, to_device
+from utils.distributed.fsdp import gradient_sync_off
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
 from utils.distributed.process_group import DistInfo
@@ -234,9 +235,9 @@ class Trainer:
         for index in range(count):
             inputs, targets = next(self._batches)
             inputs, targets = to_device(inputs, self.dist.device), to_device(targets, self.dist.device)
-            # DDP reduces gradients on the group's last backward only
+            # DDP and FSDP reduce gradients on the group's last backward only
             last = index == count - 1
-            with contextlib.nullcontext() if last or not hasattr(p.model, "no_sync") else p.model.no_sync():
+            with contextlib.nullcontext() if last else gradient_sync_off(p.model):
                 with p.amp.autocast():
                     loss = p.criterion(self._forward(inputs), targets)
                 self.accounting.record_micro_batch(loss, batch_size_of(inputs))

@@ -30,6 +30,9 @@ def fused_devices() -> Iterable[str]:
 def fused_supported(params: Iterable[torch.Tensor]) -> bool:
     """Whether torch's fused kernels take every one of ``params`` (their device and a floating dtype)."""
     devices = set(fused_devices())
+    params = list(params)
+    if any(type(p).__name__ == "DTensor" or type(getattr(p, "data", None)).__name__ == "DTensor" for p in params):
+        return False  # dist.mode=fsdp: torch's DTensor has no sharding rule for every fused kernel (fused SGD in 2.14)
     return all(p.device.type in devices and p.is_floating_point() for p in params)
 
 

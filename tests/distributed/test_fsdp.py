@@ -1,0 +1,151 @@
+"""``dist.mode=fsdp`` under real torchrun (2 CPU processes, gloo): FSDP2 equals DDP, sharded checkpoints reshard.
+
+One module-scoped set of runs on digits (SyncBN, global batch 24, one epoch of 52 steps, a
+checkpoint every 10 steps), each launched once:
+
+- DDP and FSDP, 3 SGD steps each: the same weights (1e-5);
+- DDP and FSDP for the epoch: the same weights and test accuracy;
+- the FSDP run's folder, cut back to its mid-epoch checkpoint at batch 30 (a later directory left
+  without ``.metadata``, as a kill during its write leaves it), resumed on 3 ranks: the global
+  batches and the step count of the uninterrupted run;
+- ``--mode test`` in one process on the FSDP run's best sharded checkpoint: the run's test line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, subprocess_env
+from tests.dist_utils import PYTHON, torchrun
+from utils.checkpoint.state import Checkpoint
+
+GLOBAL = 24
+SETTINGS = [
+    "custom_imports=[tests.fixtures.recorded_digits]",
+    "data.name=recorded_digits",
+    f"data.global_batch_size={GLOBAL}",
+    "model.sync_bn=true",
+    "model.args.backbone_args={widths: [8, 16]}",
+    "data.prefetch=none",
+    "train.epochs=1",
+    "train.checkpoint_every_steps=10",
+    "train.keep_checkpoints=10",
+    "train.log_every=50",
+    "schedule.warmup_epochs=0",
+]
+TIMEOUT = 180
+ATOL = 1e-5  # 3 SGD steps: the ranks' gradients are averaged in another order, nothing else differs
+# After 52 AdamW steps those last bits grow where a gradient is near zero (Adam divides by its size):
+# 1e-4 measured; a repeated or skipped batch moves the weights by ~1e-2.
+LONG_ATOL = 1e-3
+
+
+def launch(nproc: int, out: Path, record: Path, *extra: str) -> subprocess.CompletedProcess:
+    args = [f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra]
+    cmd = torchrun(nproc, *args) if nproc > 1 else [PYTHON, "main.py", *args]
+    env = subprocess_env()
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": "0"})
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True)
+    (out.parent / f"{out.name}.stderr").write_text(done.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def global_batches(record: Path, world_size: int) -> List[List[int]]:
+    local = GLOBAL // world_size
+    reads = [[int(x) for x in Path(f"{record}.rank{r}").read_text().split()] for r in range(world_size)]
+    count = min(len(r) for r in reads) // local
+    return [sum((reads[r][k * local : (k + 1) * local] for r in range(world_size)), []) for k in range(count)]
+
+
+def the_test_line(done: subprocess.CompletedProcess) -> str:
+    return next(line for line in done.stdout.splitlines() if line.startswith("test: "))
+
+
+def weights(path: Path) -> Dict[str, torch.Tensor]:
+    return Checkpoint.load(path).model_weights
+
+
+def worst(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Dict[str, object]:
+    tmp = tmp_path_factory.mktemp("fsdp")
+    sgd = ["train.iterations=3", "optim.name=sgd", "optim.lr=0.1", "schedule.name=constant", "schedule.warmup_epochs=0"]
+    result: Dict[str, object] = {"tmp": tmp}
+    for mode in ("ddp", "fsdp"):
+        launch(2, tmp / f"{mode}3", tmp / f"{mode}3", f"dist.mode={mode}", *sgd)
+        result[mode] = launch(2, tmp / mode, tmp / mode, f"dist.mode={mode}")
+    return result
+
+
+@pytest.mark.timeout(600)
+def test_fsdp_equals_ddp_after_three_sgd_steps(runs):
+    tmp: Path = runs["tmp"]
+    ddp, fsdp = weights(tmp / "ddp3/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp3/run/latest/checkpoints/last.dcp")
+    assert worst(ddp, fsdp) <= ATOL
+    assert Checkpoint.load(tmp / "fsdp3/run/latest/checkpoints/last.dcp").progress.step == 3
+
+
+@pytest.mark.timeout(600)
+def test_fsdp_trains_digits_as_ddp_does(runs):
+    tmp: Path = runs["tmp"]
+    ddp_line, fsdp_line = the_test_line(runs["ddp"]), the_test_line(runs["fsdp"])
+    top1 = {name: float(line.split("top1=")[1].split()[0]) for name, line in (("ddp", ddp_line), ("fsdp", fsdp_line))}
+    assert top1["fsdp"] >= 0.6 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (ddp_line, fsdp_line)
+    assert worst(weights(tmp / "ddp/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp/run/latest/checkpoints/last.dcp")) <= LONG_ATOL
+    assert global_batches(tmp / "fsdp", 2) == global_batches(tmp / "ddp", 2)
+
+
+@pytest.mark.timeout(600)
+def test_sharded_checkpoint_resumes_on_three_ranks_in_the_global_order(runs):
+    tmp: Path = runs["tmp"]
+    out = tmp / "on3"
+    shutil.copytree(tmp / "fsdp", out, symlinks=True)
+    checkpoints = out / "run" / "latest" / "checkpoints"
+    for later in ("epoch0000_batch000050.dcp", "epoch0001_batch000000.dcp"):
+        shutil.rmtree(checkpoints / later)
+        (checkpoints / f"{later}.val.json").unlink(missing_ok=True)
+    (checkpoints / "epoch0000_batch000040.dcp" / ".metadata").unlink()  # killed while writing it: skipped
+    resumed = launch(3, out, tmp / "resumed3", "dist.mode=fsdp", "--resume")
+    assert "world size 2 -> 3" in resumed.stderr
+    assert "skipping 1 unusable checkpoint" in resumed.stderr
+
+    reference = global_batches(tmp / "fsdp", 2)
+    order = reference[:30] + global_batches(tmp / "resumed3", 3)
+    assert order == reference and len(order) == 52
+    final = Checkpoint.load(checkpoints / "last.dcp")
+    assert final.progress.step == 52 == Checkpoint.load(tmp / "fsdp/run/latest/checkpoints/last.dcp").progress.step
+    assert worst(final.model_weights, weights(tmp / "fsdp/run/latest/checkpoints/last.dcp")) <= LONG_ATOL
+
+
+@pytest.mark.timeout(300)
+def test_test_mode_reads_a_sharded_checkpoint_in_one_process(runs):
+    tmp: Path = runs["tmp"]
+    best = tmp / "fsdp/run/latest/checkpoints/best.dcp"
+    done = launch(1, tmp / "tested", tmp / "tested", "--mode", "test", "--checkpoint", str(best))
+    assert the_test_line(done) == the_test_line(runs["fsdp"])
+
+
+def test_convert_writes_one_ordinary_file(runs, capsys):
+    from utils.checkpoint.convert import main as convert
+
+    tmp: Path = runs["tmp"]
+    sharded = Checkpoint.load(tmp / "fsdp/run/latest/checkpoints/last.dcp")
+    assert convert([str(sharded.source), str(tmp / "last.pt")]) == 0
+    single = Checkpoint.load(tmp / "last.pt")  # its checksum checked
+    assert single.shards is None and single.progress == sharded.progress
+    assert worst(single.model_weights, sharded.model_weights) == 0
+    assert len(single.optimizer_state()["state"]) == len(single.model_weights) - sum("running" in k or "num_batches" in k for k in single.model_weights)
+    assert convert([str(tmp / "last.pt"), str(tmp / "again.pt")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")

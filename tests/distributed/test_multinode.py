@@ -1,0 +1,104 @@
+"""Two hosts, one process each, train and test exactly as one host with two processes.
+
+The hosts are two network namespaces joined by a veth pair (root and iproute2 needed, else
+skipped), each with its own address and no route to the other's loopback: torchrun on each
+with ``--nnodes=2 --rdzv_backend=c10d``, the rendezvous on the first host's address
+(``--rdzv_conf=is_host=...``: both namespaces share one host name, which would make both
+claim the store), ``--local_addr`` and ``GLOO_SOCKET_IFNAME`` per host. The output folder is
+shared, as a network file system would be.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from tests.conftest import ROOT, subprocess_env
+from tests.dist_utils import PYTHON, torchrun
+
+SETTINGS = ["model.args.backbone_args={widths: [8, 16]}", "data.global_batch_size=24", "train.iterations=20", "train.log_every=50", "data.prefetch=none"]
+TIMEOUT = 180
+
+
+def _can_make_namespaces() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+pytestmark = pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and iproute2 (ip netns) for two network-namespace hosts")
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def hosts():
+    """Two namespaces ``(name, address, interface)`` joined by a veth pair; removed afterwards."""
+    tag = f"{os.getpid() % 10000}"
+    made: List[str] = []
+    try:
+        pair = []
+        for i in (1, 2):
+            name = f"rt{tag}h{i}"
+            ip("netns", "add", name)
+            made.append(name)
+            # a resolver that answers at once (nothing listens on the namespace's loopback): without
+            # one, each reverse lookup of a peer's address waits for the host's unreachable DNS server
+            Path(f"/etc/netns/{name}").mkdir(parents=True, exist_ok=True)
+            Path(f"/etc/netns/{name}/resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+            pair.append((name, f"10.231.{int(tag) % 250}.{i}", f"rt{tag}v{i}"))
+        ip("link", "add", pair[0][2], "type", "veth", "peer", "name", pair[1][2])
+        for name, address, interface in pair:
+            ip("link", "set", interface, "netns", name)
+            ip("-n", name, "addr", "add", f"{address}/24", "dev", interface)
+            ip("-n", name, "link", "set", interface, "up")
+            ip("-n", name, "link", "set", "lo", "up")
+        yield pair
+    except subprocess.CalledProcessError as err:
+        pytest.skip(f"cannot create network namespaces here: {err.stderr.decode(errors='replace').strip()}")
+    finally:
+        for name in made:
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
+            shutil.rmtree(f"/etc/netns/{name}", ignore_errors=True)
+
+
+def printed_test_line(stdout: str) -> str:
+    return next(line for line in stdout.splitlines() if line.startswith("test: "))
+
+
+@pytest.mark.timeout(400)
+def test_two_nodes_equal_one_node_with_two_processes(hosts, tmp_path):
+    env = subprocess_env()
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    one = subprocess.run(torchrun(2, f"experiment.output_root={tmp_path / 'one'}", *SETTINGS), cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert one.returncode == 0, one.stderr[-3000:]
+
+    endpoint = f"{hosts[0][1]}:29531"
+    procs = []
+    for node, (name, address, interface) in enumerate(hosts):
+        cmd = [
+            "ip", "netns", "exec", name, PYTHON, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+            "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", "--rdzv_id=multinode-test",
+            f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}", f"--local_addr={address}",
+            "main.py", f"experiment.output_root={tmp_path / 'two'}", *SETTINGS,
+        ]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env={**env, "GLOO_SOCKET_IFNAME": interface}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=TIMEOUT))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (_, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+    assert printed_test_line(outputs[0][0]) == printed_test_line(one.stdout)
+    assert "2 process(es)" in outputs[0][1]
+    assert not any(line.startswith("test: ") for line in outputs[1][0].splitlines())  # rank 0 prints, on the first node

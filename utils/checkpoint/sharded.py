@@ -1,0 +1,232 @@
+"""Sharded checkpoints (``dist.mode=fsdp``): one DCP directory per checkpoint point, rotation, ``last``/``best`` links.
+
+A checkpoint point (every rank calls ``save``; the run's folder is shared by all ranks)::
+
+    1. .epoch<E>_batch<B>.dcp.tmp/   every rank writes its shards of {model, optimizer} with
+                                     torch.distributed.checkpoint; rank 0 writes ``.metadata`` last
+    2. state.pt (+ .sha256)          rank 0: the rest of the training state (``utils/checkpoint/state.py``)
+    3. SHA256SUMS                    rank 0: the digest of every file of the directory
+    4. epoch<E>_batch<B>.dcp/        rank 0 renames the directory into place: complete from here on
+    5. last.dcp, best.dcp            symbolic links renamed into place; then rotation as in store.py
+
+A directory under a checkpoint's name is complete; one without ``.metadata``,
+``state.pt`` or whose files fail ``SHA256SUMS`` (copied in part, damaged) is
+skipped on resume with a warning, as a file failing its checksum is. The
+validation records (``records.py``) sit beside the directories, as beside files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from utils.checkpoint.files import file_digest, fsync_dir, load_file, write_checkpoint, write_text_atomic
+from utils.checkpoint.records import SUFFIX, record_path
+from utils.distributed.ops import barrier, get_rank
+from utils.errors import CheckpointError
+
+log = logging.getLogger(__name__)
+
+NAME = re.compile(r"^epoch(\d+)_batch(\d+)\.dcp$")
+LAST, BEST = "last.dcp", "best.dcp"
+STATE, SUMS = "state.pt", "SHA256SUMS"
+TENSORS = ("model", "optimizer")  # the entries written as shards; everything else goes to state.pt
+
+
+def is_sharded_checkpoint(path: Path) -> bool:
+    """Whether ``path`` is (a link to) a sharded checkpoint directory."""
+    return Path(path).is_dir() and (Path(path) / ".metadata").exists()
+
+
+def verify_dir(path: Path) -> Optional[str]:
+    """None when the directory is complete and its files match ``SHA256SUMS``, else what is wrong."""
+    if not (path / ".metadata").is_file():
+        return "no .metadata: the write did not finish"
+    if not (path / STATE).is_file() or not (path / SUMS).is_file():
+        return f"no {STATE} or {SUMS}: the write did not finish"
+    for line in (path / SUMS).read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        if not (path / name).is_file():
+            return f"shard '{name}' is missing"
+        if file_digest(path / name) != digest:
+            return f"shard '{name}' fails its checksum (truncated or corrupt)"
+    return None
+
+
+def read_state(path: Path) -> Dict[str, Any]:
+    """The non-tensor training state of a sharded checkpoint, after checking every shard; CheckpointError when it fails."""
+    path = Path(path)
+    problem = verify_dir(path)
+    if problem:
+        raise CheckpointError(f"sharded checkpoint '{path}': {problem}; use an earlier checkpoint of the run")
+    return load_file(path / STATE)
+
+
+def load_full(path: Path, key: str) -> Dict[str, Any]:
+    """Entry ``key`` (model, optimizer) of a sharded checkpoint as whole tensors, read by this process alone."""
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "assuming the intent is to load in a single process": it is
+        return _load_state_dict_from_keys({key}, checkpoint_id=str(path))[key]
+
+
+def numbered_optimizer_state(named: Dict[str, Any]) -> Dict[str, Any]:
+    """An optimizer state keyed by parameter name (DCP's) in ``torch.optim``'s own form: parameters numbered in group order."""
+    index = {name: i for i, name in enumerate(n for group in named["param_groups"] for n in group["params"])}
+    groups = [{**group, "params": [index[n] for n in group["params"]]} for group in named["param_groups"]]
+    return {"state": {index[name]: value for name, value in named["state"].items()}, "param_groups": groups}
+
+
+def load_sharded_optimizer(path: Path, model: Any, optimizer: Any) -> None:
+    """Each rank reads its shards of the optimizer state of checkpoint ``path`` (resharded to this world size); collective."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+    state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+    dcp.load(state, checkpoint_id=str(path))
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
+
+
+class ShardedCheckpointStore:
+    """The sharded checkpoints of one run in ``directory``; ``save`` is collective, the rest is rank 0's."""
+
+    collective = True
+
+    def __init__(self, directory: Path, keep: int = 2) -> None:
+        self.directory = Path(directory)
+        self.keep = max(int(keep), 1)
+        self.best: Optional[str] = None
+
+    def numbered(self) -> List[Path]:
+        """The checkpoint directories, newest first."""
+        if not self.directory.is_dir():
+            return []
+        found: List[Tuple[Tuple[int, int], Path]] = []
+        for path in self.directory.iterdir():
+            match = NAME.match(path.name)
+            if match and not path.is_symlink():
+                found.append(((int(match.group(1)), int(match.group(2))), path))
+        return [path for _, path in sorted(found, reverse=True)]
+
+    def candidates(self) -> List[Path]:
+        return self.numbered()
+
+    def path_for(self, epoch: int, batch: int) -> Path:
+        return self.directory / f"epoch{epoch:04d}_batch{batch:06d}.dcp"
+
+    def save(self, state: Dict[str, Any], epoch: int, batch: int) -> Path:
+        """Write ``state`` (``model`` and ``optimizer`` sharded, the rest in state.pt) as the checkpoint of (epoch, batch)."""
+        import torch.distributed.checkpoint as dcp
+
+        path = self.path_for(epoch, batch)
+        tmp = self.directory / f".{path.name}.tmp"
+        main = get_rank() == 0
+        if main:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+        barrier()
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*assuming the intent is to save in a single process")  # dist.mode=fsdp in one process
+                dcp.save({key: state[key] for key in TENSORS}, checkpoint_id=str(tmp))
+            if main:
+                write_checkpoint({k: v for k, v in state.items() if k not in TENSORS}, tmp / STATE)
+                sums = [f"{file_digest(f)}  {f.name}" for f in sorted(tmp.iterdir()) if f.is_file() and f.name != SUMS]
+                write_text_atomic(tmp / SUMS, "\n".join(sums) + "\n")
+                fsync_dir(tmp)
+                record_path(path).unlink(missing_ok=True)
+                if path.exists():  # a rerun after a fallback past it
+                    shutil.rmtree(path)
+                os.replace(tmp, path)
+                self.link(path, LAST)
+                if self.best == path.name:
+                    self.link(path, BEST)
+                fsync_dir(self.directory)
+                self._prune()
+        except OSError as err:
+            raise CheckpointError(f"could not write sharded checkpoint '{path}' ({err.strerror or err}); earlier checkpoints are intact; free disk space and resume with --resume") from err
+        return path
+
+    def link(self, source: Path, name: str) -> None:
+        """Point ``name`` at the directory ``source`` (a relative symbolic link renamed into place)."""
+        tmp = self.directory / f".{name}.link"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(source.name, tmp)
+        os.replace(tmp, self.directory / name)
+
+    def link_best(self, path: Path) -> None:
+        self.link(path, BEST)
+        fsync_dir(self.directory)
+
+    def links_to(self, name: str, target: Path) -> bool:
+        link = self.directory / name
+        return link.is_symlink() and os.readlink(link) == target.name
+
+    def _prune(self) -> None:
+        for old in self.numbered()[self.keep :]:
+            if old.name != self.best:
+                shutil.rmtree(old, ignore_errors=True)
+                record_path(old).unlink(missing_ok=True)
+        for side in self.directory.glob(f"*.dcp{SUFFIX}"):
+            if not side.with_name(side.name[: -len(SUFFIX)]).exists():
+                side.unlink(missing_ok=True)
+
+    def remove_temporaries(self) -> None:
+        """What an interrupted save left (temporary directories and links); rank 0, before training."""
+        for path in self.directory.glob(".*"):
+            if path.name.endswith(".tmp") and path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.name.endswith(".link"):
+                path.unlink(missing_ok=True)
+
+    def repair_best(self) -> None:
+        """After a resume, point ``best.dcp`` at the directory the resumed state names as best (rank 0)."""
+        if self.best is None:
+            return
+        target, best = self.directory / self.best, self.directory / BEST
+        if not target.is_dir():
+            log.warning("the best checkpoint '%s' named by the resumed state no longer exists; removing best.dcp", target)
+            if best.is_symlink():
+                best.unlink()
+            self.best = None
+        elif not self.links_to(BEST, target):
+            self.link(target, BEST)
+            fsync_dir(self.directory)
+
+    def best_path(self) -> Path:
+        if self.best is not None and (self.directory / self.best).is_dir():
+            return self.directory / self.best
+        log.warning("no best checkpoint in '%s'; testing '%s', the last one", self.directory, LAST)
+        return self.directory / LAST
+
+    def latest_usable(self) -> Optional[Path]:
+        """The newest complete checkpoint directory, skipping (with a warning) those that are not."""
+        problems = []
+        for path in self.candidates():
+            problem = verify_dir(path)
+            if problem is None:
+                if problems:
+                    log.warning("resuming from '%s' after skipping %d unusable checkpoint(s)", path, len(problems))
+                return path
+            log.warning("sharded checkpoint '%s': %s; falling back to the checkpoint before it", path, problem)
+            problems.append(f"'{path}': {problem}")
+        if problems:
+            raise CheckpointError(f"no usable checkpoint in '{self.directory}': {'; '.join(problems)}; move the folder away to start afresh")
+        return None
+
+
+def open_store(directory: Path, keep: int = 2, sharded: Optional[bool] = None) -> Any:
+    """The store of a run's checkpoint folder: sharded when ``sharded`` says so, or (None) when the folder holds sharded checkpoints."""
+    from utils.checkpoint.store import CheckpointStore
+
+    if sharded is None:
+        sharded = Path(directory).is_dir() and any(NAME.match(p.name) for p in Path(directory).iterdir())
+    return ShardedCheckpointStore(directory, keep) if sharded else CheckpointStore(directory, keep)
