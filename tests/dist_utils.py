@@ -64,3 +64,12 @@ def spawn(fn: Callable, world_size: int, out_dir: Path, *args: Any, timeout: flo
                 proc.kill()
             raise TimeoutError(f"{fn.__name__} on {world_size} ranks did not finish in {timeout} s")
     return [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
+
+
+RECORDED_DIGITS = [  # digits that record the order each rank reads its samples in, with SyncBN
+    "custom_imports=[tests.fixtures.recorded_digits]",
+    "data.name=recorded_digits",
+    "model.sync_bn=true",
+    "model.args.backbone_args={widths: [8, 16]}",
+    "data.prefetch=none",  # reads happen when the loop asks: the records are in consumption order
+]

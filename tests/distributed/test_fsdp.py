@@ -22,17 +22,13 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, torchrun
+from tests.dist_utils import PYTHON, RECORDED_DIGITS, torchrun
 from utils.checkpoint.state import Checkpoint
 
 GLOBAL = 24
 SETTINGS = [
-    "custom_imports=[tests.fixtures.recorded_digits]",
-    "data.name=recorded_digits",
+    *RECORDED_DIGITS,
     f"data.global_batch_size={GLOBAL}",
-    "model.sync_bn=true",
-    "model.args.backbone_args={widths: [8, 16]}",
-    "data.prefetch=none",
     "train.epochs=1",
     "train.checkpoint_every_steps=10",
     "train.keep_checkpoints=10",

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, torchrun
+from tests.dist_utils import PYTHON, RECORDED_DIGITS, torchrun
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.data.datasets.digits import Digits
@@ -28,12 +28,8 @@ GLOBAL = 24
 EVERY = 10  # a checkpoint every 10 steps
 KILL_BATCH = 35  # rank 0 is killed reading batch 35 of epoch 0: the newest checkpoint is at batch 30
 SETTINGS = [
-    "custom_imports=[tests.fixtures.recorded_digits]",
-    "data.name=recorded_digits",
+    *RECORDED_DIGITS,
     f"data.global_batch_size={GLOBAL}",
-    "model.sync_bn=true",
-    "model.args.backbone_args={widths: [8, 16]}",
-    "data.prefetch=none",  # reads happen when the loop asks: the records are in consumption order
     "train.epochs=2",
     f"train.checkpoint_every_steps={EVERY}",
 ]
