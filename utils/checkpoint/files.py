@@ -11,10 +11,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Optional, Set, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 import torch
@@ -209,3 +210,15 @@ def load_file(path: Union[str, Path]) -> Dict[str, Any]:
     if not isinstance(obj, dict):
         raise CheckpointError(f"checkpoint '{path}' holds a {type(obj).__name__}, expected a dict or a state_dict")
     return obj
+
+
+def newest_first(directory: Path, name: "re.Pattern[str]") -> List[Path]:
+    """The entries of ``directory`` whose names ``name`` matches (epoch, batch), furthest into training first."""
+    if not directory.is_dir():
+        return []
+    found: List[Tuple[Tuple[int, int], Path]] = []
+    for path in directory.iterdir():
+        match = name.match(path.name)
+        if match:
+            found.append(((int(match.group(1)), int(match.group(2))), path))
+    return [path for _, path in sorted(found, reverse=True)]

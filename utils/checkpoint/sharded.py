@@ -23,9 +23,9 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from utils.checkpoint.files import file_digest, fsync_dir, load_file, write_checkpoint, write_text_atomic
+from utils.checkpoint.files import file_digest, fsync_dir, load_file, newest_first, write_checkpoint, write_text_atomic
 from utils.checkpoint.records import SUFFIX, record_path
 from utils.distributed.ops import barrier, get_rank
 from utils.errors import CheckpointError
@@ -105,14 +105,7 @@ class ShardedCheckpointStore:
 
     def numbered(self) -> List[Path]:
         """The checkpoint directories, newest first."""
-        if not self.directory.is_dir():
-            return []
-        found: List[Tuple[Tuple[int, int], Path]] = []
-        for path in self.directory.iterdir():
-            match = NAME.match(path.name)
-            if match and not path.is_symlink():
-                found.append(((int(match.group(1)), int(match.group(2))), path))
-        return [path for _, path in sorted(found, reverse=True)]
+        return [path for path in newest_first(self.directory, NAME) if not path.is_symlink()]
 
     def candidates(self) -> List[Path]:
         return self.numbered()

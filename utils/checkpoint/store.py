@@ -33,13 +33,14 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from utils.checkpoint.files import (
     file_digest,
     fsync_dir,
     load_file,
     missing,
+    newest_first,
     sidecar,
     write_checkpoint,
 )
@@ -111,14 +112,7 @@ class CheckpointStore:
 
     def numbered(self) -> List[Path]:
         """The numbered checkpoints, newest (furthest into training) first."""
-        if not self.directory.is_dir():
-            return []
-        found: List[Tuple[Tuple[int, int], Path]] = []
-        for path in self.directory.iterdir():
-            match = _NAME.match(path.name)
-            if match:
-                found.append(((int(match.group(1)), int(match.group(2))), path))
-        return [path for _, path in sorted(found, reverse=True)]
+        return newest_first(self.directory, _NAME)
 
     def candidates(self) -> List[Path]:
         """Files to resume from, in the order to try: numbered newest first, then a lone ``last.pt``."""
