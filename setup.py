@@ -12,6 +12,8 @@ apex is an optional, detected backend (``amp.backend``): the PyPI package named
 
 from setuptools import setup
 
+EXPORT = ["onnx", "onnxscript", "onnxruntime"]  # --mode export --format onnx
+
 setup(
     name="regtrain",
     version="0.3.0",
@@ -34,8 +36,8 @@ setup(
         "torchmetrics>=1.0",  # eval.extra_metrics: torchmetrics classes by name
     ],
     extras_require={
-        "test": ["pytest", "pytest-timeout"],
+        "test": ["pytest", "pytest-timeout", *EXPORT],  # the suite exports to ONNX and runs the README's export line
         "dali": ["nvidia-dali-cuda130"],
-        "export": ["onnx", "onnxscript", "onnxruntime"],  # --mode export --format onnx
+        "export": EXPORT,
     },
 )

@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -67,7 +68,7 @@ def shortened(command: str) -> List[str]:
         args = ["python", *launcher, f"--master_port={free_port()}", *[a for a in args[1:at] if a not in ("-m", "torch.distributed.launch")], *args[at:]]
     if "--mode" not in args:
         args += QUICK + [extra for key, value in DEMO_DATA.items() if key in command for extra in value]
-    return [shutil.which("python") or "python", *args[1:]]
+    return [sys.executable, *args[1:]]
 
 
 def chain(command: str, repo: Path) -> str:
