@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+from pathlib import Path
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
@@ -9,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from utils.data.stratified import stratified_split
 from utils.errors import ConfigError
 from utils.registry import DATASETS
 
@@ -17,13 +21,21 @@ SPLITS = ("train", "val", "test")
 
 def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int) -> dict:
     """A stratified, seed-determined train/val/test split of ``range(len(labels))``."""
-    from sklearn.model_selection import train_test_split
+    rest, test = stratified_split(labels, test_fraction, seed)
+    train, val = stratified_split(labels[rest], val_fraction / (1.0 - test_fraction), seed)
+    return {"train": np.sort(rest[train]), "val": np.sort(rest[val]), "test": np.sort(test)}
 
-    idx = np.arange(len(labels))
-    rest, test = train_test_split(idx, test_size=test_fraction, stratify=labels, random_state=seed)
-    val_of_rest = val_fraction / (1.0 - test_fraction)
-    train, val = train_test_split(rest, test_size=val_of_rest, stratify=labels[rest], random_state=seed)
-    return {"train": np.sort(train), "val": np.sort(val), "test": np.sort(test)}
+
+@functools.lru_cache(maxsize=1)
+def load_digits() -> Tuple[np.ndarray, np.ndarray]:
+    """The images ``[1797, 8, 8]`` (values 0-16) and labels of scikit-learn's digits, read from the
+    file scikit-learn ships, as its ``load_digits`` reads it, without importing scikit-learn (see
+    utils/data/stratified.py)."""
+    spec = importlib.util.find_spec("sklearn")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the digits dataset ships with scikit-learn, which is not installed: pip install scikit-learn")
+    data = np.loadtxt(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz", delimiter=",")
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
 
 
 @DATASETS.register("digits")
@@ -45,20 +57,18 @@ class Digits(Dataset):
         split_seed: int = 0,
         classes: Optional[Sequence[int]] = None,
     ) -> None:
-        from sklearn.datasets import load_digits
-
         if split not in SPLITS:
             raise ConfigError(f"digits has splits {SPLITS}, got '{split}'")
-        data = load_digits()
-        idx = split_indices(data.target, val_fraction, test_fraction, split_seed)[split]
-        labels = data.target[idx]
+        all_images, all_labels = load_digits()
+        idx = split_indices(all_labels, val_fraction, test_fraction, split_seed)[split]
+        labels = all_labels[idx]
         if classes is not None:
             if not classes or len(set(classes)) != len(classes) or not set(classes) <= set(range(10)):
                 raise ConfigError(f"digits: data.args.classes must be distinct digits 0-9, got {list(classes)}")
             keep = np.isin(labels, list(classes))
             idx = idx[keep]
-            labels = np.array([list(classes).index(d) for d in data.target[idx]], dtype=np.int64)
-        images = torch.from_numpy(data.images[idx]).float().div_(16.0).unsqueeze(1)
+            labels = np.array([list(classes).index(d) for d in all_labels[idx]], dtype=np.int64)
+        images = torch.from_numpy(all_images[idx]).float().div_(16.0).unsqueeze(1)
         if size != 8:
             images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
         self.classes = list(classes) if classes is not None else list(range(10))  # what the classes argument takes; label i is digit classes[i]

@@ -1,0 +1,55 @@
+"""A stratified, seeded train/test split of sample indices, without importing scikit-learn.
+
+It draws exactly what ``sklearn.model_selection.train_test_split(idx, test_size=f,
+stratify=labels, random_state=seed)`` draws (its ``StratifiedShuffleSplit``: the same
+``RandomState`` calls in the same order), so the digits splits stay what they have always
+been. Importing scikit-learn's model selection pulls in scipy, about 1.7 s of every
+process's start; tests/data/test_stratified.py compares both on many splits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import numpy as np
+
+
+def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """Samples per class for ``n_draws`` draws: the floored proportional share, the rest
+    given to the largest remainders, ties broken at random."""
+    continuous = class_counts / class_counts.sum() * n_draws
+    floored = np.floor(continuous)
+    need_to_add = int(n_draws - floored.sum())
+    if need_to_add > 0:
+        remainder = continuous - floored
+        for value in np.sort(np.unique(remainder))[::-1]:
+            (inds,) = np.where(remainder == value)
+            add_now = min(len(inds), need_to_add)
+            floored[rng.choice(inds, size=add_now, replace=False)] += 1
+            need_to_add -= add_now
+            if need_to_add == 0:
+                break
+    return floored.astype(int)
+
+
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Positions into ``labels`` of the train and the test part, in train_test_split's (shuffled)
+    order: a split of one part depends on the order of its labels."""
+    n_samples = len(labels)
+    n_test = math.ceil(test_fraction * n_samples)
+    n_train = n_samples - n_test
+    classes, y_indices, class_counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if class_counts.min() < 2 or min(n_train, n_test) < len(classes):
+        raise ValueError(f"a stratified split of {n_samples} samples into {n_train} + {n_test} needs every one of the "
+                         f"{len(classes)} classes at least twice and in both parts")
+    class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
+    rng = np.random.RandomState(seed)
+    n_i = _approximate_mode(class_counts, n_train, rng)
+    t_i = _approximate_mode(class_counts - n_i, n_test, rng)
+    train, test = [], []
+    for i in range(len(classes)):
+        shuffled = class_indices[i].take(rng.permutation(class_counts[i]), mode="clip")
+        train.extend(shuffled[: n_i[i]])
+        test.extend(shuffled[n_i[i] : n_i[i] + t_i[i]])
+    return rng.permutation(train).astype(np.int64), rng.permutation(test).astype(np.int64)
