@@ -71,6 +71,12 @@ def shortened(command: str) -> List[str]:
     return [sys.executable, *args[1:]]
 
 
+def reads_or_resumes(command: str, repo: Path) -> bool:
+    """Whether a command depends on an earlier one: it reads a run's files or continues a run."""
+    config = re.search(r"--config (\S+)", command)
+    return any(mark in command for mark in ("--mode", "--resume", "output/")) or bool(config and "output/" in (repo / config.group(1)).read_text())
+
+
 def chain(command: str, repo: Path) -> str:
     """The experiment a command reads or writes: commands of one experiment run in README order, others
     side by side (a fine-tuning config that loads another experiment's best.pt joins that one's chain)."""
@@ -85,6 +91,15 @@ def chain(command: str, repo: Path) -> str:
     return "digits_small_cnn"
 
 
+def own_experiment(command: str, following: str, repo: Path, number: int) -> str:
+    """A default-experiment command that neither reads nor continues a run, is not the quick start
+    itself and is not resumed by the ``following`` command, gets an experiment folder of its own,
+    so it runs beside the others (the ``latest`` link that later commands read stays the quick start's)."""
+    if command == "python main.py" or "--resume" in following or reads_or_resumes(command, repo) or chain(command, repo) != "digits_small_cnn":
+        return command
+    return f"{command} experiment.name=readme_{number}"
+
+
 @pytest.mark.timeout(900)
 def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
     repo = tmp_path / "repo"
@@ -95,12 +110,14 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)
     env = {**subprocess_env(), "PYTHONPATH": str(repo)}
-    chains: Dict[str, List[str]] = {}
     for kind, what, code in steps():
         if kind == "file":
             (repo / what).write_text(code)  # the files come before the commands that use them
-        elif not any(marker in what for marker in SKIPPED):
-            chains.setdefault(chain(what, repo), []).append(what)
+    commands = [what for kind, what, _ in steps() if kind == "run" and not any(marker in what for marker in SKIPPED)]
+    chains: Dict[str, List[str]] = {}
+    for number, (command, following) in enumerate(zip(commands, [*commands[1:], ""])):
+        command = own_experiment(command, following, repo, number)
+        chains.setdefault(chain(command, repo), []).append(command)
 
     def run_chain(commands: List[str]) -> List[str]:
         for command in commands:
@@ -108,8 +125,9 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
             assert proc.returncode == 0, f"README command failed: {command}\n{proc.stderr[-3000:]}"
         return commands
 
+    longest_first = sorted(chains.values(), key=len, reverse=True)
     with ThreadPoolExecutor(max_workers=2) as pool:  # one experiment's commands in order; two experiments at once
-        ran = [command for done in pool.map(run_chain, chains.values()) for command in done]
+        ran = [command for done in pool.map(run_chain, longest_first) for command in done]
     assert "python main.py" in ran and len(ran) >= 15, ran
     # the quick start's command twice (it also runs first in the multi-process section): two runs
     assert len(list((repo / "output" / "digits_small_cnn").glob("run_*"))) >= 2
