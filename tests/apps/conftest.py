@@ -15,18 +15,19 @@ CLASSES = ("zero", "one", "two")
 def make_digit_folder(root: Path, sizes: Dict[str, int] = SPLITS) -> Path:
     """``root/<split>/<class>/<n>.png``: 8x8 grey digits 0-2 from scikit-learn, classes in turn."""
     from PIL import Image
-    from sklearn.datasets import load_digits
 
-    digits = load_digits()
-    keep = [i for i in range(len(digits.target)) if digits.target[i] < len(CLASSES)]
+    from utils.data.datasets.digits import load_digits
+
+    images, labels = load_digits()
+    keep = [i for i in range(len(labels)) if labels[i] < len(CLASSES)]
     at = 0
     for split, count in sizes.items():
         for n in range(count):
             i = keep[at]
             at += 1
-            folder = root / split / CLASSES[digits.target[i]]
+            folder = root / split / CLASSES[labels[i]]
             folder.mkdir(parents=True, exist_ok=True)
-            Image.fromarray((digits.images[i] * 15.9).astype(np.uint8), mode="L").save(folder / f"{split}_{n:03d}.png")
+            Image.fromarray((images[i] * 15.9).astype(np.uint8), mode="L").save(folder / f"{split}_{n:03d}.png")
     return root
 
 
