@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -72,17 +73,29 @@ def selected(ops: List[Tuple[int, str, str]]) -> List[Tuple[int, str]]:
     return second + [(n, f"{what} (epoch 1)") for n, what in first if what == "replace best.pt"]
 
 
+def kill_and_resume(folder: Path, point: int) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """A run SIGKILLed at file operation ``point``, then ``--resume`` in the same folder."""
+    return run(folder, env={"REGTRAIN_KILL_AT": str(point)}), run(folder, "--resume")
+
+
+@pytest.fixture(scope="module")
+def killed(reference, tmp_path_factory) -> List[Tuple[str, subprocess.CompletedProcess, subprocess.CompletedProcess]]:
+    """For each selected point: what it is, the killed run and the resumed one. The runs are single
+    threaded and independent, so two go at once (one per core)."""
+    points = selected(reference[1])
+    assert len(points) == 9, points
+    folders = [tmp_path_factory.mktemp(f"killed{index}") for index in range(len(points))]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(kill_and_resume, folders, [point for point, _ in points]))
+    return [(f"operation {point} ({what})", *pair) for (point, what), pair in zip(points, runs)]
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("index", range(9))
-def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(tmp_path, reference, index):
-    line, ops = reference
-    points = selected(ops)
-    assert len(points) == 9, points
-    point, what = points[index]
-    killed = run(tmp_path, env={"REGTRAIN_KILL_AT": str(point)})
-    assert killed.returncode == -9, f"not killed at {what}: {killed.stderr[-2000:]}"
-    resumed = run(tmp_path, "--resume")
-    assert final_test(resumed) == line, f"killed at operation {point} ({what}):\n{resumed.stderr[-3000:]}"
+def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(reference, killed, index):
+    what, killed_run, resumed = killed[index]
+    assert killed_run.returncode == -9, f"not killed at {what}: {killed_run.stderr[-2000:]}"
+    assert final_test(resumed) == reference[0], f"killed at {what}:\n{resumed.stderr[-3000:]}"
     best = re.search(r"testing (\S+)", resumed.stderr)
     assert best and os.path.basename(best.group(1)) in ("best.pt", "epoch0002_batch000000.pt"), resumed.stderr[-2000:]
 
