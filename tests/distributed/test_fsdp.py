@@ -1,11 +1,11 @@
 """``dist.mode=fsdp`` under real torchrun (2 CPU processes, gloo): FSDP2 equals DDP, sharded checkpoints reshard.
 
-One module-scoped set of runs on digits (SyncBN, global batch 24, one epoch of 52 steps, a
-checkpoint every 10 steps), each launched once:
+One module-scoped pair of runs on digits (SyncBN, global batch 24, one epoch of 52 SGD steps, a
+checkpoint every 3 steps), DDP and FSDP, each launched once:
 
-- DDP and FSDP, 3 SGD steps each: the same weights (1e-5);
-- DDP and FSDP for the epoch: the same weights and test accuracy;
-- the FSDP run's folder, cut back to its mid-epoch checkpoint at batch 30 (a later directory left
+- their checkpoints after 3 steps: the same weights (1e-5);
+- the epoch: the same weights and test accuracy;
+- the FSDP run's folder, cut back to its mid-epoch checkpoint at batch 30 (the next directory left
   without ``.metadata``, as a kill during its write leaves it), resumed on 3 ranks: the global
   batches and the step count of the uninterrupted run;
 - ``--mode test`` in one process on the FSDP run's best sharded checkpoint: the run's test line.
@@ -30,16 +30,19 @@ SETTINGS = [
     *RECORDED_DIGITS,
     f"data.global_batch_size={GLOBAL}",
     "train.epochs=1",
-    "train.checkpoint_every_steps=10",
-    "train.keep_checkpoints=10",
+    "train.checkpoint_every_steps=3",
+    "train.keep_checkpoints=20",  # all 17 of the epoch: the test reads the first, the resume cuts back to the tenth
     "train.log_every=50",
+    "optim.name=sgd",
+    "optim.lr=0.1",
+    "schedule.name=constant",
     "schedule.warmup_epochs=0",
 ]
 TIMEOUT = 180
 ATOL = 1e-5  # 3 SGD steps: the ranks' gradients are averaged in another order, nothing else differs
-# After 52 AdamW steps those last bits grow where a gradient is near zero (Adam divides by its size):
-# 1e-4 measured; a repeated or skipped batch moves the weights by ~1e-2.
-LONG_ATOL = 1e-3
+# After 52 steps with momentum those bits have grown: 3e-7 measured, 1e-6 for the run resumed on 3 ranks;
+# a repeated or skipped batch moves the weights by ~1e-2.
+LONG_ATOL = 1e-5
 
 
 def launch(nproc: int, out: Path, record: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -77,10 +80,8 @@ def worst(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Dict[str, object]:
     tmp = tmp_path_factory.mktemp("fsdp")
-    sgd = ["train.iterations=3", "optim.name=sgd", "optim.lr=0.1", "schedule.name=constant", "schedule.warmup_epochs=0"]
     result: Dict[str, object] = {"tmp": tmp}
     for mode in ("ddp", "fsdp"):
-        launch(2, tmp / f"{mode}3", tmp / f"{mode}3", f"dist.mode={mode}", *sgd)
         result[mode] = launch(2, tmp / mode, tmp / mode, f"dist.mode={mode}")
     return result
 
@@ -88,9 +89,10 @@ def runs(tmp_path_factory) -> Dict[str, object]:
 @pytest.mark.timeout(600)
 def test_fsdp_equals_ddp_after_three_sgd_steps(runs):
     tmp: Path = runs["tmp"]
-    ddp, fsdp = weights(tmp / "ddp3/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp3/run/latest/checkpoints/last.dcp")
+    third = "run/latest/checkpoints/epoch0000_batch000003"
+    ddp, fsdp = weights(tmp / f"ddp/{third}.pt"), weights(tmp / f"fsdp/{third}.dcp")
     assert worst(ddp, fsdp) <= ATOL
-    assert Checkpoint.load(tmp / "fsdp3/run/latest/checkpoints/last.dcp").progress.step == 3
+    assert Checkpoint.load(tmp / f"fsdp/{third}.dcp").progress.step == 3
 
 
 @pytest.mark.timeout(600)
@@ -98,7 +100,7 @@ def test_fsdp_trains_digits_as_ddp_does(runs):
     tmp: Path = runs["tmp"]
     ddp_line, fsdp_line = the_test_line(runs["ddp"]), the_test_line(runs["fsdp"])
     top1 = {name: float(line.split("top1=")[1].split()[0]) for name, line in (("ddp", ddp_line), ("fsdp", fsdp_line))}
-    assert top1["fsdp"] >= 0.6 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (ddp_line, fsdp_line)
+    assert top1["fsdp"] >= 0.5 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (ddp_line, fsdp_line)  # one epoch: 0.63 here, chance 0.1
     assert worst(weights(tmp / "ddp/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp/run/latest/checkpoints/last.dcp")) <= LONG_ATOL
     assert global_batches(tmp / "fsdp", 2) == global_batches(tmp / "ddp", 2)
 
@@ -109,10 +111,10 @@ def test_sharded_checkpoint_resumes_on_three_ranks_in_the_global_order(runs):
     out = tmp / "on3"
     shutil.copytree(tmp / "fsdp", out, symlinks=True)
     checkpoints = out / "run" / "latest" / "checkpoints"
-    for later in ("epoch0000_batch000050.dcp", "epoch0001_batch000000.dcp"):
+    for later in [*(f"epoch0000_batch{b:06d}.dcp" for b in range(36, 52, 3)), "epoch0001_batch000000.dcp"]:
         shutil.rmtree(checkpoints / later)
         (checkpoints / f"{later}.val.json").unlink(missing_ok=True)
-    (checkpoints / "epoch0000_batch000040.dcp" / ".metadata").unlink()  # killed while writing it: skipped
+    (checkpoints / "epoch0000_batch000033.dcp" / ".metadata").unlink()  # killed while writing it: skipped
     resumed = launch(3, out, tmp / "resumed3", "dist.mode=fsdp", "--resume")
     assert "world size 2 -> 3" in resumed.stderr
     assert "skipping 1 unusable checkpoint" in resumed.stderr
