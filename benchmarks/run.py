@@ -44,6 +44,7 @@ BENCHMARKS = [
     ("bench_startup", "11 start-up"),
     ("bench_async_checkpoint", "12 background checkpoint"),
     ("bench_world_resume", "13 resume on another world size"),
+    ("bench_fsdp", "14 FSDP2"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
