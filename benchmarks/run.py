@@ -45,6 +45,7 @@ BENCHMARKS = [
     ("bench_async_checkpoint", "12 background checkpoint"),
     ("bench_world_resume", "13 resume on another world size"),
     ("bench_fsdp", "14 FSDP2"),
+    ("bench_predict", "15 predict"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
