@@ -46,6 +46,7 @@ BENCHMARKS = [
     ("bench_world_resume", "13 resume on another world size"),
     ("bench_fsdp", "14 FSDP2"),
     ("bench_predict", "15 predict"),
+    ("bench_export", "16 export"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
