@@ -8,7 +8,7 @@ from PIL import Image
 
 import main
 from tests.cli.test_train import printed_metrics, read_rows
-from utils.data.datasets.shapes_sod import render_scene
+from utils.data.datasets.shapes_sod import render_scene, write_split
 
 SOD_NAMES = {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f"}
 
@@ -48,6 +48,13 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
     assert printed_metrics(capsys.readouterr().out) == trained
     tested = sorted((out_root / "sod" / "test_001" / "predictions").glob("*.png"))
     assert [p.read_bytes() for p in tested] == [p.read_bytes() for p in maps]
+
+    # --mode predict on the test scenes written as PNG files: resized as the dataset resizes, the same maps
+    images = write_split(out_root / "pngs", "test", 9) / "Image"
+    assert main.main(["--mode", "predict", "--checkpoint", str(run / "checkpoints" / "best.pt"), "--input", str(images), "--output", str(out_root / "predicted")]) == 0
+    predicted = sorted((out_root / "predicted" / "masks").glob("*.png"))
+    assert [p.name for p in predicted] == [p.name for p in maps]
+    assert [p.read_bytes() for p in predicted] == [p.read_bytes() for p in maps]
 
 
 @pytest.mark.skipif(not os.environ.get("REGTRAIN_FULL_SOD"), reason="the full demo takes minutes; set REGTRAIN_FULL_SOD=1")

@@ -21,7 +21,7 @@ from utils.errors import ConfigError, DataError
 Size = Union[int, Sequence[int]]
 
 
-def _pair(size: Size) -> Tuple[int, int]:
+def size_pair(size: Size) -> Tuple[int, int]:
     if isinstance(size, int):
         return size, size
     if len(size) != 2:
@@ -46,7 +46,7 @@ class PairPipeline:
         transform: Optional[Callable] = None,
         keep_original: bool = True,
     ) -> None:
-        self.size = _pair(size) if size else None
+        self.size = size_pair(size) if size else None
         self.transform = transform
         self.keep_original = keep_original
 

@@ -21,6 +21,7 @@ from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import walk_visible
 from utils.data.images import as_float, read_pixels
+from utils.data.masks import Size, size_pair
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,10 @@ def collect_inputs(spec: Optional[str]) -> List[Path]:
 class PredictImages(Dataset):
     """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})``; ``size``: the file's own size."""
 
-    def __init__(self, paths: Sequence[Path], channels: int, transform: Optional[Callable], image_size: Optional[int], on_bad_sample: str, input_size: Sequence[int]) -> None:
+    def __init__(self, paths: Sequence[Path], channels: int, transform: Optional[Callable], image_size: Optional[int], on_bad_sample: str,
+                 input_size: Sequence[int], resize_last: Optional[Size] = None) -> None:
         self.paths = list(paths)
+        self.resize_last = size_pair(resize_last) if resize_last else None  # after the transforms, as the mask datasets resize
         self.channels = channels
         self.transform = transform
         self.image_size = image_size
@@ -85,6 +88,10 @@ class PredictImages(Dataset):
         image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
         if self.transform is not None:
             image = self.transform(image)
+        if self.resize_last is not None:
+            from torchvision.transforms.v2 import functional as TF
+
+            image = TF.resize(image, list(self.resize_last), antialias=True)
         return image.as_subclass(torch.Tensor), {"index": index, "size": size}
 
     def collate_fn(self, batch: List[Tuple[Any, dict]]) -> Tuple[torch.Tensor, dict]:

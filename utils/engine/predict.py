@@ -45,19 +45,29 @@ TASKS = ("classification", "sod", "video")
 CLIP_ARGS = ("clip_len", "frame_stride", "num_clips", "pad_short")
 
 
+def dataset_arg(cfg: Config, name: str) -> Any:
+    """``data.args.<name>`` as the training dataset saw it: the config's value, else the dataset's own default."""
+    if name in cfg.data.args:
+        return cfg.data.args[name]
+    parameter = inspect.signature(DATASETS.get(cfg.data.name)).parameters.get(name)
+    return None if parameter is None else parameter.default
+
+
 def predict_dataset(cfg: Config, spec: Optional[str]) -> Union[PredictImages, PredictVideos]:
     """The inputs read and transformed as the checkpoint's eval split was."""
     transform = build_transforms(cfg.data.eval_transforms, "data.eval_transforms")
-    if cfg.eval.metric == "video":  # the clip settings the training dataset used, its own defaults included
-        defaults = inspect.signature(DATASETS.get(cfg.data.name)).parameters
-        clips = {name: cfg.data.args.get(name, defaults[name].default if name in defaults else None) for name in CLIP_ARGS}
+    if cfg.eval.metric == "video":  # cut into clips as the training dataset cut its eval split
+        clips = {name: dataset_arg(cfg, name) for name in CLIP_ARGS}
         missing = [name for name, value in clips.items() if value is None]
         if missing:
             raise ConfigError(f"--mode predict cuts videos into clips as the training data did, but dataset '{cfg.data.name}' names no {missing}; set data.args.{missing[0]}=...")
         return PredictVideos(collect_videos(spec), transform, **clips)
     channels = cfg.data.args.get("channels", (cfg.model.input_size or [3])[0])
     image_size = cfg.data.args.get("image_size")
-    return PredictImages(collect_inputs(spec), channels, transform, image_size, cfg.data.args.get("on_bad_sample", "stop"), cfg.model.input_size or [channels, 1, 1])
+    # the mask datasets resize after the transforms, to data.args.size (utils/data/masks.py: PairPipeline)
+    resize_last = dataset_arg(cfg, "size") if cfg.eval.metric == "sod" else None
+    return PredictImages(collect_inputs(spec), channels, transform, image_size, cfg.data.args.get("on_bad_sample", "stop"),
+                         cfg.model.input_size or [channels, 1, 1], resize_last)
 
 
 def _class_rows(probs: torch.Tensor, classes: List[str]) -> List[Dict[str, Any]]:
