@@ -73,3 +73,12 @@ RECORDED_DIGITS = [  # digits that record the order each rank reads its samples 
     "model.args.backbone_args={widths: [8, 16]}",
     "data.prefetch=none",  # reads happen when the loop asks: the records are in consumption order
 ]
+
+
+def global_batches(record: Path, world_size: int, global_batch: int) -> List[List[int]]:
+    """The global batches a run read (``tests/fixtures/recorded_digits.py``): each rank's slices of
+    ``global_batch / world_size``, side by side, for as many steps as every rank recorded."""
+    local = global_batch // world_size
+    reads = [[int(x) for x in Path(f"{record}.rank{r}").read_text().split()] for r in range(world_size)]
+    count = min(len(r) for r in reads) // local
+    return [sum((reads[r][k * local : (k + 1) * local] for r in range(world_size)), []) for k in range(count)]

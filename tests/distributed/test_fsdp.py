@@ -16,13 +16,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, RECORDED_DIGITS, torchrun
+from tests.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 from utils.checkpoint.state import Checkpoint
 
 GLOBAL = 24
@@ -55,13 +55,6 @@ def launch(nproc: int, out: Path, record: Path, *extra: str) -> subprocess.Compl
     (out.parent / f"{out.name}.stderr").write_text(done.stderr)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
-
-
-def global_batches(record: Path, world_size: int) -> List[List[int]]:
-    local = GLOBAL // world_size
-    reads = [[int(x) for x in Path(f"{record}.rank{r}").read_text().split()] for r in range(world_size)]
-    count = min(len(r) for r in reads) // local
-    return [sum((reads[r][k * local : (k + 1) * local] for r in range(world_size)), []) for k in range(count)]
 
 
 def the_test_line(done: subprocess.CompletedProcess) -> str:
@@ -102,7 +95,7 @@ def test_fsdp_trains_digits_as_ddp_does(runs):
     top1 = {name: float(line.split("top1=")[1].split()[0]) for name, line in (("ddp", ddp_line), ("fsdp", fsdp_line))}
     assert top1["fsdp"] >= 0.5 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (ddp_line, fsdp_line)  # one epoch: 0.63 here, chance 0.1
     assert worst(weights(tmp / "ddp/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp/run/latest/checkpoints/last.dcp")) <= LONG_ATOL
-    assert global_batches(tmp / "fsdp", 2) == global_batches(tmp / "ddp", 2)
+    assert global_batches(tmp / "fsdp", 2, GLOBAL) == global_batches(tmp / "ddp", 2, GLOBAL)
 
 
 @pytest.mark.timeout(600)
@@ -119,8 +112,8 @@ def test_sharded_checkpoint_resumes_on_three_ranks_in_the_global_order(runs):
     assert "world size 2 -> 3" in resumed.stderr
     assert "skipping 1 unusable checkpoint" in resumed.stderr
 
-    reference = global_batches(tmp / "fsdp", 2)
-    order = reference[:30] + global_batches(tmp / "resumed3", 3)
+    reference = global_batches(tmp / "fsdp", 2, GLOBAL)
+    order = reference[:30] + global_batches(tmp / "resumed3", 3, GLOBAL)
     assert order == reference and len(order) == 52
     final = Checkpoint.load(checkpoints / "last.dcp")
     assert final.progress.step == 52 == Checkpoint.load(tmp / "fsdp/run/latest/checkpoints/last.dcp").progress.step

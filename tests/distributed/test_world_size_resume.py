@@ -13,13 +13,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, RECORDED_DIGITS, torchrun
+from tests.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.data.datasets.digits import Digits
@@ -50,14 +50,6 @@ def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True)
 
 
-def global_batches(record: Path, world_size: int) -> List[List[int]]:
-    """The global batches a run read: each rank's slices of ``GLOBAL / world_size``, side by side."""
-    local = GLOBAL // world_size
-    reads = [[int(x) for x in Path(f"{record}.rank{r}").read_text().split()] for r in range(world_size)]
-    count = min(len(r) for r in reads) // local
-    return [sum((reads[r][k * local : (k + 1) * local] for r in range(world_size)), []) for k in range(count)]
-
-
 def final(run: Path) -> Dict[str, object]:
     data = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
     return {"model": data["model"], "step": data["progress"]["step"], "scheduler": data["scheduler"], "lrs": [g["lr"] for g in data["optimizer"]["param_groups"]]}
@@ -76,8 +68,8 @@ def runs(tmp_path_factory) -> Dict[str, object]:
     progress = Checkpoint.load(newest).progress
     assert (progress.epoch, progress.batch) == (0, EVERY * (KILL_BATCH // EVERY)), progress  # mid-epoch, as intended
     per_epoch = len(Digits("train")) // GLOBAL
-    consumed = global_batches(tmp / "killed", 2)[: progress.epoch * per_epoch + progress.batch]
-    return {"tmp": tmp, "reference": global_batches(tmp / "ref", 2), "before": consumed, "per_epoch": per_epoch, "final": final(tmp / "ref" / "run" / "latest")}
+    consumed = global_batches(tmp / "killed", 2, GLOBAL)[: progress.epoch * per_epoch + progress.batch]
+    return {"tmp": tmp, "reference": global_batches(tmp / "ref", 2, GLOBAL), "before": consumed, "per_epoch": per_epoch, "final": final(tmp / "ref" / "run" / "latest")}
 
 
 @pytest.mark.timeout(600)
@@ -90,7 +82,7 @@ def test_resume_on_another_world_size_continues_the_global_order(runs, world_siz
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "world size 2 -> %d" % world_size in resumed.stderr
 
-    order = runs["before"] + global_batches(tmp / f"resumed{world_size}", world_size)
+    order = runs["before"] + global_batches(tmp / f"resumed{world_size}", world_size, GLOBAL)
     assert order == runs["reference"]  # the same global batches, in the same order, rank slices included
     per_epoch = runs["per_epoch"]
     assert len(order) == 2 * per_epoch
