@@ -1,4 +1,5 @@
-"""Two hosts, one process each, train and test exactly as one host with two processes.
+"""Two hosts, one process each, train and test exactly as one host with two processes; and
+under elastic torchrun the loss of one host leaves the other to finish the run alone.
 
 The hosts are two network namespaces joined by a veth pair (root and iproute2 needed, else
 skipped), each with its own address and no route to the other's loopback: torchrun on each
@@ -11,15 +12,18 @@ shared, as a network file system would be.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import List
 
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, torchrun
+from tests.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 
 SETTINGS = ["model.args.backbone_args={widths: [8, 16]}", "data.global_batch_size=24", "train.iterations=20", "train.log_every=50", "data.prefetch=none"]
 TIMEOUT = 180
@@ -102,3 +106,54 @@ def test_two_nodes_equal_one_node_with_two_processes(hosts, tmp_path):
     assert printed_test_line(outputs[0][0]) == printed_test_line(one.stdout)
     assert "2 process(es)" in outputs[0][1]
     assert not any(line.startswith("test: ") for line in outputs[1][0].splitlines())  # rank 0 prints, on the first node
+
+
+ELASTIC = [*RECORDED_DIGITS, "data.global_batch_size=24", "train.epochs=3", "train.checkpoint_every_steps=10", "train.log_every=50",
+           "train.auto_resume=true", "dist.timeout_s=60"]
+
+
+def node_command(hosts, node: int, extra: str, *args: str) -> List[str]:
+    name, address, _ = hosts[node]
+    return ["ip", "netns", "exec", name, PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={hosts[0][1]}:29532", f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}{extra}",
+            f"--local_addr={address}", *args]
+
+
+@pytest.mark.timeout(400)
+def test_a_host_lost_under_elastic_torchrun_leaves_the_other_to_finish_with_the_same_global_batches(hosts, tmp_path):
+    """``--nnodes=1:2 --max_restarts=3``: every process of the second host is killed after the first
+    checkpoint; torchrun on the first host restarts its worker at world size 1 (``last_call_timeout=3``:
+    it waits 3 s, not 30, for the lost host to come back), which resumes the run from its newest
+    checkpoint and reads the global batches a one-process run reads."""
+    env = subprocess_env()
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    record = tmp_path / "elastic"
+    reference = subprocess.Popen([PYTHON, "main.py", f"experiment.output_root={tmp_path / 'one'}", *ELASTIC], cwd=ROOT,
+                                 env={**env, "REGTRAIN_RECORD": str(tmp_path / "one")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "two"
+    procs = [subprocess.Popen(node_command(hosts, node, ",last_call_timeout=3", "--nnodes=1:2", "--max_restarts=3", "--rdzv_id=elastic-test",
+                                           "main.py", f"experiment.output_root={out}", *ELASTIC),
+                              cwd=ROOT, env={**env, "GLOO_SOCKET_IFNAME": hosts[node][2], "REGTRAIN_RECORD": str(record)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) for node in (0, 1)]
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not list(out.glob("*/run_001/checkpoints/epoch0000_batch000010.pt")):
+            assert time.monotonic() < deadline and procs[0].poll() is None, "no first checkpoint"
+            time.sleep(0.05)
+        lost = subprocess.run(["ip", "netns", "pids", hosts[1][0]], capture_output=True, text=True, timeout=30).stdout.split()
+        for pid in lost:  # the host dies: its launcher and its worker at once
+            os.kill(int(pid), signal.SIGKILL)
+        _, survivor_err = procs[0].communicate(timeout=TIMEOUT)
+        one_out, one_err = reference.communicate(timeout=TIMEOUT)
+    finally:
+        for proc in (*procs, reference):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert procs[0].returncode == 0, survivor_err[-3000:]
+    assert reference.returncode == 0, one_err[-3000:]
+    log = next(out.glob("*/run_001/log.txt")).read_text()
+    assert "world size 2 -> 1" in log, log[-3000:]
+    step = int(re.search(r"training state restored: epoch 0, step (\d+)", log).group(1))
+    order = global_batches(record, 2, 24)[:step] + global_batches(record.with_name("elastic.restart1"), 1, 24)
+    assert len(order) == 3 * 52 and order == global_batches(tmp_path / "one", 1, 24)
