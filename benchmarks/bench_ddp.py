@@ -19,19 +19,15 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-import os
-import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
-from benchmarks.common import batches, max_abs_diff, ratios, row
+from benchmarks.common import batches, in_processes, max_abs_diff, ratios, row
 
 TIMEOUT_S = 240
 GLOBAL_BATCH = 64
@@ -140,25 +136,9 @@ def _worker(rank: int, world: int, port: int, steps: int, rounds: int, result: s
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure(steps: int, rounds: int, world: int = 2) -> dict:
     """Start ``world`` processes, wait at most TIMEOUT_S, return rank 0's figures."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    with tempfile.TemporaryDirectory() as tmp:
-        result = str(Path(tmp) / "ddp.json")
-        ctx = mp.start_processes(_worker, args=(world, _free_port(), steps, rounds, result), nprocs=world, join=False, start_method="spawn")
-        deadline = time.monotonic() + TIMEOUT_S
-        while not ctx.join(timeout=1.0):
-            if time.monotonic() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                raise TimeoutError(f"DDP benchmark did not finish in {TIMEOUT_S} s")
-        return json.loads(Path(result).read_text())
+    return in_processes(_worker, world, (steps, rounds), TIMEOUT_S, "DDP benchmark")
 
 
 def run(quick: bool = False) -> List[dict]:

@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
-from benchmarks.bench_ddp import _free_port
-from benchmarks.common import batches, max_abs_diff, ratios, row
+from benchmarks.common import batches, in_processes, max_abs_diff, ratios, row
 
 TIMEOUT_S = 420
 WIDTH = 2048
@@ -143,17 +139,7 @@ def _worker(rank: int, world: int, port: int, steps: int, rounds: int, result: s
 
 def measure(steps: int, rounds: int, world: int = 2) -> dict:
     """Start ``world`` processes, wait at most TIMEOUT_S, return rank 0's figures."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    with tempfile.TemporaryDirectory() as tmp:
-        result = str(Path(tmp) / "fsdp.json")
-        ctx = mp.start_processes(_worker, args=(world, _free_port(), steps, rounds, result), nprocs=world, join=False, start_method="spawn")
-        deadline = time.monotonic() + TIMEOUT_S
-        while not ctx.join(timeout=1.0):
-            if time.monotonic() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                raise TimeoutError(f"FSDP benchmark did not finish in {TIMEOUT_S} s")
-        return json.loads(Path(result).read_text())
+    return in_processes(_worker, world, (steps, rounds), TIMEOUT_S, "FSDP benchmark")
 
 
 def run(quick: bool = False) -> List[dict]:

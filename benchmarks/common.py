@@ -1,9 +1,14 @@
-"""Shared helpers: interleaved repeated timing, ratio rows, tiny synthetic data."""
+"""Shared helpers: interleaved repeated timing, ratio rows, tiny synthetic data, spawned process groups."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -85,3 +90,27 @@ def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Op
     finally:
         trainer.close()
     return trainer.state.step
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def in_processes(worker: Callable, world: int, args: tuple, timeout_s: float, what: str) -> dict:
+    """Spawn ``worker(rank, world, port, *args, result_path)`` on ``world`` processes (one thread each);
+    rank 0 writes its figures as JSON to ``result_path``. A run past ``timeout_s`` is killed."""
+    import torch.multiprocessing as mp
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory() as tmp:
+        result = str(Path(tmp) / "result.json")
+        ctx = mp.start_processes(worker, args=(world, free_port(), *args, result), nprocs=world, join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout_s
+        while not ctx.join(timeout=1.0):
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    p.kill()
+                raise TimeoutError(f"{what} did not finish in {timeout_s} s")
+        return json.loads(Path(result).read_text())
