@@ -17,10 +17,7 @@ framework / hand, and the weights after the same steps.
 from __future__ import annotations
 
 import copy
-import datetime
-import json
 import time
-from pathlib import Path
 from typing import Dict, List
 
 import torch
@@ -74,71 +71,62 @@ def _framework_ddp(model: nn.Module, rank: int, world: int) -> nn.Module:
     return wrap_model(model, DistConfig(), DistInfo(rank=rank, world_size=world))
 
 
-def _worker(rank: int, world: int, port: int, steps: int, rounds: int, result: str) -> None:
-    from utils.distributed.process_group import import_before_process_group
+def _figures(rank: int, world: int, steps: int, rounds: int) -> dict:
+    """This rank's part of the measurement, in the process group; rank 0's figures are the result."""
+    init = _network()
+    full = batches(steps, GLOBAL_BATCH, (1, 16, 16))
+    half = GLOBAL_BATCH // world
+    local = [(x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]) for x, y in full]
+    times: Dict[str, List[float]] = {"single": [], "ddp": [], "framework": [], "hand": []}
+    diffs: List[float] = []
+    hand_diffs: List[float] = []
 
-    torch.set_num_threads(1)
-    import_before_process_group()  # see there: an abort at exit otherwise, now and then
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
-    try:
-        init = _network()
-        full = batches(steps, GLOBAL_BATCH, (1, 16, 16))
-        half = GLOBAL_BATCH // world
-        local = [(x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]) for x, y in full]
-        times: Dict[str, List[float]] = {"single": [], "ddp": [], "framework": [], "hand": []}
-        diffs: List[float] = []
-        hand_diffs: List[float] = []
+    def timed_ddp(model: nn.Module, train) -> nn.Module:
+        dist.barrier()
+        elapsed = train(model, local)
+        dist.barrier()  # the step time of the slower rank counts
+        times["framework" if train is _train else "hand"].append(elapsed)
+        return model.module
 
-        def timed_ddp(model: nn.Module, train) -> nn.Module:
-            dist.barrier()
-            elapsed = train(model, local)
-            dist.barrier()  # the step time of the slower rank counts
-            times["framework" if train is _train else "hand"].append(elapsed)
-            return model.module
-
-        def single() -> nn.Module:
-            model = copy.deepcopy(init)
-            if rank == 0:
-                times["single"].append(_train(model, full))
-            dist.barrier()
-            return model
-
-        def ddp() -> nn.Module:
-            model = nn.parallel.DistributedDataParallel(copy.deepcopy(init))
-            dist.barrier()
-            elapsed = _train(model, local)
-            dist.barrier()  # the step time of the slower rank counts
-            times["ddp"].append(elapsed)
-            return model.module
-
-        def framework() -> nn.Module:
-            return timed_ddp(_framework_ddp(copy.deepcopy(init), rank, world), _train)
-
-        def hand() -> nn.Module:
-            return timed_ddp(nn.parallel.DistributedDataParallel(copy.deepcopy(init)), _hand)
-
-        ddp(), single(), framework(), hand()  # warm-up (DDP builds its buckets on the first step)
-        times = {name: [] for name in times}
-        for r in range(rounds):
-            if r % 2 == 0:
-                a, b = single(), ddp()
-                c, d = framework(), hand()
-            else:
-                b, a = ddp(), single()
-                d, c = hand(), framework()
-            if rank == 0:
-                diffs.append(max_abs_diff(a.state_dict(), b.state_dict()))
-                hand_diffs.append(max_abs_diff(c.state_dict(), d.state_dict()))
+    def single() -> nn.Module:
+        model = copy.deepcopy(init)
         if rank == 0:
-            Path(result).write_text(json.dumps({"times": times, "diffs": diffs, "hand_diffs": hand_diffs}))
-    finally:
-        dist.destroy_process_group()
+            times["single"].append(_train(model, full))
+        dist.barrier()
+        return model
+
+    def ddp() -> nn.Module:
+        model = nn.parallel.DistributedDataParallel(copy.deepcopy(init))
+        dist.barrier()
+        elapsed = _train(model, local)
+        dist.barrier()  # the step time of the slower rank counts
+        times["ddp"].append(elapsed)
+        return model.module
+
+    def framework() -> nn.Module:
+        return timed_ddp(_framework_ddp(copy.deepcopy(init), rank, world), _train)
+
+    def hand() -> nn.Module:
+        return timed_ddp(nn.parallel.DistributedDataParallel(copy.deepcopy(init)), _hand)
+
+    ddp(), single(), framework(), hand()  # warm-up (DDP builds its buckets on the first step)
+    times = {name: [] for name in times}
+    for r in range(rounds):
+        if r % 2 == 0:
+            a, b = single(), ddp()
+            c, d = framework(), hand()
+        else:
+            b, a = ddp(), single()
+            d, c = hand(), framework()
+        if rank == 0:
+            diffs.append(max_abs_diff(a.state_dict(), b.state_dict()))
+            hand_diffs.append(max_abs_diff(c.state_dict(), d.state_dict()))
+    return {"times": times, "diffs": diffs, "hand_diffs": hand_diffs}
 
 
 def measure(steps: int, rounds: int, world: int = 2) -> dict:
     """Start ``world`` processes, wait at most TIMEOUT_S, return rank 0's figures."""
-    return in_processes(_worker, world, (steps, rounds), TIMEOUT_S, "DDP benchmark")
+    return in_processes(_figures, world, (steps, rounds), TIMEOUT_S, "DDP benchmark")
 
 
 def run(quick: bool = False) -> List[dict]:

@@ -13,10 +13,7 @@ network (5 blocks of a 2048-wide linear layer, one classifier) with AdamW:
 
 from __future__ import annotations
 
-import datetime
-import json
 import time
-from pathlib import Path
 from typing import Dict, List
 
 import torch
@@ -110,36 +107,28 @@ def _full(model: nn.Module) -> Dict[str, torch.Tensor]:
     return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone() for k, v in model.state_dict().items()}
 
 
-def _worker(rank: int, world: int, port: int, steps: int, rounds: int, result: str) -> None:
-    from utils.distributed.process_group import import_before_process_group
-
-    torch.set_num_threads(1)
-    import_before_process_group()  # see there: an abort at exit otherwise, now and then
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
-    try:
-        half = GLOBAL_BATCH // world
-        local = [(x[rank * half : (rank + 1) * half], y[rank * half : (rank + 1) * half]) for x, y in batches(steps, GLOBAL_BATCH, (WIDTH,))]
-        _framework(local[:2]), _hand(local[:2])  # warm-up
-        times: Dict[str, List[float]] = {"framework": [], "hand": []}
-        diffs, sharded = [], 0
-        for r in range(rounds):  # interleaved, the order alternating
-            order = (_framework, _hand) if r % 2 == 0 else (_hand, _framework)
-            done = {fn.__name__.strip("_"): fn(local) for fn in order}
-            for name, (seconds, _, _) in done.items():
-                times[name].append(seconds)
-            diffs.append(max_abs_diff(_full(done["framework"][1]), _full(done["hand"][1])))
-            sharded = held_bytes(*done["framework"][1:])
-        replicated = _ddp_bytes(local)
-        if rank == 0:
-            params = sum(p.numel() for p in Blocks().parameters())
-            Path(result).write_text(json.dumps({"times": times, "diffs": diffs, "sharded": sharded, "replicated": replicated, "params": params}))
-    finally:
-        dist.destroy_process_group()
+def _figures(rank: int, world: int, steps: int, rounds: int) -> dict:
+    """This rank's part of the measurement, in the process group; rank 0's figures are the result."""
+    half = GLOBAL_BATCH // world
+    local = [(x[rank * half : (rank + 1) * half], y[rank * half : (rank + 1) * half]) for x, y in batches(steps, GLOBAL_BATCH, (WIDTH,))]
+    _framework(local[:2]), _hand(local[:2])  # warm-up
+    times: Dict[str, List[float]] = {"framework": [], "hand": []}
+    diffs, sharded = [], 0
+    for r in range(rounds):  # interleaved, the order alternating
+        order = (_framework, _hand) if r % 2 == 0 else (_hand, _framework)
+        done = {fn.__name__.strip("_"): fn(local) for fn in order}
+        for name, (seconds, _, _) in done.items():
+            times[name].append(seconds)
+        diffs.append(max_abs_diff(_full(done["framework"][1]), _full(done["hand"][1])))
+        sharded = held_bytes(*done["framework"][1:])
+    replicated = _ddp_bytes(local)
+    params = sum(p.numel() for p in Blocks().parameters())
+    return {"times": times, "diffs": diffs, "sharded": sharded, "replicated": replicated, "params": params}
 
 
 def measure(steps: int, rounds: int, world: int = 2) -> dict:
     """Start ``world`` processes, wait at most TIMEOUT_S, return rank 0's figures."""
-    return in_processes(_worker, world, (steps, rounds), TIMEOUT_S, "FSDP benchmark")
+    return in_processes(_figures, world, (steps, rounds), TIMEOUT_S, "FSDP benchmark")
 
 
 def run(quick: bool = False) -> List[dict]:

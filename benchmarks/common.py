@@ -98,15 +98,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def in_processes(worker: Callable, world: int, args: tuple, timeout_s: float, what: str) -> dict:
-    """Spawn ``worker(rank, world, port, *args, result_path)`` on ``world`` processes (one thread each);
-    rank 0 writes its figures as JSON to ``result_path``. A run past ``timeout_s`` is killed."""
+def _in_group(rank: int, world: int, port: int, figures: Callable, args: tuple, timeout_s: float, result: str) -> None:
+    """One spawned process: one thread, a gloo group, ``figures(rank, world, *args)``; rank 0's as JSON to ``result``."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from utils.distributed.process_group import import_before_process_group
+
+    torch.set_num_threads(1)
+    import_before_process_group()  # see there: an abort at exit otherwise, now and then
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
+    try:
+        found = figures(rank, world, *args)
+        if rank == 0:
+            Path(result).write_text(json.dumps(found))
+    finally:
+        dist.destroy_process_group()
+
+
+def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, what: str) -> dict:
+    """Rank 0's result of ``figures(rank, world, *args)`` run on ``world`` spawned processes in one gloo
+    group (``figures`` must be a module-level function); a run past ``timeout_s`` is killed."""
     import torch.multiprocessing as mp
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
         result = str(Path(tmp) / "result.json")
-        ctx = mp.start_processes(worker, args=(world, free_port(), *args, result), nprocs=world, join=False, start_method="spawn")
+        ctx = mp.start_processes(_in_group, args=(world, free_port(), figures, args, timeout_s, result), nprocs=world, join=False, start_method="spawn")
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:
