@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from benchmarks.common import batches, in_processes, max_abs_diff, ratios, row
+from benchmarks.common import batches, hand_loop, in_processes, max_abs_diff, ratios, row
 
 TIMEOUT_S = 240
 GLOBAL_BATCH = 64
@@ -54,12 +54,7 @@ def _hand(model: nn.Module, data: List) -> float:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     start = time.perf_counter()
-    model.train()
-    for inputs, targets in data:
-        optimizer.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(model(inputs), targets).backward()
-        optimizer.step()
-        scheduler.step()
+    hand_loop(model, data, optimizer, scheduler)
     return time.perf_counter() - start
 
 

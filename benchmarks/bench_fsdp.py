@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from benchmarks.common import batches, in_processes, max_abs_diff, ratios, row
+from benchmarks.common import batches, hand_loop, in_processes, max_abs_diff, ratios, row
 
 TIMEOUT_S = 420
 WIDTH = 2048
@@ -85,11 +85,7 @@ def _hand(data: List) -> tuple:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     dist.barrier()
     start = time.perf_counter()
-    model.train()
-    for inputs, targets in data:
-        optimizer.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(model(inputs), targets).backward()
-        optimizer.step()
+    hand_loop(model, data, optimizer)
     dist.barrier()
     return time.perf_counter() - start, model, optimizer
 

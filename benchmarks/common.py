@@ -92,6 +92,17 @@ def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Op
     return trainer.state.step
 
 
+def hand_loop(model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimizer, scheduler: Any = None) -> None:
+    """The training loop a user writes without a framework: zero_grad, forward, cross-entropy, backward, step."""
+    model.train()
+    for inputs, targets in data:
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
