@@ -17,9 +17,8 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 from utils.data.clips import ClipDataset
-from utils.data.datasets.video_frames_folder import EXTENSIONS, list_frames
+from utils.data.datasets.video_frames_folder import EXTENSIONS, list_frames, read_clip
 from utils.data.folders import walk_visible
-from utils.data.images import read_image
 from utils.data.predict_inputs import VIDEO_EXTENSIONS
 from utils.errors import DataError
 
@@ -54,6 +53,4 @@ class PredictVideos(ClipDataset):
         self.set_videos([0] * len(self.paths), [len(list_frames(f)) for f in self.paths], [str(f) for f in self.paths])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        folder = self.paths[video]
-        names = list_frames(folder)
-        return torch.stack([read_image(folder / names[i]) for i in indices])
+        return read_clip(self.paths[video], indices)

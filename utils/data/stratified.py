@@ -3,7 +3,7 @@
 It draws exactly what ``sklearn.model_selection.train_test_split(idx, test_size=f,
 stratify=labels, random_state=seed)`` draws (its ``StratifiedShuffleSplit``: the same
 ``RandomState`` calls in the same order), so the digits splits stay what they have always
-been. Importing scikit-learn's model selection pulls in scipy, about 1.7 s of every
+been. Importing scikit-learn's model selection pulls in scipy, about 2.5 s of every
 process's start; tests/data/test_stratified.py compares both on many splits.
 """
 

@@ -44,6 +44,12 @@ def list_frames(folder: Path) -> List[str]:
     return sorted(names, key=natural_key)
 
 
+def read_clip(folder: Path, indices: List[int]) -> torch.Tensor:
+    """Frames ``indices`` (in frame order) of a frame folder, ``[T, C, H, W]`` float in [0, 1]."""
+    names = list_frames(folder)  # listed at each read: keeping every path of a large dataset costs GBs
+    return torch.stack([read_image(folder / names[i]) for i in indices])
+
+
 def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
     """``(class, video folder)`` for every line of a split list."""
     if not path.is_file():
@@ -121,6 +127,4 @@ class VideoFramesFolder(ClipDataset):
         self.set_videos([index[c] for c, _ in videos], counts, [str(f) for f in self.folders])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        folder = self.folders[video]
-        names = list_frames(folder)  # listed again here: keeping every path of a large dataset costs GBs
-        return torch.stack([read_image(folder / names[i]) for i in indices])  # [T, C, H, W] float in [0, 1]
+        return read_clip(self.folders[video], indices)
