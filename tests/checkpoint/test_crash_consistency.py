@@ -78,22 +78,36 @@ def kill_and_resume(folder: Path, point: int) -> Tuple[subprocess.CompletedProce
     return run(folder, env={"REGTRAIN_KILL_AT": str(point)}), run(folder, "--resume")
 
 
+FAULTS = ("raise", "kill")
+
+
+def fail_validation_and_resume(folder: Path, fault: str) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """A run whose last validation raises or is SIGKILLed, then ``--resume`` in the same folder."""
+    hook = ["custom_imports=[tests.fixtures.kill_points, tests.fixtures.validation_fault]", f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]"]
+    failed = run(folder, *hook)
+    failed.left_behind = sorted(p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0002_batch000000.pt*"))  # before the resume
+    return failed, run(folder, "--resume")
+
+
 @pytest.fixture(scope="module")
-def killed(reference, tmp_path_factory) -> List[Tuple[str, subprocess.CompletedProcess, subprocess.CompletedProcess]]:
-    """For each selected point: what it is, the killed run and the resumed one. The runs are single
-    threaded and independent, so two go at once (one per core)."""
+def killed(reference, tmp_path_factory) -> Dict[str, Tuple[str, Path, subprocess.CompletedProcess, subprocess.CompletedProcess]]:
+    """For each selected point (keys 0-8) and each validation fault (keys "raise", "kill"): what it is,
+    its folder, the failed run and the resumed one. The runs are single threaded and independent, so
+    two go at once (one per core)."""
     points = selected(reference[1])
     assert len(points) == 9, points
-    folders = [tmp_path_factory.mktemp(f"killed{index}") for index in range(len(points))]
+    cases = {**{index: (f"operation {point} ({what})", kill_and_resume, point) for index, (point, what) in enumerate(points)},
+             **{fault: (f"validation {fault}", fail_validation_and_resume, fault) for fault in FAULTS}}
+    folders = {key: tmp_path_factory.mktemp(f"killed_{key}") for key in cases}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(kill_and_resume, folders, [point for point, _ in points]))
-    return [(f"operation {point} ({what})", *pair) for (point, what), pair in zip(points, runs)]
+        futures = {key: pool.submit(fn, folders[key], arg) for key, (_, fn, arg) in cases.items()}
+        return {key: (cases[key][0], folders[key], *futures[key].result()) for key in cases}
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("index", range(9))
 def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(reference, killed, index):
-    what, killed_run, resumed = killed[index]
+    what, _, killed_run, resumed = killed[index]
     assert killed_run.returncode == -9, f"not killed at {what}: {killed_run.stderr[-2000:]}"
     assert final_test(resumed) == reference[0], f"killed at {what}:\n{resumed.stderr[-3000:]}"
     best = re.search(r"testing (\S+)", resumed.stderr)
@@ -101,15 +115,12 @@ def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(ref
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("fault", ["raise", "kill"])
-def test_a_failing_validation_loses_no_epoch_and_a_resume_runs_it_again(tmp_path, reference, fault):
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_failing_validation_loses_no_epoch_and_a_resume_runs_it_again(reference, killed, fault):
     """An exception, or SIGKILL, inside the validation of the last epoch: its checkpoint is on disk
     without a validation record; the resume validates it and tests what an uninterrupted run tests."""
-    hook = ["custom_imports=[tests.fixtures.kill_points, tests.fixtures.validation_fault]", f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]"]
-    failed = run(tmp_path, *hook)
+    _, _, failed, resumed = killed[fault]
     assert failed.returncode == (1 if fault == "raise" else -9), failed.stderr[-2000:]
-    folder = tmp_path / "crash" / "latest" / "checkpoints"
-    assert (folder / "epoch0002_batch000000.pt").is_file() and not (folder / "epoch0002_batch000000.pt.val.json").exists()
-    resumed = run(tmp_path, "--resume")
+    assert "epoch0002_batch000000.pt" in failed.left_behind and "epoch0002_batch000000.pt.val.json" not in failed.left_behind, failed.left_behind
     assert "training state restored: epoch 2, step" in resumed.stderr
     assert final_test(resumed) == reference[0], resumed.stderr[-3000:]
