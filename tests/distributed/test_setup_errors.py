@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
@@ -97,19 +98,33 @@ SLURM_CASES = {  # tasks started, of how many -> the line every started task pri
 }
 
 
+@pytest.fixture(scope="module")
+def slurm_jobs(tmp_path_factory) -> Dict[str, Tuple[float, List[subprocess.CompletedProcess]]]:
+    """Every case's tasks, the cases side by side (each mostly waits for its missing tasks): (seconds, tasks)."""
+
+    def timed(case: str) -> Tuple[float, List[subprocess.CompletedProcess]]:
+        ranks, ntasks, _ = SLURM_CASES[case]
+        start = time.monotonic()
+        done = slurm_tasks(ranks, ntasks, tmp_path_factory.mktemp("slurm"))
+        return time.monotonic() - start, done
+
+    with ThreadPoolExecutor(max_workers=len(SLURM_CASES)) as pool:
+        return dict(zip(SLURM_CASES, pool.map(timed, SLURM_CASES)))
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", sorted(SLURM_CASES))
-def test_slurm_tasks_missing_are_named_within_seconds(case, tmp_path):
+def test_slurm_tasks_missing_are_named_within_seconds(case, slurm_jobs):
     """A batch script that runs ``python main.py`` without srun starts task 0 alone; before,
     it waited dist.timeout_s (here 600 s) and then failed with a raw DistStoreError."""
-    ranks, ntasks, expected = SLURM_CASES[case]
-    start = time.monotonic()
-    for proc in slurm_tasks(ranks, ntasks, tmp_path):
+    _, ntasks, expected = SLURM_CASES[case]
+    seconds, tasks = slurm_jobs[case]
+    for proc in tasks:
         assert proc.returncode == 2, proc.stderr[-3000:]
         (line,) = [line for line in proc.stderr.splitlines() if "error:" in line]
         assert re.search(expected, line) and line.endswith(f"(now SLURM_NTASKS={ntasks}); REGTRAIN_SLURM_WAIT_S sets this wait"), line
         assert "Traceback" not in proc.stderr and "frame #" not in proc.stderr, proc.stderr[-3000:]
-    assert time.monotonic() - start < 60
+    assert seconds < 60
 
 
 def test_the_slurm_wait_is_a_number_of_seconds_at_most_the_collective_timeout():
