@@ -110,10 +110,11 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)
     env = {**subprocess_env(), "PYTHONPATH": str(repo)}
-    for kind, what, code in steps():
+    found = steps()
+    for kind, what, code in found:
         if kind == "file":
             (repo / what).write_text(code)  # the files come before the commands that use them
-    commands = [what for kind, what, _ in steps() if kind == "run" and not any(marker in what for marker in SKIPPED)]
+    commands = [what for kind, what, _ in found if kind == "run" and not any(marker in what for marker in SKIPPED)]
     chains: Dict[str, List[str]] = {}
     for number, (command, following) in enumerate(zip(commands, [*commands[1:], ""])):
         command = own_experiment(command, following, repo, number)

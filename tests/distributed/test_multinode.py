@@ -75,6 +75,14 @@ def printed_test_line(stdout: str) -> str:
     return next(line for line in stdout.splitlines() if line.startswith("test: "))
 
 
+def node_command(hosts, node: int, port: int, extra_conf: str, *args: str) -> List[str]:
+    """torchrun on host ``node``: one process, the c10d rendezvous hosted by the first host on ``port``."""
+    name, address, _ = hosts[node]
+    return ["ip", "netns", "exec", name, PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={hosts[0][1]}:{port}", f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}{extra_conf}",
+            f"--local_addr={address}", *args]
+
+
 @pytest.mark.timeout(400)
 def test_two_nodes_equal_one_node_with_two_processes(hosts, tmp_path):
     env = subprocess_env()
@@ -82,15 +90,9 @@ def test_two_nodes_equal_one_node_with_two_processes(hosts, tmp_path):
     one = subprocess.run(torchrun(2, f"experiment.output_root={tmp_path / 'one'}", *SETTINGS), cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert one.returncode == 0, one.stderr[-3000:]
 
-    endpoint = f"{hosts[0][1]}:29531"
     procs = []
-    for node, (name, address, interface) in enumerate(hosts):
-        cmd = [
-            "ip", "netns", "exec", name, PYTHON, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
-            "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", "--rdzv_id=multinode-test",
-            f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}", f"--local_addr={address}",
-            "main.py", f"experiment.output_root={tmp_path / 'two'}", *SETTINGS,
-        ]
+    for node, (_, _, interface) in enumerate(hosts):
+        cmd = node_command(hosts, node, 29531, "", "--nnodes=2", "--rdzv_id=multinode-test", "main.py", f"experiment.output_root={tmp_path / 'two'}", *SETTINGS)
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env={**env, "GLOO_SOCKET_IFNAME": interface}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = []
     try:
@@ -112,13 +114,6 @@ ELASTIC = [*RECORDED_DIGITS, "data.global_batch_size=24", "train.epochs=3", "tra
            "train.auto_resume=true", "dist.timeout_s=60"]
 
 
-def node_command(hosts, node: int, extra: str, *args: str) -> List[str]:
-    name, address, _ = hosts[node]
-    return ["ip", "netns", "exec", name, PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=1", "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={hosts[0][1]}:29532", f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}{extra}",
-            f"--local_addr={address}", *args]
-
-
 @pytest.mark.timeout(400)
 def test_a_host_lost_under_elastic_torchrun_leaves_the_other_to_finish_with_the_same_global_batches(hosts, tmp_path):
     """``--nnodes=1:2 --max_restarts=3``: every process of the second host is killed after the first
@@ -131,7 +126,7 @@ def test_a_host_lost_under_elastic_torchrun_leaves_the_other_to_finish_with_the_
     reference = subprocess.Popen([PYTHON, "main.py", f"experiment.output_root={tmp_path / 'one'}", *ELASTIC], cwd=ROOT,
                                  env={**env, "REGTRAIN_RECORD": str(tmp_path / "one")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out = tmp_path / "two"
-    procs = [subprocess.Popen(node_command(hosts, node, ",last_call_timeout=3", "--nnodes=1:2", "--max_restarts=3", "--rdzv_id=elastic-test",
+    procs = [subprocess.Popen(node_command(hosts, node, 29532, ",last_call_timeout=3", "--nnodes=1:2", "--max_restarts=3", "--rdzv_id=elastic-test",
                                            "main.py", f"experiment.output_root={out}", *ELASTIC),
                               cwd=ROOT, env={**env, "GLOO_SOCKET_IFNAME": hosts[node][2], "REGTRAIN_RECORD": str(record)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) for node in (0, 1)]
