@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from utils import __version__
+from utils.checkpoint.formats import FORMAT, upgrade_format_1, upgrade_format_2
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
 from utils.checkpoint.sharded import is_sharded_checkpoint, load_full, load_sharded_optimizer, numbered_optimizer_state, read_state
 from utils.checkpoint.store import load_verified
@@ -55,7 +56,6 @@ from utils.optim.schedules import recompute_lr
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3
 
 
 @dataclass
@@ -118,41 +118,6 @@ def snapshot_training_state(
     }
 
 
-def _upgrade_format_1(data: Dict[str, Any]) -> Dict[str, Any]:
-    """A checkpoint of framework 0.1 (flat keys) in format 2."""
-    ema = data.get("ema")
-    return {
-        "format": 2,
-        "framework": data.get("version"),
-        "config": data.get("config"),
-        "world_size": data.get("world_size"),
-        "progress": {"epoch": int(data.get("epoch", 0)), "batch": int(data.get("batch", 0)), "step": int(data.get("global_step", 0))},
-        "model": data["model"],
-        "ema": None if ema is None else {"weights": ema, "updates": int(data.get("ema_updates", 0))},
-        "optimizer": data.get("optimizer"),
-        "scheduler": data.get("scheduler"),
-        "amp": data.get("amp"),
-        "rng": data.get("rng"),
-        "loop": {"nonfinite": data.get("nonfinite") or {}},
-        "hooks": {"validation": data["best"]} if data.get("best") is not None else {},
-    }
-
-
-def _upgrade_format_2(data: Dict[str, Any]) -> Dict[str, Any]:
-    """A checkpoint of framework 0.2 in format 3: the states of 0.2's validation and checkpoint hooks become
-    the validator's and the checkpointer's (written after the validation: nothing is pending)."""
-    hooks = dict(data.get("hooks") or {})
-    loop = dict(data.get("loop") or {})
-    if "validation" in hooks:
-        loop["validator"] = {**hooks.pop("validation"), "pending": None}
-    if "checkpoint" in hooks:
-        loop["checkpointer"] = hooks.pop("checkpoint")
-    for builtin in ("logging", "progress", "preemption", "ema", "profiler"):
-        hooks.pop(builtin, None)
-    upgraded = {key: value for key, value in data.items() if key != "sampler"}
-    return {**upgraded, "format": FORMAT, "loop": loop, "hooks": hooks}
-
-
 def is_training_checkpoint(data: Mapping[str, Any]) -> bool:
     """Whether ``data`` was written by this framework (any format), rather than being a plain state_dict."""
     return "format" in data or ("global_step" in data and isinstance(data.get("model"), Mapping))
@@ -169,9 +134,9 @@ class Checkpoint:
         if not is_training_checkpoint(data):
             raise CheckpointError(f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained")
         if "format" not in data:
-            data = _upgrade_format_1(data)
+            data = upgrade_format_1(data)
         if data["format"] == 2:
-            data = _upgrade_format_2(data)
+            data = upgrade_format_2(data)
         if data["format"] != FORMAT:
             raise CheckpointError(
                 f"checkpoint '{self.source}' has format {data['format']!r}, but framework {__version__} reads format {FORMAT} "
