@@ -1,0 +1,35 @@
+"""The command line of ``main.py``: its options, the modes that read each, and the checks between them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import List, Optional
+
+def command_line(argv: Optional[List[str]], description: str) -> argparse.Namespace:
+    """``main.py``'s arguments; an option the mode does not read is refused (exit 2), as is a mode without --checkpoint."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
+    parser.add_argument("--mode", choices=("train", "test", "predict", "export"), default="train")
+    parser.add_argument("--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)")
+    parser.add_argument("--input", help="predict: an image file, a folder of images or a glob")
+    parser.add_argument("--output", help="predict, export: the folder to write (default: output/<experiment>/<mode>_NNN)")
+    parser.add_argument("--format", choices=("onnx", "pt2"), default="onnx", help="export: ONNX or a torch.export program")
+    parser.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_OR_CHECKPOINT",
+                        help="continue the experiment's newest run (output/<experiment>/latest), or the run folder or checkpoint given")
+    parser.add_argument("--resume-force", action="store_true", help="resume even though the model or data config changed")
+    # torch.distributed.launch passes --local-rank=N (older PyTorch: --local_rank N); torchrun sets LOCAL_RANK.
+    parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
+    parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+    args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
+    if isinstance(args.resume, str) and "=" in args.resume and not Path(args.resume).exists():
+        args.overrides.append(args.resume)  # "--resume key=value": an override, not a path
+        args.resume = True
+    args.resume = args.resume or args.resume_force
+    if args.local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    if args.mode != "train" and not args.checkpoint:
+        parser.error(f"--mode {args.mode} needs --checkpoint PATH")
+    return args
