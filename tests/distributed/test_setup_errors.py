@@ -19,7 +19,7 @@ import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.dist_utils import free_port
 from utils.distributed.launcher import Launch, resolve_launch
-from utils.distributed.slurm_join import join_slurm_store, join_wait_s
+from utils.distributed.join import join_slurm_store, join_wait_s
 from utils.errors import ConfigError
 
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE")

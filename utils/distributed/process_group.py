@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from utils.distributed.device import need_cuda
 from utils.distributed.launcher import Launch, export_launch, resolve_launch
-from utils.distributed.slurm_join import join_slurm_store, join_wait_s
+from utils.distributed.join import join_slurm_store, join_wait_s
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> D
 
 
 def _slurm_store(launch: Launch, timeout_s: int, timeout: datetime.timedelta) -> Dict[str, Any]:
-    """Under srun, a store all tasks joined within a short wait, not dist.timeout_s (see ``slurm_join.py``)."""
+    """Under srun, a store all tasks joined within a short wait, not dist.timeout_s (see ``join.py``)."""
     store = join_slurm_store(launch, join_wait_s(os.environ, timeout_s), timeout)
     return {"store": store, "rank": launch.rank, "world_size": launch.world_size}
 
