@@ -19,10 +19,11 @@ import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.dist_utils import free_port
 from utils.distributed.launcher import Launch, resolve_launch
-from utils.distributed.join import join_slurm_store, join_wait_s
+from utils.distributed.join import join_store, join_wait_s
 from utils.errors import ConfigError
 
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE")
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_RUN_ID",
+               "REGTRAIN_JOIN_WAIT_S", "REGTRAIN_SLURM_WAIT_S")
 SLURM = {"SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": "4242"}
 
 # name -> (environment, extra arguments, expected message)
@@ -64,6 +65,22 @@ def test_bad_launch_environment_is_one_line_and_exit_code_2(case, clean_env, tmp
     assert len(errors) == 1, err
     assert re.search(expected, errors[0]), errors[0]
     assert "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+def test_stray_launcher_variables_say_what_they_wait_for_then_fail(clean_env, tmp_path, capsys, caplog):
+    """RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT left over from another launch: before, the process waited
+    dist.timeout_s (30 minutes by default) in silence for a rank nobody started."""
+    for name, value in {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "REGTRAIN_JOIN_WAIT_S": "6"}.items():
+        clean_env.setenv(name, value)
+    start = time.time()
+    assert main.main([*fast_overrides(tmp_path, "stray", epochs=1)]) == 2
+    assert time.time() - start < 20
+    notice = [r for r in caplog.records if "waiting up to 6 s for process 1 to join at 127.0.0.1" in r.getMessage()]
+    assert notice and notice[0].created - start < 8, caplog.text
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert line.startswith("error: job of RANK/WORLD_SIZE=2 variables: 1 of 2 processes joined within 6 s (missing: process 1) at 127.0.0.1:")
+    assert "unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT (left over from an earlier launch?) to run one process" in line
 
 
 def test_launcher_variables_that_describe_one_process_or_a_slurm_task_are_accepted():
@@ -139,4 +156,4 @@ def test_a_job_port_in_use_is_one_line_naming_master_port():
         busy.listen()
         launch = Launch("slurm", 0, 2, 0, "127.0.0.1", busy.getsockname()[1])
         with pytest.raises(ConfigError, match=rf"SLURM job: port {launch.master_port} on 127.0.0.1 is in use .*; export MASTER_PORT=<a free port> in the job script"):
-            join_slurm_store(launch, 1.0, datetime.timedelta(seconds=5))
+            join_store(launch, 1.0, datetime.timedelta(seconds=5))

@@ -15,7 +15,7 @@ from utils.errors import ConfigError
 
 # what srun sets for task 5 of `sbatch --nodes=2 --ntasks-per-node=4` (README: SLURM)
 SRUN = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "4242424"}
-TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+TORCHRUN = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none"}
 
 
 def test_srun_variables_give_rank_world_size_local_rank_first_host_and_a_job_port():
@@ -30,6 +30,9 @@ def test_srun_variables_give_rank_world_size_local_rank_first_host_and_a_job_por
 def test_torchrun_variables_win_over_slurm_and_nothing_means_one_process():
     assert resolve_launch({**SRUN, **TORCHRUN}) == Launch("torchrun", rank=3, world_size=4, local_rank=3)
     assert resolve_launch({}) == Launch("none") and resolve_launch({"LOCAL_RANK": "2"}).local_rank == 2
+    # the same variables without torchrun's own (set by hand, another launcher, or left over): they meet in a short wait
+    by_hand = {k: v for k, v in TORCHRUN.items() if k != "TORCHELASTIC_RUN_ID"}
+    assert resolve_launch(by_hand) == Launch("env", rank=3, world_size=4, local_rank=3, master_addr="10.0.0.1", master_port=29500)
 
 
 def test_a_broken_node_list_is_an_error_naming_it():

@@ -27,7 +27,7 @@ ADDRESS_VARS = ("MASTER_ADDR", "MASTER_PORT")  # where rank 0 listens: torchrun 
 class Launch:
     """The process's place in the job and where rank 0 listens."""
 
-    launcher: str  # torchrun | slurm | none
+    launcher: str  # torchrun | slurm | env (RANK/WORLD_SIZE set by hand or another launcher) | none
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -87,7 +87,9 @@ def _place(env: Mapping[str, str], rank_name: str, size_name: str) -> Tuple[int,
 
 
 def _torchrun(env: Mapping[str, str]) -> Launch:
-    """torchrun's description of this process; a distributed one without rank 0's address is a leftover."""
+    """torchrun's description of this process; a distributed one without rank 0's address is a leftover.
+    Without torchrun's own variables (``TORCHELASTIC_RUN_ID``) the variables were set by hand, by another
+    launcher or left over: an ``env`` launch, whose processes meet within a short wait (``join.py``)."""
     rank, size = _place(env, "RANK", "WORLD_SIZE")
     missing = [name for name in ADDRESS_VARS if not env.get(name)]
     if size > 1 and missing:
@@ -97,6 +99,8 @@ def _torchrun(env: Mapping[str, str]) -> Launch:
             f"{'is' if len(missing) == 1 else 'are'} not set: no launcher started this process (left over from an earlier launch?); "
             f"unset {' '.join(found)} to run one process, or start the run with torchrun (torchrun --nproc_per_node={size} main.py ...)"
         )
+    if size > 1 and "TORCHELASTIC_RUN_ID" not in env:
+        return Launch("env", rank, size, _int(env, "LOCAL_RANK"), env["MASTER_ADDR"], _int(env, "MASTER_PORT"))
     return Launch("torchrun", rank, size, _int(env, "LOCAL_RANK"))
 
 

@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from utils.distributed.device import need_cuda
 from utils.distributed.launcher import Launch, export_launch, resolve_launch
-from utils.distributed.join import join_slurm_store, join_wait_s
+from utils.distributed.join import join_store, join_wait_s
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
-    launcher: str = "none"  # torchrun (also torch.distributed.launch) | slurm | none
+    launcher: str = "none"  # torchrun (also torch.distributed.launch) | slurm | env | none
 
     @property
     def distributed(self) -> bool:
@@ -80,9 +80,9 @@ def _restart_store(rank: int, world_size: int, timeout: datetime.timedelta) -> D
     return {"store": dist.PrefixStore(f"restart{attempt}/", store), "rank": rank, "world_size": world_size}
 
 
-def _slurm_store(launch: Launch, timeout_s: int, timeout: datetime.timedelta) -> Dict[str, Any]:
-    """Under srun, a store all tasks joined within a short wait, not dist.timeout_s (see ``join.py``)."""
-    store = join_slurm_store(launch, join_wait_s(os.environ, timeout_s), timeout)
+def _joined_store(launch: Launch, timeout_s: int, timeout: datetime.timedelta) -> Dict[str, Any]:
+    """Under srun or hand-set variables, a store all processes joined within a short wait, not dist.timeout_s (see ``join.py``)."""
+    store = join_store(launch, join_wait_s(os.environ, timeout_s), timeout)
     return {"store": store, "rank": launch.rank, "world_size": launch.world_size}
 
 
@@ -110,7 +110,7 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
         dist.init_process_group(
             backend=backend,
             timeout=timeout,
-            **(_slurm_store(launch, timeout_s, timeout) if launch.launcher == "slurm" else _restart_store(rank, world_size, timeout)),
+            **(_joined_store(launch, timeout_s, timeout) if launch.launcher in ("slurm", "env") else _restart_store(rank, world_size, timeout)),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
         log.info("process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s", launch.launcher, backend, rank, world_size, local_rank, dev)
