@@ -21,7 +21,7 @@ setup(
     python_requires=">=3.9",
     packages=[],
     install_requires=[
-        "torch>=2.1",
+        "torch>=2.5",  # loading never runs code: torch.load(weights_only=True) with safe_globals (utils/checkpoint/safe_load.py)
         "torchvision",
         "prefetch-generator",
         "tensorboard",
@@ -34,6 +34,7 @@ setup(
         "python-hostlist",  # SLURM node lists (srun launch)
         "timm>=1.0",  # backbone: timm (features_only models; weights only from local files)
         "torchmetrics>=1.0",  # eval.extra_metrics: torchmetrics classes by name
+        "safetensors>=0.4",  # .safetensors weights (read wherever weights are, written by utils.checkpoint.convert); timm needs it too
     ],
     extras_require={
         "test": ["pytest", "pytest-timeout", *EXPORT],  # the suite exports to ONNX and runs the README's export line

@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 import numpy as np
 import torch
 
+from utils.checkpoint.safe_load import load_torch
+from utils.checkpoint.safetensors_io import is_safetensors, read_safetensors
 from utils.errors import CheckpointError
 from utils.tree import tensors_in
 
@@ -199,14 +201,12 @@ def missing(path: Union[str, Path]) -> CheckpointError:
 
 
 def load_file(path: Union[str, Path]) -> Dict[str, Any]:
-    """Load a checkpoint on the CPU; CheckpointError when missing or unreadable."""
+    """Load a checkpoint, state_dict or weights file on the CPU without running code (``safe_load.py``);
+    a ``.safetensors`` file is read as one. CheckpointError when missing, unreadable or asking for more."""
     path = Path(path)
     if not path.is_file():
         raise missing(path)
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # truncated zip, pickle error, ...
-        raise CheckpointError(f"checkpoint '{path}' is corrupt or not a PyTorch file ({type(err).__name__}: {err})") from err
+    obj = read_safetensors(path) if is_safetensors(path) else load_torch(path)
     if not isinstance(obj, dict):
         raise CheckpointError(f"checkpoint '{path}' holds a {type(obj).__name__}, expected a dict or a state_dict")
     return obj

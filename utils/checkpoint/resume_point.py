@@ -24,11 +24,11 @@ from typing import Optional, Tuple, Union
 
 from utils.checkpoint.files import load_file
 from utils.checkpoint.records import read_record, record_path
-from utils.checkpoint.sharded import is_sharded_checkpoint, open_store
+from utils.checkpoint.sharded import is_sharded_checkpoint, looks_sharded, open_store, verify_dir
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import _NAME, CheckpointStore, numbered_file_linked_by
 from utils.errors import CheckpointError
-from utils.run_folder import RunFolder, newest_run, owning_run
+from utils.run_folder import RunFolder, newest_run, numbered, owning_run, run_holding
 
 Request = Union[bool, str]  # --resume: True (the newest run) or a run folder or checkpoint path; False: no resume
 
@@ -38,19 +38,36 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
     ``(None, None)`` for a fresh run. Call on rank 0 only."""
     if isinstance(resume, str):
         given = Path(resume).expanduser()
-        if is_sharded_checkpoint(given):
+        if looks_sharded(given):
+            problem = None if is_sharded_checkpoint(given) else verify_dir(given)  # half-written: named, before anything is written
+            if problem:
+                raise CheckpointError(f"--resume {resume}: sharded checkpoint '{given}': {problem}; resume from an earlier checkpoint of the run, or its run folder")
             return _continued_by_sharded(given)
         if given.is_file():
             return _continued_by(given)
         if not given.is_dir():
             raise CheckpointError(f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run")
-        return RunFolder(given), None
+        return _run_folder(given, resume), None
     if not (resume or auto_resume):
         return None, None
     run = newest_run(experiment)
     if run is None and resume:
         raise CheckpointError(f"--resume: no checkpoint in '{experiment}'; train without --resume first")
     return run, None
+
+
+def _run_folder(given: Path, resume: str) -> RunFolder:
+    """The run folder ``--resume DIR`` names; CheckpointError, before anything is written into it (the run's
+    lock), when ``DIR`` is not one (``run_holding``)."""
+    run = run_holding(given)
+    if run is not None and run == given.resolve():
+        return RunFolder(given)
+    if run is not None:
+        hint = f"it lies inside the run folder '{run}': --resume {run}"
+    else:
+        runs = numbered(given)
+        hint = f"it holds runs: --resume {runs[-1].path} continues the newest (or --resume alone)" if runs else "give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
+    raise CheckpointError(f"--resume {resume}: '{given}' is not a run folder (no checkpoints/, config.yaml or log.txt of a run); {hint}")
 
 
 def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:

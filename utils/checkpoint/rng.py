@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,11 +21,25 @@ from utils.distributed.seed import seed_everything
 log = logging.getLogger(__name__)
 
 
+def numpy_state() -> Tuple[Any, ...]:
+    """numpy's legacy random state with its key as an int64 tensor instead of an ndarray: a checkpoint
+    then loads weights-only without numpy's array reconstruction on the allowlist (``safe_load.py``)."""
+    name, key, *rest = np.random.get_state(legacy=True)
+    return (name, torch.from_numpy(np.asarray(key, dtype=np.int64)), *rest)
+
+
+def set_numpy_state(state: Tuple[Any, ...]) -> None:
+    """Put back ``numpy_state()``'s tuple, or the ndarray form checkpoints before framework 0.4 hold."""
+    name, key, *rest = state
+    key = key.numpy() if isinstance(key, torch.Tensor) else key
+    np.random.set_state((name, np.asarray(key, dtype=np.uint32), *rest))
+
+
 def capture_rng() -> Dict[str, Any]:
     """The state of python's, numpy's, torch's CPU and every CUDA device's generator."""
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": numpy_state(),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
     }
@@ -34,7 +48,7 @@ def capture_rng() -> Dict[str, Any]:
 def restore_rng(state: Dict[str, Any]) -> None:
     """Put back what ``capture_rng`` returned (CUDA states only for devices that exist here)."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    set_numpy_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     cuda: List[torch.Tensor] = state.get("cuda") or []
     if cuda and torch.cuda.is_available():

@@ -9,10 +9,12 @@ A checkpoint point (every rank calls ``save``; the run's folder is shared by all
     4. epoch<E>_batch<B>.dcp/        rank 0 renames the directory into place: complete from here on
     5. last.dcp, best.dcp            symbolic links renamed into place; then rotation as in store.py
 
-A directory under a checkpoint's name is complete; one without ``.metadata``,
-``state.pt`` or whose files fail ``SHA256SUMS`` (copied in part, damaged) is
-skipped on resume with a warning, as a file failing its checksum is. The
-validation records (``records.py``) sit beside the directories, as beside files.
+A directory under a checkpoint's name is complete; one without ``.metadata`` (half-written),
+``state.pt`` or whose files fail ``SHA256SUMS`` (copied in part, damaged, a file not listed) is
+skipped on resume with a warning, as a file failing its checksum is. Nothing in it runs code when
+it is read (``dcp_safe.py``): a ``.metadata`` that asks for anything but DCP's metadata classes is
+refused outright, never fallen back from. The validation records (``records.py``) sit beside the
+directories, as beside files.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Dict, List, Optional
 
 from utils.checkpoint.files import file_digest, fsync_dir, load_file, newest_first, write_checkpoint, write_text_atomic
 from utils.checkpoint.records import SUFFIX, record_path
+from utils.checkpoint.sums import check_sums, sums_text
 from utils.distributed.ops import barrier, get_rank
 from utils.errors import CheckpointError
 
@@ -39,23 +42,39 @@ TENSORS = ("model", "optimizer")  # the entries written as shards; everything el
 
 
 def is_sharded_checkpoint(path: Path) -> bool:
-    """Whether ``path`` is (a link to) a sharded checkpoint directory."""
+    """Whether ``path`` is (a link to) a complete-looking sharded checkpoint directory (it has ``.metadata``)."""
     return Path(path).is_dir() and (Path(path) / ".metadata").exists()
 
 
+def looks_sharded(path: Path) -> bool:
+    """Whether ``path`` is a sharded checkpoint directory, complete or not: named ``*.dcp``, or holding
+    ``.metadata``, ``state.pt``, ``SHA256SUMS`` or DCP shards (a half-written one has no ``.metadata``)."""
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    return path.suffix == ".dcp" or any((path / name).exists() for name in (".metadata", STATE, SUMS)) or any(path.glob("*.distcp"))
+
+
 def verify_dir(path: Path) -> Optional[str]:
-    """None when the directory is complete and its files match ``SHA256SUMS``, else what is wrong."""
+    """None when the directory is complete and its files match ``SHA256SUMS``, else what is wrong.
+
+    ``.metadata`` is read first, by the restricted unpickler: one that asks for more than DCP's
+    metadata raises UnsafeFileError (refused, not a damaged directory to fall back from)."""
+    from utils.checkpoint.dcp_safe import read_metadata
+    from utils.checkpoint.safe_load import UnsafeFileError
+
+    path = Path(path)
     if not (path / ".metadata").is_file():
-        return "no .metadata: the write did not finish"
+        return "no .metadata: it is half-written (the write did not finish)"
+    try:
+        read_metadata(path)
+    except UnsafeFileError:
+        raise
+    except CheckpointError as err:  # damaged metadata: a problem like a failed checksum
+        return str(err)
     if not (path / STATE).is_file() or not (path / SUMS).is_file():
         return f"no {STATE} or {SUMS}: the write did not finish"
-    for line in (path / SUMS).read_text().splitlines():
-        digest, name = line.split("  ", 1)
-        if not (path / name).is_file():
-            return f"shard '{name}' is missing"
-        if file_digest(path / name) != digest:
-            return f"shard '{name}' fails its checksum (truncated or corrupt)"
-    return None
+    return check_sums(path, SUMS, file_digest)
 
 
 def read_state(path: Path) -> Dict[str, Any]:
@@ -68,12 +87,13 @@ def read_state(path: Path) -> Dict[str, Any]:
 
 
 def load_full(path: Path, key: str) -> Dict[str, Any]:
-    """Entry ``key`` (model, optimizer) of a sharded checkpoint as whole tensors, read by this process alone."""
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+    """Entry ``key`` (model, optimizer) of a sharded checkpoint as whole tensors, read by this process alone
+    (without running code: ``dcp_safe.py``)."""
+    from utils.checkpoint.dcp_safe import load_keys
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "assuming the intent is to load in a single process": it is
-        return _load_state_dict_from_keys({key}, checkpoint_id=str(path))[key]
+        return load_keys(path, {key})[key]
 
 
 def numbered_optimizer_state(named: Dict[str, Any]) -> Dict[str, Any]:
@@ -85,11 +105,14 @@ def numbered_optimizer_state(named: Dict[str, Any]) -> Dict[str, Any]:
 
 def load_sharded_optimizer(path: Path, model: Any, optimizer: Any) -> None:
     """Each rank reads its shards of the optimizer state of checkpoint ``path`` (resharded to this world size); collective."""
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
 
+    from utils.checkpoint.dcp_safe import load_into
+
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
-    dcp.load(state, checkpoint_id=str(path))
+    for group in state["optimizer"]["param_groups"]:
+        group.pop("names", None)  # checkpoints of 0.3.0 and older lack it (DCP wants every key asked for); the caller keeps this run's
+    load_into(state, Path(path))  # byte entries (param_groups) weights-only, .metadata restricted
     set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
 
@@ -131,8 +154,7 @@ class ShardedCheckpointStore:
                 dcp.save({key: state[key] for key in TENSORS}, checkpoint_id=str(tmp))
             if main:
                 write_checkpoint({k: v for k, v in state.items() if k not in TENSORS}, tmp / STATE)
-                sums = [f"{file_digest(f)}  {f.name}" for f in sorted(tmp.iterdir()) if f.is_file() and f.name != SUMS]
-                write_text_atomic(tmp / SUMS, "\n".join(sums) + "\n")
+                write_text_atomic(tmp / SUMS, sums_text(tmp, SUMS, file_digest))
                 fsync_dir(tmp)
                 record_path(path).unlink(missing_ok=True)
                 if path.exists():  # a rerun after a fallback past it

@@ -45,6 +45,7 @@ from utils.checkpoint.files import (
     write_checkpoint,
 )
 from utils.checkpoint.records import SUFFIX, record_path
+from utils.checkpoint.safe_load import UnsafeFileError
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ def verify(path: Path) -> Optional[str]:
 def load_verified(path: Path) -> Dict[str, Any]:
     """Load ``path`` after checking its checksum; CheckpointError when either fails."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint '{path}' is a folder, not a checkpoint file nor a sharded checkpoint directory (.dcp); give a checkpoint file (e.g. <run>/checkpoints/best.pt) or a .dcp directory")
     if not path.is_file():
         raise missing(path)
     problem = verify(path)
@@ -271,6 +274,8 @@ class CheckpointStore:
                     problem = verify(path)
                     if problem:
                         raise CheckpointError(f"checkpoint '{path}': {problem}")
+            except UnsafeFileError:
+                raise  # a file that asks to run code is refused, not skipped for an older one
             except CheckpointError as err:
                 log.warning("%s; falling back to the checkpoint before it", err)
                 problems.append(str(err))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Dict, List, Mapping, NamedTuple, Union
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 
 import torch
 from torch import nn
@@ -53,12 +53,14 @@ class LoadReport(NamedTuple):
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
-def load_matching(model: nn.Module, state: Dict[str, torch.Tensor], prefix: str = "", strict: bool = False) -> LoadReport:
+def load_matching(
+    model: nn.Module, state: Dict[str, torch.Tensor], prefix: str = "", strict: bool = False, check: Optional[Callable[[LoadReport], None]] = None
+) -> LoadReport:
     """Load the tensors of ``state`` whose names and shapes match ``model``.
 
     ``prefix`` is prepended to every checkpoint key (``backbone.`` loads a bare
     backbone into a network); the ``module.`` prefix of DDP and the ``_orig_mod.`` prefix of a
-    ``torch.compile`` wrapper are stripped.
+    ``torch.compile`` wrapper are stripped. ``check(report)`` may refuse the load before any tensor is copied.
     """
     cleaned = {}
     for key, value in state.items():
@@ -76,6 +78,8 @@ def load_matching(model: nn.Module, state: Dict[str, torch.Tensor], prefix: str 
             "set model.pretrained_strict=false to load the matching tensors and re-initialise the rest, "
             "or fix model.pretrained_prefix"
         )
+    if check is not None:
+        check(report)
     model.load_state_dict(matching, strict=False)
     return report
 
@@ -87,9 +91,51 @@ def log_report(report: LoadReport, source: str) -> None:
             log.warning("%s: %d %s: %s", source, len(keys), label, ", ".join(keys[:20]) + (" ..." if len(keys) > 20 else ""))
 
 
-def load_weights(model: nn.Module, path: Union[str, Path], prefix: str = "", strict: bool = False) -> LoadReport:
-    """Load pretrained weights from a local file into ``model``, reporting what did not fit."""
-    report = load_matching(model, network_weights_of(load_file(path)), prefix=prefix, strict=strict)
+# The documented share (README, model.pretrained_min_share): weights that fill less of the model are another model's.
+MIN_SHARE = 0.5
+PRETRAINED_WAY_OUT = "set model.pretrained_min_share lower to load a partial match on purpose (0: any)"
+BACKBONE_WAY_OUT = (
+    "to load a partial match on purpose, give the file as model.pretrained with model.pretrained_prefix=<the backbone's "
+    "prefix in the network, e.g. {prefix}> and model.pretrained_min_share=0 instead of the backbone's pretrained"
+)
+
+
+class MinShare(NamedTuple):
+    """The least share of the model's floating-point tensors a pretrained file must fill, and how to allow less."""
+
+    share: float = MIN_SHARE
+    way_out: str = BACKBONE_WAY_OUT.format(prefix="backbone.")
+
+
+def read_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
+    """The network weights a pretrained source holds: a file (torch or ``.safetensors``) or a sharded checkpoint directory."""
+    from utils.checkpoint.sharded import looks_sharded
+    from utils.checkpoint.state import Checkpoint
+
+    if looks_sharded(Path(path)):
+        return Checkpoint.load(path).eval_weights
+    return network_weights_of(load_file(path))
+
+
+def check_share(model: nn.Module, report: LoadReport, prefix: str, source: str, minimum: MinShare) -> None:
+    """CheckpointError when fewer than ``minimum.share`` of the model's floating-point tensors (those under
+    ``prefix`` when one is given: the part the file is for) were loaded; BatchNorm counters do not count."""
+    own = [k for k, v in model.state_dict().items() if v.is_floating_point() and k.startswith(prefix)]
+    loaded = set(report.loaded)
+    filled = sum(1 for k in own if k in loaded)
+    if own and filled < minimum.share * len(own):
+        part = f"the {len(own)} floating-point tensors under '{prefix}'" if prefix else f"the model's {len(own)} floating-point tensors"
+        raise CheckpointError(
+            f"'{source}' fills only {filled} of {part} ({filled / len(own):.0%}; {len(report.missing)} missing, "
+            f"{len(report.mismatched)} of another shape), less than the {minimum.share:.0%} required: it looks like another "
+            f"model's weights (check the file and model.pretrained_prefix); {minimum.way_out}"
+        )
+
+
+def load_weights(model: nn.Module, path: Union[str, Path], prefix: str = "", strict: bool = False, minimum: MinShare = MinShare()) -> LoadReport:
+    """Load pretrained weights from a local file into ``model``, reporting what did not fit; weights that fill
+    less than ``minimum.share`` of the model's floating-point tensors are refused (CheckpointError)."""
+    report = load_matching(model, read_weights(path), prefix=prefix, strict=strict, check=lambda r: check_share(model, r, prefix, str(path), minimum))
     if not report.loaded:
         raise CheckpointError(f"no tensor of '{path}' matches the model by name and shape; is it the right file (or model.pretrained_prefix)?")
     log_report(report, str(path))
