@@ -7,7 +7,8 @@ every ``--mode test``::
       run_001/ run_002/ ...   one per training run; ``--resume`` continues the newest
       latest -> run_002       a pointer to the newest training run
       test_001/ ...           one per --mode test (never written into a training run's records)
-      predict_001/ export_001/ ...  one per --mode predict / export (unless --output names a folder)
+      predict_001/ export_001/ ...  one per --mode predict / export (unless --output names a new or empty
+                              folder outside every run: ``named``, ``run_holding``)
 
 and inside each of them the files of ``RunFolder`` below. A folder written by
 framework 0.2 and older (checkpoints directly under ``<experiment>/``) is a run
@@ -29,7 +30,7 @@ import socket
 from pathlib import Path
 from typing import List, Optional
 
-from utils.errors import ConfigError, OutputError
+from utils.errors import ConfigError, OutputError, name_list
 
 LATEST = "latest"
 _NUMBERED = re.compile(r"^(run|test|predict|export)_(\d+)$")
@@ -83,8 +84,15 @@ class RunFolder:
     # -- one process per run --------------------------------------------------------------------
 
     def lock(self) -> None:
-        """Take the run's lock and write this process's PID and host into it; ConfigError when another process holds it."""
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        """Take the run's lock and write this process's PID and host into it; ConfigError when another process holds it,
+        OutputError when the lock cannot be opened (a read-only folder)."""
+        try:
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:  # a read-only or foreign folder: training could not write its checkpoints there either
+            raise OutputError(
+                f"cannot take the lock '{self.lock_file}' of run folder '{self.path}' ({err.strerror or err}); "
+                "make the folder writable (or copy the run somewhere writable and resume the copy)"
+            ) from err
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -155,8 +163,33 @@ def create(experiment: Path, kind: str = "run") -> RunFolder:
     return RunFolder(path)
 
 
+RUN_FILES = ("config.yaml", "log.txt", ".lock", "metrics.jsonl", "checkpoints")  # what every kind of run writes into its folder
+
+
+def run_holding(path: Path) -> Optional[Path]:
+    """The run folder that ``path`` is or lies inside, else None: a ``run_NNN``, ``test_NNN``, ``predict_NNN`` or
+    ``export_NNN`` folder holding a run's files, or a folder of framework 0.2 and older holding checkpoints.
+    Links are resolved first (``<experiment>/latest/x`` lies inside the run ``latest`` points to)."""
+    resolved = Path(path).expanduser().resolve()
+    for folder in (resolved, *resolved.parents):
+        numbered_run = _NUMBERED.match(folder.name) is not None and any((folder / name).exists() for name in RUN_FILES)
+        if numbered_run or RunFolder(folder).has_checkpoints():
+            return folder
+    return None
+
+
 def named(path: Path) -> RunFolder:
-    """The folder ``--output`` names (created when missing): a predict or export run writes there."""
+    """The folder ``--output`` names (created when missing): a predict or export run writes there. ConfigError,
+    before anything is written, when it is or lies inside a run folder (``run_holding``: a run's records are
+    never written by another mode), or exists and is not empty (no earlier output mixes with the new files)."""
+    run = run_holding(path)
+    if run is not None:
+        given = Path(path).expanduser()
+        where = ("is a run folder" if run == given.absolute() else f"is the run folder '{run}'") if run == given.resolve() else f"lies inside the run folder '{run}'"
+        raise ConfigError(f"--output '{path}' {where}; predict and export never write into a run: give a folder outside every run, or leave --output out (a new <experiment>/<mode>_NNN folder)")
+    if Path(path).is_dir() and any(Path(path).iterdir()):
+        held = name_list(sorted(entry.name for entry in Path(path).iterdir()), show=3)
+        raise ConfigError(f"--output '{path}' is not empty (it holds {held}); give a new or empty folder, so no earlier output mixes with this one, or leave --output out")
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as err:

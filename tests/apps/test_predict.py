@@ -42,11 +42,11 @@ def test_unreadable_inputs_follow_on_bad_sample(trained, tmp_path, capsys):
     for image in sorted((trained["data"] / "val" / "one").glob("*.png"))[:2]:
         (folder / image.name).write_bytes(image.read_bytes())
     (folder / "broken.png").write_bytes(b"not an image")
-    args = ["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(folder), "--output", str(tmp_path / "out")]
-    assert main.main(args) == 2
+    args = ["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(folder)]
+    assert main.main([*args, "--output", str(tmp_path / "stopped")]) == 2
     (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # the console log is on stderr too
     assert err.startswith("error: ") and "broken.png" in err and "on_bad_sample=skip" in err
-    assert main.main([*args, "data.args.on_bad_sample=skip"]) == 0
+    assert main.main([*args, "--output", str(tmp_path / "out"), "data.args.on_bad_sample=skip"]) == 0
     assert [Path(r["path"]).name for r in read_csv(tmp_path / "out" / "predictions.csv")] == sorted(p.name for p in folder.glob("val_*.png"))
     assert main.main(["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(tmp_path / "nothing*.png")]) == 2
     assert "not a file, a folder or a glob" in capsys.readouterr().err

@@ -1,33 +1,69 @@
 """What ``--mode predict --input PATH`` reads: an image file, a folder (searched recursively) or a glob.
 
-Images are read as the training data was (``utils/data/images.py``: the stored range,
-``data.args.channels``), resized by ``data.args.image_size`` when the config has one,
-then given the config's eval transforms. An unreadable file follows
-``data.args.on_bad_sample``: ``stop`` ends the run naming it, ``skip`` leaves it out
-(a warning names it) and the CSV has no row for it.
+Images are read as the training data's eval split was (``utils/data/images.py``: the stored
+range, the dataset's channels), sized as that dataset sized its samples (:class:`Sizing`:
+``data.args.image_size`` before the eval transforms, the mask datasets' ``data.args.size``
+after them), then given the config's eval transforms. Each input must then be the size the
+network was trained at (``model.input_size``), else the run stops naming both sizes and the
+fix: a network fed another size scores without a warning, and wrongly. An unreadable file
+follows ``data.args.on_bad_sample``: ``stop`` ends the run naming it, ``skip`` leaves it out
+(a warning names it) and the CSV has no row for it. Folders and globs are searched by
+``utils/data/folders.py``: hidden and debris names left out, each real directory once.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 from torch.utils.data import Dataset, default_collate
 
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.batch import check_one_size
-from utils.data.folders import walk_visible
+from utils.data.folders import glob_visible, split_glob, walk_visible
 from utils.data.images import as_float, read_pixels
-from utils.data.masks import Size, size_pair
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm")
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How the checkpoint's training data sized an eval sample, and the size the network was trained at.
+
+    ``resize_first``: (height, width) every image is resized to before the eval transforms
+    (``image_folder``'s ``image_size``, ``digits``' ``size``); ``crop_first``: the side the
+    shorter side is resized to, then the centre square cut (``data.loader=dali``'s eval pipeline);
+    ``resize_last``: after the transforms (the mask datasets' ``size``); ``trained_at``:
+    ``model.input_size`` (None: not checked); ``fix``: the override that makes predict resize
+    the inputs, named in the error.
+    """
+
+    channels: int
+    resize_first: Optional[Tuple[int, int]] = None
+    resize_last: Optional[Tuple[int, int]] = None
+    trained_at: Optional[Tuple[int, ...]] = None
+    fix: str = ""
+    crop_first: Optional[int] = None
+
+    def check(self, sample: torch.Tensor, path: Path) -> None:
+        """DataError when ``sample`` (after the transforms) reaches the network at another height x width than it was trained at."""
+        if not self.trained_at or len(self.trained_at) < 2:
+            return
+        (height, width), (want_h, want_w) = sample.shape[-2:], self.trained_at[-2:]
+        if (height, width) != (want_h, want_w):
+            raise DataError(
+                f"input '{path}' reaches the network at {width}x{height} (width x height, after data.eval_transforms), but the checkpoint "
+                f"was trained at {want_w}x{want_h} (model.input_size={list(self.trained_at)}); resize the inputs to {want_w}x{want_h}, "
+                f"or let predict resize them: {self.fix}"
+            )
 
 
 def collect_inputs(spec: Optional[str]) -> List[Path]:
@@ -40,7 +76,7 @@ def collect_inputs(spec: Optional[str]) -> List[Path]:
     elif path.is_file():
         found = [path]
     else:
-        found = [Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file()]
+        found = [p for p in glob_visible(str(path)) if p.is_file()]
         if not found:
             raise DataError(f"--input '{spec}' is not a file, a folder or a glob that matches files")
     videos = [p for p in found if p.suffix.lower() in VIDEO_EXTENSIONS]
@@ -52,18 +88,56 @@ def collect_inputs(spec: Optional[str]) -> List[Path]:
     return images
 
 
+def input_root(spec: str) -> Path:
+    """The folder the inputs of ``spec`` are named relative to: the folder given, a file's folder, or
+    the part of a glob before its first wildcard."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    return path.parent if path.is_file() else split_glob(str(path))[0]
+
+
+def _below(path: Path, root: Path) -> Path:
+    try:
+        return path.relative_to(root)
+    except ValueError:  # not under the root (a path the glob spelt differently): its name alone
+        return Path(path.name)
+
+
+def mask_names(paths: Sequence[Path], root: Path) -> List[Path]:
+    """Each input's mask file, relative to the masks folder: the input's path below ``root`` with
+    ``.png`` for its extension, so the masks mirror the input tree. Where inputs of one folder share
+    a stem (``x.png``, ``x.jpg``), each whose name is not already that ``.png`` keeps its extension
+    (``x.jpg.png``); no two inputs share a mask file (compared without case, as some disks do)."""
+    relative = [_below(Path(p), root) for p in paths]
+    groups: Dict[str, List[int]] = defaultdict(list)
+    for i, rel in enumerate(relative):
+        groups[str(rel.with_suffix(".png")).casefold()].append(i)
+    names = [rel.with_suffix(".png") for rel in relative]
+    for members in groups.values():
+        if len(members) > 1:
+            for i in members:
+                if relative[i] != names[i]:
+                    names[i] = relative[i].with_name(relative[i].name + ".png")
+    used: Set[str] = set()
+    # a name made above may be another input's own (x.jpg's x.jpg.png): the owner keeps it, the other is numbered
+    for i in sorted(range(len(names)), key=lambda i: relative[i] != names[i]):
+        count = 1
+        while str(names[i]).casefold() in used:
+            names[i] = relative[i].with_name(f"{relative[i].name}.{count}.png")
+            count += 1
+        used.add(str(names[i]).casefold())
+    return names
+
+
 class PredictImages(Dataset):
     """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})``; ``size``: the file's own size."""
 
-    def __init__(self, paths: Sequence[Path], channels: int, transform: Optional[Callable], image_size: Optional[int], on_bad_sample: str,
-                 input_size: Sequence[int], resize_last: Optional[Size] = None) -> None:
+    def __init__(self, paths: Sequence[Path], sizing: Sizing, transform: Optional[Callable], on_bad_sample: str) -> None:
         self.paths = list(paths)
-        self.resize_last = size_pair(resize_last) if resize_last else None  # after the transforms, as the mask datasets resize
-        self.channels = channels
+        self.sizing = sizing
         self.transform = transform
-        self.image_size = image_size
         self.bad = BadSamples(on_bad_sample, "predict")
-        self.input_size = list(input_size)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -71,7 +145,7 @@ class PredictImages(Dataset):
     def __getitem__(self, index: int) -> Tuple[Optional[torch.Tensor], dict]:
         path = self.paths[index]
         try:
-            values = read_pixels(path, self.channels)
+            values = read_pixels(path, self.sizing.channels)
         except BadFile as err:
             if self.bad.policy == "stop":
                 raise DataError(f"{err}, or set data.args.on_bad_sample=skip") from err
@@ -79,26 +153,28 @@ class PredictImages(Dataset):
             return None, {"index": index}
         size = list(values.shape[-2:])
         from torchvision import tv_tensors
+        from torchvision.transforms.v2 import functional as TF
 
         image = tv_tensors.Image(values)
-        if self.image_size:
-            from torchvision.transforms import v2
-
-            image = v2.Resize((self.image_size, self.image_size), antialias=True)(image)
+        if self.sizing.resize_first is not None:  # before as_float, as image_folder resizes (8-bit data as uint8)
+            image = TF.resize(image, list(self.sizing.resize_first), antialias=True)
+        if self.sizing.crop_first is not None:  # as DALI's eval pipeline: the shorter side, then the centre
+            image = TF.center_crop(TF.resize(image, self.sizing.crop_first, antialias=True), [self.sizing.crop_first] * 2)
         image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
         if self.transform is not None:
             image = self.transform(image)
-        if self.resize_last is not None:
-            from torchvision.transforms.v2 import functional as TF
-
-            image = TF.resize(image, list(self.resize_last), antialias=True)
+        if self.sizing.resize_last is not None:  # after the transforms, as the mask datasets resize
+            image = TF.resize(image, list(self.sizing.resize_last), antialias=True)
+        self.sizing.check(image, path)
         return image.as_subclass(torch.Tensor), {"index": index, "size": size}
 
     def collate_fn(self, batch: List[Tuple[Any, dict]]) -> Tuple[torch.Tensor, dict]:
-        """The readable items stacked (a DataError naming two files of different sizes); skipped ones left out."""
+        """The readable items stacked (a DataError naming two files of different sizes, where no trained size
+        was checked); skipped ones left out."""
         kept = [(image, target) for image, target in batch if image is not None]
         if not kept:  # every file of the batch was skipped
-            return torch.zeros(0, *self.input_size), {"index": torch.zeros(0, dtype=torch.long), "size": torch.zeros(0, 2, dtype=torch.long)}
-        check_one_size([(str(self.paths[t["index"]]), image.shape) for image, t in kept], "data.args.image_size=N, or a Resize + CenterCrop in data.eval_transforms")
+            shape = self.sizing.trained_at or (self.sizing.channels, 1, 1)
+            return torch.zeros(0, *shape), {"index": torch.zeros(0, dtype=torch.long), "size": torch.zeros(0, 2, dtype=torch.long)}
+        check_one_size([(str(self.paths[t["index"]]), image.shape) for image, t in kept], self.sizing.fix)
         images = default_collate([image for image, _ in kept])
         return images, {"index": torch.tensor([t["index"] for _, t in kept]), "size": torch.tensor([t["size"] for _, t in kept])}

@@ -4,23 +4,40 @@ A video is a folder that holds frame images (the layout ``video_frames_folder`` 
 on: ``<video>/<frame>.jpg``, frames in natural order). PATH is one such folder, a folder
 searched recursively for them, or a glob matching them. Each video is cut into the
 checkpoint's evaluation clips (``data.args.clip_len``, ``frame_stride``, ``num_clips``,
-``pad_short``), exactly as ``--mode test`` cuts its split. Video files are refused with the
-command that extracts their frames.
+``pad_short``), exactly as ``--mode test`` cuts its split; every clip must reach the network at the
+height x width it was trained at (``Sizing``). A clip with an unreadable frame follows
+``data.args.on_bad_sample`` (``skip``: the video's other clips are averaged; a video without a
+readable clip gets no row). Video files are refused with the command that extracts their frames.
 """
 
 from __future__ import annotations
 
-import glob
+import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch.utils.data import default_collate
 
+from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.clips import ClipDataset
 from utils.data.datasets.video_frames_folder import EXTENSIONS, list_frames, read_clip
-from utils.data.folders import walk_visible
-from utils.data.predict_inputs import VIDEO_EXTENSIONS
+from utils.data.folders import glob_visible, walk_visible
+from utils.data.predict_inputs import VIDEO_EXTENSIONS, Sizing
 from utils.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClipArgs:
+    """How the training dataset cut a video into evaluation clips (``data.args``)."""
+
+    clip_len: int
+    frame_stride: int
+    num_clips: int
+    pad_short: bool
 
 
 def _holds_frames(folder: Path) -> bool:
@@ -38,19 +55,41 @@ def collect_videos(spec: Optional[str]) -> List[Path]:
     if path.is_dir():
         found = [path] if _holds_frames(path) else [Path(d) for d, _, files in walk_visible(path) if any(f.lower().endswith(EXTENSIONS) for f in files)]
     else:
-        found = [Path(p) for p in glob.glob(str(path), recursive=True) if _holds_frames(Path(p))]
+        found = [p for p in glob_visible(str(path)) if _holds_frames(p)]
     if not found:
         raise DataError(f"--input '{spec}' holds no folders of frames (a video is a folder of {', '.join(EXTENSIONS)} frames)")
     return sorted(found)
 
 
 class PredictVideos(ClipDataset):
-    """The evaluation clips of each frame folder; items ``(clip [C, T, H, W], {"label": 0, "video": v})``."""
+    """The evaluation clips of each frame folder; items ``(clip [C, T, H, W], {"label": 0, "video": v})``,
+    ``(None, ...)`` for a clip skipped under ``on_bad_sample=skip``."""
 
-    def __init__(self, folders: Sequence[Path], transform: Optional[Callable], clip_len: int, frame_stride: int, num_clips: int, pad_short: bool) -> None:
-        super().__init__("predict", transform, clip_len, frame_stride, num_clips, pad_short)
+    def __init__(self, folders: Sequence[Path], transform: Optional[Callable], clips: ClipArgs, sizing: Sizing, on_bad_sample: str) -> None:
+        super().__init__("predict", transform, clips.clip_len, clips.frame_stride, clips.num_clips, clips.pad_short)
         self.paths = list(folders)
+        self.sizing = sizing
+        self.bad = BadSamples(on_bad_sample, "predict")
         self.set_videos([0] * len(self.paths), [len(list_frames(f)) for f in self.paths], [str(f) for f in self.paths])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
         return read_clip(self.paths[video], indices)
+
+    def __getitem__(self, index: int) -> Tuple[Optional[torch.Tensor], Dict[str, int]]:
+        video = self.locate(index)[0] if 0 <= index < len(self) else 0
+        try:
+            clip, target = super().__getitem__(index)
+        except BadFile as err:
+            if self.bad.policy == "stop":
+                raise DataError(f"{err}, or set data.args.on_bad_sample=skip") from err
+            log.warning("skipping a clip of '%s': %s; data.args.on_bad_sample=skip", self.paths[video], err.skipped)
+            return None, {"label": 0, "video": video}
+        self.sizing.check(clip, self.paths[video])
+        return clip, target
+
+    def collate_fn(self, batch: List[Tuple[Any, Dict[str, int]]]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """The readable clips stacked; skipped ones left out."""
+        kept = [(clip, target) for clip, target in batch if clip is not None]
+        if not kept:
+            return torch.zeros(0, *(self.sizing.trained_at or (self.sizing.channels, 1, 1, 1))), {"label": torch.zeros(0, dtype=torch.long), "video": torch.zeros(0, dtype=torch.long)}
+        return default_collate(kept)

@@ -1,38 +1,47 @@
 """``--mode predict --checkpoint C --input PATH [--output DIR]``: a checkpoint's network on new images.
 
 The network, its precision, the eval transforms, the input normalization and the class
-names all come from the checkpoint's saved config (as ``--mode test`` uses them).
-Classification writes ``predictions.csv``: one row per image with ``path``,
-``prediction`` (the class name), ``score`` (its softmax probability) and the top-k
-classes with their probabilities. Salient object detection writes each predicted mask
-as ``masks/<image stem>.png`` at its image's own size, and the CSV (``path``, ``mask``,
+names all come from the checkpoint's saved config (as ``--mode test`` uses them); inputs are
+sized as the training dataset sized its eval samples and must reach the network at the size it
+was trained at (``input_sizing``). Classification writes ``predictions.csv``: one row per image
+with ``path``, ``prediction`` (the class name), ``score`` (its softmax probability) and the top-k
+classes with their probabilities. Salient object detection writes each predicted mask at its
+image's own size under ``masks/``, named as the input below ``--input`` with ``.png``
+(``utils/data/predict_inputs.py``: ``mask_names``), and the CSV (``path``, ``mask``,
 ``mean_saliency``). A video network reads folders of frames (``utils/data/predict_videos.py``)
 and writes one row per video: the softmax probabilities of its evaluation clips averaged, as
 the video metric averages them, and ``clips``. Under torchrun every rank predicts a disjoint
 shard of the inputs (of the clips, for videos); rank 0 writes the rows of all ranks in input order.
+Every file is written whole or not at all (``output_files.py``), into a folder of its own
+(``utils/run_folder.py``: never a run's folder). ``data.args.on_bad_sample`` is predict's own
+setting for its input files, whatever the checkpoint's dataset takes (``dataset_check_view``).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import inspect
 import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
+import yaml
 
 from utils.checkpoint.state import Checkpoint
-from utils.config import Config, save_config
+from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
-from utils.data.predict_inputs import PredictImages, collect_inputs
-from utils.data.predict_videos import PredictVideos, collect_videos
+from utils.data.masks import size_pair
+from utils.data.predict_inputs import PredictImages, Sizing, collect_inputs, input_root, mask_names
+from utils.data.predict_videos import ClipArgs, PredictVideos, collect_videos
 from utils.data.transforms import build_transforms
 from utils.distributed.ops import all_gather_objects
 from utils.distributed.process_group import DistInfo
+from utils.engine.output_files import PREDICT_ADVICE, write_atomic, write_config
 from utils.engine.test_mode import checkpoint_network
-from utils.errors import ConfigError, OutputError
+from utils.errors import ConfigError
 from utils.log import progress
 from utils.model.outputs import select
 from utils.registry import DATASETS
@@ -45,29 +54,81 @@ TASKS = ("classification", "sod", "video")
 CLIP_ARGS = ("clip_len", "frame_stride", "num_clips", "pad_short")
 
 
+# The data.args key that sizes a dataset's samples, and when: "first" before the eval transforms
+# (image_folder resizes each image, digits its 8x8 images), "last" after them (the mask datasets'
+# PairPipeline). Other datasets keep the stored size (moving_shapes' size is the size it draws at).
+SIZE_ARGS = {"image_folder": ("image_size", "first"), "digits": ("size", "first"), "image_mask_folder": ("size", "last"), "shapes_sod": ("size", "last")}
+PREDICT_ARGS = ("on_bad_sample",)  # data.args that predict reads itself (for its input files), whatever the dataset takes
+
+
+def _parameters(cfg: Config) -> Any:
+    return inspect.signature(DATASETS.get(cfg.data.name)).parameters
+
+
 def dataset_arg(cfg: Config, name: str) -> Any:
     """``data.args.<name>`` as the training dataset saw it: the config's value, else the dataset's own default."""
     if name in cfg.data.args:
         return cfg.data.args[name]
-    parameter = inspect.signature(DATASETS.get(cfg.data.name)).parameters.get(name)
-    return None if parameter is None else parameter.default
+    parameter = _parameters(cfg).get(name)
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+
+
+def dataset_check_view(cfg: Config) -> Config:
+    """``cfg`` as the dataset's argument check sees it in predict: without the ``data.args`` that predict reads
+    itself (``on_bad_sample``: what an unreadable input does) where the dataset takes no such argument."""
+    takes = _parameters(cfg)
+    args = {key: value for key, value in cfg.data.args.items() if key in takes or key not in PREDICT_ARGS}
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, args=args))
+
+
+def _flow(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
+
+
+def _size_rule(cfg: Config, takes: Any) -> Tuple[Optional[str], Optional[str]]:
+    """``(data.args key, "first" | "last")`` that sizes the dataset's samples, or ``(None, None)``."""
+    if cfg.data.name in SIZE_ARGS:
+        return SIZE_ARGS[cfg.data.name]
+    if "image_size" in takes:  # image_folder's convention
+        return "image_size", "first"
+    if cfg.eval.metric == "sod" and "size" in takes:  # the mask datasets' convention (utils/data/masks.py)
+        return "size", "last"
+    return None, None
+
+
+def input_sizing(cfg: Config) -> Sizing:
+    """How the checkpoint's dataset sized an eval sample (``SIZE_ARGS``; a dataset not listed there by its
+    ``image_size`` argument, or a saliency dataset by its ``size``), its channels, and the size the network
+    was trained at (``model.input_size``), with the override that resizes inputs to it."""
+    takes = _parameters(cfg)
+    trained_at = tuple(cfg.model.input_size) if cfg.model.input_size else None
+    channels = dataset_arg(cfg, "channels") if "channels" in takes else (trained_at[0] if trained_at else 3)
+    key, when = _size_rule(cfg, takes)
+    size = dataset_arg(cfg, key) if key else None
+    height, width = trained_at[-2:] if trained_at and len(trained_at) >= 2 else ("H", "W")
+    if when == "last":  # the mask datasets resize after the transforms: their size is the setting
+        fix = f"data.args.size={height if height == width else _flow([height, width])}"
+    else:  # a Resize ahead of the checkpoint's own eval transforms
+        fix = "data.eval_transforms=" + _flow([{"name": "Resize", "size": [height, width]}, *cfg.data.eval_transforms])
+    pair = size_pair(size) if size else None
+    if cfg.data.loader == "dali":  # DALI decodes RGB and sizes image_size itself (utils/data/dali.py); no transforms
+        return Sizing(3, trained_at=trained_at, fix=f"data.args.image_size={height}", crop_first=int(size) if size else None)
+    return Sizing(int(channels), pair if when == "first" else None, pair if when == "last" else None, trained_at, fix)
 
 
 def predict_dataset(cfg: Config, spec: Optional[str]) -> Union[PredictImages, PredictVideos]:
-    """The inputs read and transformed as the checkpoint's eval split was."""
-    transform = build_transforms(cfg.data.eval_transforms, "data.eval_transforms")
+    """The inputs read, sized and transformed as the checkpoint's eval split was."""
+    transform = None if cfg.data.loader == "dali" else build_transforms(cfg.data.eval_transforms, "data.eval_transforms")
+    sizing, on_bad_sample = input_sizing(cfg), dataset_arg(cfg, "on_bad_sample") or "stop"
+    if sizing.trained_at is None:
+        log.warning("the checkpoint's config has no model.input_size: the inputs' size is not checked against the size the network was trained at")
     if cfg.eval.metric == "video":  # cut into clips as the training dataset cut its eval split
         clips = {name: dataset_arg(cfg, name) for name in CLIP_ARGS}
         missing = [name for name, value in clips.items() if value is None]
         if missing:
             raise ConfigError(f"--mode predict cuts videos into clips as the training data did, but dataset '{cfg.data.name}' names no {missing}; set data.args.{missing[0]}=...")
-        return PredictVideos(collect_videos(spec), transform, **clips)
-    channels = cfg.data.args.get("channels", (cfg.model.input_size or [3])[0])
-    image_size = cfg.data.args.get("image_size")
-    # the mask datasets resize after the transforms, to data.args.size (utils/data/masks.py: PairPipeline)
-    resize_last = dataset_arg(cfg, "size") if cfg.eval.metric == "sod" else None
-    return PredictImages(collect_inputs(spec), channels, transform, image_size, cfg.data.args.get("on_bad_sample", "stop"),
-                         cfg.model.input_size or [channels, 1, 1], resize_last)
+        return PredictVideos(collect_videos(spec), transform, ClipArgs(**clips), sizing, on_bad_sample)
+    return PredictImages(collect_inputs(spec), sizing, transform, on_bad_sample)
 
 
 def _class_rows(probs: torch.Tensor, classes: List[str]) -> List[Dict[str, Any]]:
@@ -84,30 +145,40 @@ def _class_rows(probs: torch.Tensor, classes: List[str]) -> List[Dict[str, Any]]
     return rows
 
 
-def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, paths: List[Path], folder: Path) -> List[Dict[str, Any]]:
+def _save_png(array: Any, path: Path) -> None:
     from PIL import Image
 
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path, format="PNG")  # by name: the temporary file's suffix is not .png
+
+
+def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path]) -> List[Dict[str, Any]]:
+    """Write each saliency map (at its image's own size) to its ``targets`` file; their CSV columns."""
     from utils.metrics.sod import saliency_maps
 
     rows = []
-    for saliency, path in zip(saliency_maps(prediction, [tuple(s) for s in sizes.tolist()]), paths):
-        target = folder / f"{path.stem}.png"
-        Image.fromarray(saliency).save(target)
+    for saliency, target in zip(saliency_maps(prediction, [tuple(s) for s in sizes.tolist()]), targets):
+        write_atomic(target, lambda tmp: _save_png(saliency, tmp), PREDICT_ADVICE)
         rows.append({"mask": str(target), "mean_saliency": f"{saliency.mean() / 255.0:.6f}"})
     return rows
 
 
-def _names(checkpoint: Checkpoint, num_classes: int) -> List[str]:
-    return [str(c) for c in checkpoint.classes] if checkpoint.classes else [str(i) for i in range(num_classes)]
+def _names(checkpoint: Checkpoint, outputs: int) -> List[str]:
+    """A name per network output: the class names, then ``output_<i>`` for outputs beyond the data's classes
+    (a network may score more classes than its data has; test mode's top-1 takes them into account too)."""
+    classes = [str(c) for c in checkpoint.classes or []] or [str(i) for i in range(outputs)]
+    return classes + [f"output_{i}" for i in range(len(classes), outputs)]
 
 
 @torch.no_grad()
-def predict_rows(cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: Union[PredictImages, PredictVideos], mask_folder: Path) -> List[Tuple[int, Any]]:
-    """``(input index, row)`` for this rank's shard of ``dataset``; for videos ``(video index, clip
-    probabilities)``, one per clip, which ``video_rows`` averages once every rank's clips are in."""
+def predict_rows(cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: Union[PredictImages, PredictVideos], masks: List[Path]) -> List[Tuple[int, Any]]:
+    """``(input index, row)`` for this rank's shard of ``dataset`` (a saliency network writes input i's
+    mask to ``masks[i]``); for videos ``(video index, clip probabilities)``, one per clip, which
+    ``video_rows`` averages once every rank's clips are in."""
     model, amp = checkpoint_network(cfg, checkpoint, info.device)
     model.eval()
-    loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
+    # the torch loader, also for a checkpoint trained through DALI: the dataset sizes the inputs as its pipeline did
+    loader = build_eval_loader(dataset, dataclasses.replace(cfg.data, loader="torch"), info.rank, info.world_size, info.device, cfg.model.channels_last)
     rows: List[Tuple[int, Any]] = []
     for inputs, targets in progress(loader, len(loader), "predict", info.is_main):
         if inputs.shape[0] == 0:
@@ -120,7 +191,7 @@ def predict_rows(cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: U
             continue
         indices = targets["index"].tolist()
         if cfg.eval.metric == "sod":
-            found = _mask_rows(prediction, targets["size"].cpu(), [dataset.paths[i] for i in indices], mask_folder)
+            found = _mask_rows(prediction, targets["size"].cpu(), [masks[i] for i in indices])
         else:
             found = _class_rows(prediction.detach().float().softmax(dim=1), _names(checkpoint, prediction.shape[1]))
         rows.extend((i, {"path": str(dataset.paths[i]), **row}) for i, row in zip(indices, found))
@@ -128,7 +199,8 @@ def predict_rows(cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: U
 
 
 def video_rows(clips: List[Tuple[int, torch.Tensor]], dataset: PredictVideos, checkpoint: Checkpoint) -> List[Tuple[int, Dict[str, Any]]]:
-    """One row per video: its clips' probabilities averaged (summed in clip order, as the metric does)."""
+    """One row per video: its clips' probabilities averaged (summed in clip order, as the metric does);
+    none for a video whose every clip was skipped (``on_bad_sample=skip``)."""
     if not clips:
         return []
     sums = torch.zeros(len(dataset.paths), clips[0][1].numel(), dtype=torch.float64)
@@ -137,17 +209,19 @@ def video_rows(clips: List[Tuple[int, torch.Tensor]], dataset: PredictVideos, ch
         sums[video] += probs
         counts[video] += 1
     found = _class_rows(sums / counts.clamp(min=1).unsqueeze(1), _names(checkpoint, sums.shape[1]))
-    return [(v, {"path": str(dataset.paths[v]), "clips": int(counts[v]), **row}) for v, row in enumerate(found)]
+    return [(v, {"path": str(dataset.paths[v]), "clips": int(counts[v]), **row}) for v, row in enumerate(found) if counts[v] > 0]
+
+
+def _write_rows(path: Path, rows: List[Dict[str, Any]]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["path"])
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def write_csv(path: Path, rows: List[Dict[str, Any]]) -> None:
-    try:
-        with open(path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["path"])
-            writer.writeheader()
-            writer.writerows(rows)
-    except OSError as err:
-        raise OutputError.writing(path, err) from err
+    """``rows`` as the CSV at ``path``, written whole or not at all (an OutputError with predict's advice)."""
+    write_atomic(path, lambda tmp: _write_rows(tmp, rows), PREDICT_ADVICE)
 
 
 def predict_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint, input_spec: Optional[str]) -> Dict[str, Any]:
@@ -156,12 +230,11 @@ def predict_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: 
         raise ConfigError(f"--mode predict knows the tasks {TASKS}; checkpoint '{checkpoint.source}' is of eval.metric={cfg.eval.metric}")
     dataset = predict_dataset(cfg, input_spec)
     log.info("predicting %d input(s) with %s from %s", len(dataset.paths), cfg.model.name, checkpoint.source)
-    mask_folder = run.path / "masks"
+    _ = dataset[0]  # read (and size-checked) before any file is written: inputs of another size usually all are
     if info.is_main:
-        save_config(cfg, run.config)
-    if cfg.eval.metric == "sod":
-        mask_folder.mkdir(parents=True, exist_ok=True)
-    mine = predict_rows(cfg, info, checkpoint, dataset, mask_folder)
+        write_config(cfg, run.config, PREDICT_ADVICE)
+    masks = [run.path / "masks" / name for name in mask_names(dataset.paths, input_root(input_spec))] if cfg.eval.metric == "sod" else []
+    mine = predict_rows(cfg, info, checkpoint, dataset, masks)
     pairs = [pair for shard in all_gather_objects(mine) for pair in shard] if info.world_size > 1 else mine
     if cfg.eval.metric == "video":
         pairs = video_rows(pairs, dataset, checkpoint)
