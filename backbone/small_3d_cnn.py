@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from torch import nn
 
 from backbone.base import Backbone
 from module.conv3d import Conv3dBNAct
+from utils.arguments import Count, Widths
 from utils.registry import BACKBONES
 
 
@@ -19,7 +18,7 @@ class Small3DCNN(Backbone):
     frames for the motion cues); every later stage halves time and space.
     """
 
-    def __init__(self, in_channels: int = 3, widths: Sequence[int] = (16, 32, 64), pretrained: str = "") -> None:
+    def __init__(self, in_channels: Count = 3, widths: Widths = (16, 32, 64), pretrained: str = "") -> None:
         super().__init__()
         channels = in_channels
         for i, width in enumerate(widths):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from torch import nn
 
 from backbone.base import Backbone
 from module.conv import ConvBNAct
+from utils.arguments import Count, Widths
 from utils.registry import BACKBONES
 
 
@@ -15,7 +14,7 @@ from utils.registry import BACKBONES
 class SmallCNN(Backbone):
     """Stages of two conv-bn-relu blocks; every stage after the first halves the size."""
 
-    def __init__(self, in_channels: int = 1, widths: Sequence[int] = (32, 64, 128), pretrained: str = "") -> None:
+    def __init__(self, in_channels: Count = 1, widths: Widths = (32, 64, 128), pretrained: str = "") -> None:
         super().__init__()
         channels = in_channels
         for i, width in enumerate(widths):

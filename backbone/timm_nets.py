@@ -10,12 +10,16 @@ fetched); its classifier keys, which a feature extractor lacks, are dropped and 
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Union
+import inspect
+import re
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
 from backbone.base import Backbone
-from utils.errors import ConfigError
+from utils.arguments import Count
+from utils.errors import ConfigError, name_list
 from utils.registry import BACKBONES
 
 LOCAL_WAY = (
@@ -32,8 +36,8 @@ class TimmBackbone(Backbone):
         self,
         model_name: str = "resnet18",
         out_indices: Optional[Sequence[int]] = None,
-        in_chans: Optional[int] = None,
-        in_channels: int = 3,
+        in_chans: Optional[Count] = None,
+        in_channels: Count = 3,
         pretrained: Union[str, bool] = "",
         **timm_args: Any,
     ) -> None:
@@ -49,14 +53,36 @@ class TimmBackbone(Backbone):
             raise ConfigError(f"backbone timm: unknown model_name '{model_name}'; {'did you mean ' + ', '.join(close) + '?' if close else 'see timm.list_models()'}")
         if out_indices is not None:
             timm_args["out_indices"] = tuple(out_indices)
-        self.model = timm.create_model(model_name, features_only=True, pretrained=False, in_chans=in_chans or in_channels, **timm_args)
+        self.model = _create(model_name, in_chans or in_channels, timm_args)
         self.out_channels: List[int] = list(self.model.feature_info.channels())
         self.strides: List[int] = list(self.model.feature_info.reduction())
         self._stage_modules = list(self.model.feature_info.module_name())
         if pretrained:
-            from utils.checkpoint.weights import load_weights
+            from utils.checkpoint.weights import BACKBONE_WAY_OUT, MinShare, load_weights
 
-            load_weights(self.model, str(pretrained))  # the classifier's keys are logged as unexpected and ignored
+            # the classifier's keys are logged as unexpected and ignored; a .safetensors file loads too, nothing runs code
+            load_weights(self.model, str(pretrained), minimum=MinShare(way_out=BACKBONE_WAY_OUT.format(prefix="backbone.model.")))
+
+    @staticmethod
+    def check_input_size(input_size: List[int], args: Dict[str, Any]) -> None:
+        """When the config is checked: ConfigError when ``model.input_size`` is not the one size a
+        fixed-size timm model (a ViT: its pretrained_cfg's ``fixed_input_size``) takes."""
+        from timm.models import get_pretrained_cfg
+
+        name = str(args.get("model_name", "resnet18"))
+        cfg = get_pretrained_cfg(name)
+        if cfg is None or not cfg.fixed_input_size or args.get("dynamic_img_size"):
+            return
+        size = args.get("img_size", cfg.input_size[-2:])
+        size = [size, size] if isinstance(size, int) else list(size)
+        given = list(input_size[-2:])
+        if given != size:
+            fix = given[0] if given[0] == given[1] else given
+            raise ConfigError(
+                f"backbone timm: {name} takes inputs of {size[0]}x{size[1]} only (timm's fixed_input_size), but model.input_size is {list(input_size)}; "
+                f"set model.input_size=[{input_size[0]}, {size[0]}, {size[1]}] and resize the data to it, or build the model for your size "
+                f"with model.args.backbone_args.img_size={fix} (or dynamic_img_size: true)"
+            )
 
     def set_grad_checkpointing(self, enabled: bool = True) -> None:
         self.grad_checkpointing = enabled
@@ -82,3 +108,43 @@ class TimmBackbone(Backbone):
             if owner == module_name or owner.startswith(module_name + ".") or position < order.get(module_name, 0):
                 return stage
         return len(self._stage_modules) - 1
+
+
+def _create(model_name: str, in_chans: int, timm_args: Dict[str, Any]) -> Any:
+    """``timm.create_model(features_only=True)``; an argument the model does not take and feature
+    stages it does not have are ConfigErrors naming what it takes (each checked against timm
+    before it is reported: any other failure keeps its traceback)."""
+    import timm
+
+    try:
+        return timm.create_model(model_name, features_only=True, pretrained=False, in_chans=in_chans, **timm_args)
+    except TypeError as err:
+        unknown = [key for key in timm_args if f"unexpected keyword argument '{key}'" in str(err)]
+        if not unknown:
+            raise
+        raise ConfigError(f"backbone timm: {model_name} got an argument it does not take, '{unknown[0]}' ({err}); "
+                          f"remove it from model.args.backbone_args{_takes(model_name, str(err))}") from None
+    except (IndexError, AssertionError):
+        indices = timm_args.get("out_indices")
+        if indices is None:
+            raise
+        probe = timm.create_model(model_name, features_only=True, pretrained=False, in_chans=in_chans, **{k: v for k, v in timm_args.items() if k != "out_indices"})
+        stages = len(probe.feature_info.info)
+        outside = [i for i in indices if not -stages <= i < stages]
+        if not outside:
+            raise
+        raise ConfigError(f"backbone timm: out_indices {list(indices)} are out of range for {model_name}, which has {stages} feature stages; "
+                          f"give indices from 0 to {stages - 1} (or -{stages} to -1) in model.args.backbone_args.out_indices") from None
+
+
+def _takes(model_name: str, message: str) -> str:
+    """``; it takes: ...``: the arguments of the timm class the error names (``ResNet.__init__()``), when found."""
+    import timm
+
+    found = re.search(r"(\w+)\.__init__\(\)", message)
+    module = sys.modules.get(getattr(timm.models.model_entrypoint(model_name.split(".")[0]), "__module__", ""))
+    cls = getattr(module, found.group(1), None) if found and module else None
+    if not isinstance(cls, type):
+        return ""
+    names = [n for n, p in inspect.signature(cls).parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return f"; {cls.__name__} takes: {name_list(names, show=20)}"

@@ -11,6 +11,7 @@ import importlib
 from torch import nn
 
 from backbone.base import Backbone
+from utils.arguments import Count
 from utils.registry import BACKBONES
 
 
@@ -28,7 +29,7 @@ def _load_torchvision(arch: str, pretrained: str) -> nn.Module:
 class ResNetBackbone(Backbone):
     """Stages with strides 2, 4, 8, 16, 32: stem, layer1 (after max-pool), layer2-4."""
 
-    def __init__(self, arch: str, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, arch: str, in_channels: Count = 3, pretrained: str = "") -> None:
         super().__init__()
         net = _load_torchvision(arch, pretrained)
         if in_channels != 3:
@@ -63,7 +64,7 @@ class ResNetBackbone(Backbone):
 
 
 def _resnet(arch: str) -> type:
-    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, in_channels: Count = 3, pretrained: str = "") -> None:
         ResNetBackbone.__init__(self, arch, in_channels, pretrained)
 
     cls = type(arch, (ResNetBackbone,), {"__init__": __init__, "__doc__": f"torchvision {arch} as a 5-stage backbone."})
@@ -78,7 +79,7 @@ ResNet50 = _resnet("resnet50")
 class VGGBackbone(Backbone):
     """Stages with strides 1, 2, 4, 8, 16 (the five conv blocks; the last max-pool dropped)."""
 
-    def __init__(self, arch: str, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, arch: str, in_channels: Count = 3, pretrained: str = "") -> None:
         super().__init__()
         features = _load_torchvision(arch, pretrained).features
         if in_channels != 3:
@@ -95,7 +96,7 @@ class VGGBackbone(Backbone):
 class VGG16BN(VGGBackbone):
     """torchvision vgg16_bn as a 5-stage backbone."""
 
-    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, in_channels: Count = 3, pretrained: str = "") -> None:
         super().__init__("vgg16_bn", in_channels, pretrained)
 
 
@@ -103,5 +104,5 @@ class VGG16BN(VGGBackbone):
 class VGG16(VGGBackbone):
     """torchvision vgg16 (no BatchNorm, as in MINet-VGG16) as a 5-stage backbone."""
 
-    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, in_channels: Count = 3, pretrained: str = "") -> None:
         super().__init__("vgg16", in_channels, pretrained)

@@ -12,13 +12,14 @@ import importlib
 from torch import nn
 
 from backbone.base import Backbone
+from utils.arguments import Count
 from utils.registry import BACKBONES
 
 
 class VideoResNetBackbone(Backbone):
     """Stages: stem, layer1, layer2, layer3, layer4 (spatial strides 2, 2, 4, 8, 16)."""
 
-    def __init__(self, arch: str, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, arch: str, in_channels: Count = 3, pretrained: str = "") -> None:
         super().__init__()
         # mc3_18 keeps full time in layers 2-4 (2D convolutions there); the others halve it.
         temporal = [1, 1, 1, 1, 1] if arch == "mc3_18" else [1, 1, 2, 4, 8]
@@ -37,7 +38,7 @@ class VideoResNetBackbone(Backbone):
 
 
 def _video_resnet(arch: str) -> type:
-    def __init__(self, in_channels: int = 3, pretrained: str = "") -> None:
+    def __init__(self, in_channels: Count = 3, pretrained: str = "") -> None:
         VideoResNetBackbone.__init__(self, arch, in_channels, pretrained)
 
     doc = f"torchvision {arch} (video ResNet-18) as a 5-stage backbone on [B, C, T, H, W] clips."

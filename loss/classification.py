@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from utils.arguments import above, in_range
 from utils.metrics.base import target_labels, target_tensor
 from utils.registry import LOSSES
 
@@ -16,7 +17,7 @@ from utils.registry import LOSSES
 class CrossEntropy(nn.Module):
     """Cross entropy with optional label smoothing; targets are labels (or ``{label: ...}``)."""
 
-    def __init__(self, label_smoothing: float = 0.0) -> None:
+    def __init__(self, label_smoothing: Annotated[float, in_range(0, 1)] = 0.0) -> None:
         super().__init__()
         self.label_smoothing = label_smoothing
 
@@ -32,7 +33,7 @@ class BCEWithLogits(nn.Module):
     or integer class labels (also as ``{label: ...}``), which become one-hot.
     """
 
-    def __init__(self, pos_weight: Optional[float] = None) -> None:
+    def __init__(self, pos_weight: Optional[Annotated[float, above(0)]] = None) -> None:
         super().__init__()
         self.pos_weight = pos_weight
 

@@ -7,11 +7,12 @@ weighted ``loss:`` list, e.g. MINet's ``BCE + CEL``.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Annotated, Any, Tuple
 
 import torch
 from torch import nn
 
+from utils.arguments import above
 from utils.metrics.base import target_mask
 from utils.registry import LOSSES
 
@@ -30,7 +31,7 @@ def probabilities_and_mask(outputs: torch.Tensor, targets: Any) -> Tuple[torch.T
 class IoULoss(nn.Module):
     """``1 - soft IoU`` per image, averaged over the batch."""
 
-    def __init__(self, eps: float = 1e-6) -> None:
+    def __init__(self, eps: Annotated[float, above(0)] = 1e-6) -> None:
         super().__init__()
         self.eps = eps
 
@@ -54,7 +55,7 @@ class ConsistencyEnhancedLoss(nn.Module):
     batch first, as MINet's released code does.
     """
 
-    def __init__(self, per_image: bool = True, eps: float = 1e-6) -> None:
+    def __init__(self, per_image: bool = True, eps: Annotated[float, above(0)] = 1e-6) -> None:
         super().__init__()
         self.per_image = per_image
         self.eps = eps

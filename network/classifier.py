@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Annotated, Any, Dict, Optional
 
 import torch
 from torch import nn
 
+from utils.arguments import Count, in_range
 from utils.registry import BACKBONES, NETWORKS
+
+DropRate = Annotated[float, in_range(0, 1, high_open=True)]  # the probability of zeroing a feature
 
 
 @NETWORKS.register("classifier")
@@ -16,10 +19,10 @@ class Classifier(nn.Module):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Count,
         backbone: str = "small_cnn",
         backbone_args: Optional[Dict[str, Any]] = None,
-        dropout: float = 0.0,
+        dropout: DropRate = 0.0,
     ) -> None:
         super().__init__()
         self.backbone = BACKBONES.build(backbone, **(backbone_args or {}))

@@ -10,6 +10,7 @@ from torch import nn
 from module.conv import ConvBNAct
 from module.interaction import resize_to
 from network.saliency import SaliencyNetwork
+from utils.arguments import Count
 from utils.registry import NETWORKS
 
 
@@ -22,9 +23,9 @@ class FPNSaliency(SaliencyNetwork):
         self,
         backbone: str = "resnet50",
         backbone_args: Optional[Dict[str, Any]] = None,
-        in_channels: int = 3,
-        channels: int = 64,
-        head_channels: int = 32,
+        in_channels: Count = 3,
+        channels: Count = 64,
+        head_channels: Count = 32,
     ) -> None:
         super().__init__(backbone, backbone_args, in_channels, channels, head_channels)
         self.lateral = nn.ModuleList(ConvBNAct(c, channels, kernel_size=1) for c in self.backbone.out_channels)

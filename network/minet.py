@@ -11,6 +11,7 @@ from torch.utils.checkpoint import checkpoint
 from module.conv import ConvBNAct
 from module.interaction import AggregateInteraction, SelfInteraction, resize_to
 from network.saliency import SaliencyNetwork
+from utils.arguments import Count
 from utils.registry import NETWORKS
 
 
@@ -28,10 +29,10 @@ class MINet(SaliencyNetwork):
         self,
         backbone: str = "resnet50",
         backbone_args: Optional[Dict[str, Any]] = None,
-        in_channels: int = 3,
-        channels: int = 64,
-        sim_channels: int = 32,
-        head_channels: int = 32,
+        in_channels: Count = 3,
+        channels: Count = 64,
+        sim_channels: Count = 32,
+        head_channels: Count = 32,
     ) -> None:
         super().__init__(backbone, backbone_args, in_channels, channels, head_channels)
         levels = len(self.backbone.out_channels)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Literal, Optional, Union
 
 import torch
 from torch import nn
 
-from network.classifier import Classifier
+from network.classifier import Classifier, DropRate
+from utils.arguments import Count
 from utils.errors import ConfigError
 from utils.registry import NETWORKS
 
@@ -40,11 +41,11 @@ class VideoClassifier(Classifier):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Count,
         backbone: str = "small_3d_cnn",
         backbone_args: Optional[Dict[str, Any]] = None,
-        dropout: float = 0.0,
-        temporal_pool: str = "avg",
+        dropout: DropRate = 0.0,
+        temporal_pool: Literal["avg", "max"] = "avg",
     ) -> None:
         super().__init__(num_classes, backbone, backbone_args, dropout)
         self.pool = SpatioTemporalPool(temporal_pool)
@@ -65,11 +66,11 @@ class FrameClassifier(Classifier):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Count,
         backbone: str = "small_cnn",
         backbone_args: Optional[Dict[str, Any]] = None,
-        dropout: float = 0.0,
-        frames: Union[str, int] = "middle",
+        dropout: DropRate = 0.0,
+        frames: Union[Literal["middle", "all"], int] = "middle",
     ) -> None:
         super().__init__(num_classes, backbone, backbone_args, dropout)
         if not (frames in ("middle", "all") or isinstance(frames, int)):

@@ -14,8 +14,10 @@ are checked right after, by ``utils/references.py``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
+import typing
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from utils.errors import ConfigError
@@ -46,6 +48,15 @@ def above(low: float, null: bool = False) -> Dict[str, Any]:
     return rule(lambda v: (null and v is None) or (v is not None and v > low), f"> {low}" + (" or null" if null else ""))
 
 
+# how a mapping-valued key is written, for the message of a value of another type (train.ema=true)
+MAPPING_EXAMPLES = {
+    "train.ema": "{decay: 0.9998}",
+    "train.compile": "{mode: default, fullgraph: false}",
+    "train.profile": "{wait: 1, warmup: 1, active: 5}",
+    "model.args": "{num_classes: 10}",
+    "data.args": "{size: 16}",
+}
+
 PATH = {"path": True}  # field metadata: a file system path, ``~`` expanded when the config loads
 
 
@@ -74,12 +85,30 @@ def validate(cfg: "Config") -> None:
     _validate_references(cfg)
 
 
+def takes_floats(tp: Any) -> bool:
+    """Whether the type ``tp`` holds floats (``float``, ``Optional[float]``, ``List[float]``, ...)."""
+    return tp is float or any(takes_floats(arg) for arg in typing.get_args(tp))
+
+
+def not_finite(value: Any) -> bool:
+    """A float that is inf or NaN, also inside a list (``data.mean: [.nan]``)."""
+    if isinstance(value, (list, tuple)):
+        return any(not_finite(v) for v in value)
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def _check_rules(section: Any, prefix: str) -> None:
+    hints = typing.get_type_hints(type(section))
     for f in dataclasses.fields(section):
         value = getattr(section, f.name)
         if dataclasses.is_dataclass(value):
             _check_rules(value, f"{prefix}{f.name}.")
-        elif "rule" in f.metadata:
+            continue
+        # every float key, whatever its range: inf and NaN pass ``>=`` tests or poison the run silently
+        if takes_floats(hints[f.name]) and not_finite(value):
+            what = "hold finite numbers only" if isinstance(value, (list, tuple)) else "be a finite number"
+            raise ConfigError(f"config key '{prefix}{f.name}' must {what}, got {value!r}")
+        if "rule" in f.metadata:
             test, what = f.metadata["rule"]
             if not test(value):
                 raise ConfigError(f"config key '{prefix}{f.name}' must be {what}, got {value!r}")
@@ -87,9 +116,11 @@ def _check_rules(section: Any, prefix: str) -> None:
 
 def _validate_lists(cfg: "Config") -> None:
     """Entries of list-valued keys: losses and hooks by name, importable module paths, the loss scale."""
+    if not cfg.loss:
+        raise ConfigError("config key 'loss' is empty: training needs at least one loss; give one, e.g. loss=[{name: cross_entropy}]")
     for i, item in enumerate(cfg.loss):
-        if "name" not in item:
-            raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}})")
+        if not isinstance(item.get("name"), str):
+            raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}}), got {item!r}")
         weight = item.get("weight", 1.0)
         if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight < 0:
             raise ConfigError(f"config key 'loss[{i}].weight' must be a number >= 0, got {weight!r}")
@@ -97,7 +128,7 @@ def _validate_lists(cfg: "Config") -> None:
         if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
             raise ConfigError(f"config key 'loss[{i}].output' must be an index of the network's tuple, a key of its dict, or all; got {output!r}")
     for i, item in enumerate(cfg.hooks):
-        if "name" not in item:
+        if not isinstance(item.get("name"), str):
             raise ConfigError(f"config key 'hooks[{i}]' needs a 'name' (e.g. {{name: my_hook}}), got {item!r}")
         if not isinstance(item.get("enabled", True), bool):
             raise ConfigError(f"config key 'hooks[{i}].enabled' must be true or false, got {item['enabled']!r}")
@@ -129,6 +160,12 @@ def _validate_references(cfg: "Config") -> None:
         raise ConfigError(
             f"config key 'optim.lr_scaling' is {cfg.optim.lr_scaling}, which scales the LR with the world size, but data.global_batch_size "
             "keeps the global batch the same at every world size; set optim.lr_scaling=none and give optim.lr for the global batch"
+        )
+    warmup, epochs = cfg.schedule.warmup_epochs, cfg.train.epochs
+    if cfg.train.iterations is None and warmup > epochs:  # (a run given in steps is checked when its steps are known)
+        raise ConfigError(
+            f"config key 'schedule.warmup_epochs' is {warmup:g} but train.epochs is {epochs}: the warm-up would outlast the run, "
+            f"so the LR would peak at its last step; set schedule.warmup_epochs to at most {epochs} (e.g. {min(1, epochs / 10):g}) or train longer"
         )
     if cfg.eval.use_ema and ema is None:
         raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")

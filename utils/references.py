@@ -1,24 +1,30 @@
 """A config's names checked against the registries before any data is read.
 
 ``utils/config_rules.py`` checks values and the keys that refer to each other;
-this module checks what needs the registries: that every network, dataset,
-loss, hook and metric the config names exists and takes the arguments given
-(the same check ``Registry.build`` does later), and that ``eval.monitor`` is a
-name the metric reports (metrics declare them with ``reported_names``).
+this module checks what needs the registries: that every network (and its
+backbone), dataset, loss, hook and metric the config names exists and takes the
+arguments given (the names as ``Registry.build`` checks them later; the values
+against the types and ranges the constructors declare, ``utils/arguments.py``),
+that each hook is named once, that every ``eval.extra_metrics`` class takes the
+task's outputs, and that ``eval.monitor`` is a name the metric reports (metrics
+declare them with ``reported_names``).
 """
 
 from __future__ import annotations
 
 import difflib
-import logging
 import importlib
+import inspect
+import logging
 import traceback
 from typing import Any, Dict, List, Optional, Sequence
 
+from utils.arguments import check_values
 from utils.config import Config
 from utils.errors import ConfigError
+from utils.hook.selection import check_hook_entries
 from utils.optim.optimizers import check_group_keys
-from utils.registry import DATASETS, HOOKS, LOSSES, METRICS, NETWORKS
+from utils.registry import BACKBONES, DATASETS, HOOKS, LOSSES, METRICS, NETWORKS, Registry
 
 log = logging.getLogger(__name__)
 
@@ -31,22 +37,55 @@ def _named(spec: Dict[str, Any], drop: tuple = ()) -> tuple:
     return args.pop("name"), args
 
 
+def _check(registry: Registry, name: str, key: str, args: Dict[str, Any], fixed: Optional[Dict[str, Any]] = None) -> Any:
+    """The class ``name`` of ``registry`` once ``args`` (the config's ``key``) fit its signature: the
+    names (``Registry.check``, with the ``fixed`` arguments the framework adds), then each value's
+    type and range (``utils/arguments.py``)."""
+    taken = sorted(set(fixed or {}) & set(args))
+    if taken:
+        raise ConfigError(f"config key '{key}.{taken[0]}' is set by the framework for {registry.name} '{name}' (it passes {', '.join(sorted(fixed or {}))}); remove it from {key}")
+    obj = registry.check(name, **(fixed or {}), **args)
+    check_values(f"{registry.name} '{name}'", key, obj, args)
+    return obj
+
+
+def _check_network(model: Any) -> None:
+    """The network's arguments, and its backbone's (``model.args.backbone_args``) through the backbone
+    registry; a backbone may refuse ``model.input_size`` before anything is built (``check_input_size``)."""
+    network = _check(NETWORKS, model.name, "model.args", model.args)
+    try:
+        params = inspect.signature(network).parameters
+    except (TypeError, ValueError):  # no signature to read: Registry.check let it pass too
+        return
+    if "backbone" not in params or "backbone_args" not in params:
+        return
+    backbone = model.args.get("backbone", params["backbone"].default)
+    backbone_args = model.args.get("backbone_args") or {}
+    if not isinstance(backbone, str) or not isinstance(backbone_args, dict):
+        return  # a type the network's own annotations refused above, or a plugin's own convention
+    cls = _check(BACKBONES, backbone, "model.args.backbone_args", backbone_args)
+    check_input = getattr(cls, "check_input_size", None)
+    if check_input is not None and model.input_size:
+        check_input(list(model.input_size), backbone_args)
+
+
 def check_references(cfg: Config) -> None:
     """ConfigError (or RegistryError) for the first name that does not resolve or does not take its arguments."""
-    DATASETS.check(cfg.data.name, split="train", root=cfg.data.root, transform=None, **cfg.data.args)
-    NETWORKS.check(cfg.model.name, **cfg.model.args)
-    for spec in cfg.loss:
+    _check(DATASETS, cfg.data.name, "data.args", cfg.data.args, fixed={"split": "train", "root": cfg.data.root, "transform": None})
+    _check_network(cfg.model)
+    for i, spec in enumerate(cfg.loss):
         name, args = _named(spec, drop=("weight", "output"))
-        LOSSES.check(name, **args)
-    for spec in cfg.hooks:
+        _check(LOSSES, name, f"loss[{i}]", args)
+    check_hook_entries(cfg.hooks)
+    for i, spec in enumerate(cfg.hooks):
         name, args = _named(spec, drop=("enabled",))  # the switch of a default hook, not an argument
-        HOOKS.check(name, **args)
+        _check(HOOKS, name, f"hooks[{i}]", args)
     check_group_keys(cfg.optim.param_groups)
     extras = cfg.eval.extra_metrics
-    if extras:  # each class exists and takes its arguments (num_classes as the network's, until the data tells)
-        from utils.metrics.extra import build_extras
+    if extras:  # each class exists, takes its arguments and the task's outputs (num_classes as the network's, until the data tells)
+        from utils.metrics.extra import check_extras
 
-        build_extras(extras, cfg.eval.metric, cfg.model.args.get("num_classes"))
+        check_extras(extras, cfg.eval.metric, cfg.model.args.get("num_classes"))
     check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)
     if cfg.eval.monitor_mode is None:  # the metric must declare the direction (a set mode is taken as it is)
         monitor_mode(cfg.eval.metric, cfg.eval.monitor, None, extras)

@@ -71,11 +71,15 @@ class Registry:
     registered name or by its class name (``my_net`` or ``MyNet``).
     """
 
-    def __init__(self, name: str, location: Union[str, Sequence[str], None] = None) -> None:
+    def __init__(self, name: str, location: Union[str, Sequence[str], None] = None, usage: str = "") -> None:
         self.name = name
         self.locations: Tuple[str, ...] = (location,) if isinstance(location, str) else tuple(location or ())
         self._items: Dict[str, Any] = {}
         self._imported = not self.locations
+        # how the config selects a member ({name}): told when it is given where another registry's name is expected
+        self.usage = usage
+        if usage:
+            _SELECTABLE.append(self)
 
     def register(self, name: Optional[str] = None) -> Callable[[Any], Any]:
         """Decorator: ``@REG.register()`` uses the object's own name in snake case."""
@@ -137,6 +141,11 @@ class Registry:
             key, cls = forms[hint], self._class_of(forms[hint])
             suggestion = f"; did you mean '{key}'" + (f" (class {cls})" if cls else "") + "?"
         known = ", ".join(key + (f" ({self._class_of(key)})" if self._class_of(key) else "") for key in sorted(self._items))
+        # a backbone given as a network (model.name=resnet18): say what it is and where it goes
+        other = next((reg for reg in _SELECTABLE if reg is not self and reg.name != self.name and name in reg), None)
+        if other is not None:
+            return (f"unknown {self.name} '{name}': {name} is a {other.name}, not a {self.name}; {other.usage.format(name=name)}; "
+                    f"known {self.name} names: {known or '(none)'}")
         return f"unknown {self.name} '{name}'; known: {known or '(none)'}{suggestion}"
 
     def get(self, name: str) -> Any:
@@ -176,10 +185,12 @@ class Registry:
         return f"Registry({self.name!r}, {self.names()})"
 
 
-BACKBONES = Registry("backbone", location="backbone")
+_SELECTABLE: List[Registry] = []  # the registries a config names members of, with their usage
+
+BACKBONES = Registry("backbone", location="backbone", usage="a network takes it: model.name=classifier model.args.backbone={name} (model.args.backbone_args: its arguments)")
 MODULES = Registry("module", location="module")
-NETWORKS = Registry("network", location="network")
-LOSSES = Registry("loss", location="loss")
-DATASETS = Registry("dataset", location="utils.data.datasets")
-METRICS = Registry("metric", location="utils.metrics")
-HOOKS = Registry("hook", location="hook")
+NETWORKS = Registry("network", location="network", usage="select it with model.name={name}")
+LOSSES = Registry("loss", location="loss", usage="use it in loss=[{{name: {name}}}]")
+DATASETS = Registry("dataset", location="utils.data.datasets", usage="select it with data.name={name}")
+METRICS = Registry("metric", location="utils.metrics", usage="select it with eval.metric={name}")
+HOOKS = Registry("hook", location="hook", usage="add it with hooks=[{{name: {name}}}]")

@@ -7,14 +7,18 @@ and the closest valid one.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import re
+import types
 import typing
-from typing import Any, Dict, List, Literal, Mapping, Union
+from pathlib import Path
+from typing import Annotated, Any, Dict, List, Literal, Mapping, Union
 
 import yaml
 
+from utils.config_rules import MAPPING_EXAMPLES
 from utils.errors import ConfigError
 
 # A number in exponent form: YAML 1.1 (PyYAML) reads 1e-3 and 5E+2 as strings, it wants 1.0e-3.
@@ -69,31 +73,106 @@ def load_yaml(text: str) -> Any:
     return data
 
 
+def read_config_text(path: Path) -> str:
+    """The text of the config file ``path``; ConfigError for a missing file (naming the closest file
+    beside it) or one that is not UTF-8 text."""
+    if not path.is_file():
+        try:
+            near = difflib.get_close_matches(path.name, sorted(p.name for p in path.parent.iterdir() if p.is_file()), n=1, cutoff=0.6)
+        except OSError:  # no folder to look in (or not readable): no suggestion
+            near = []
+        fix = f"did you mean '{path.parent / near[0]}'?" if near else "pass an existing YAML file to --config"
+        raise ConfigError(f"config file '{path}' does not exist; {fix}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file '{path}' is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}: {err.reason}); "
+                          "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 old.yaml > new.yaml)") from None
+
+
 def _as_number(value: Any) -> Any:
     """A string in exponent form (from a mapping not parsed by ``load_yaml``) as a float; anything else unchanged."""
     return float(value) if isinstance(value, str) and _EXPONENT.match(value.strip()) else value
 
 
-def _type_ok(value: Any, tp: Any) -> bool:
+def _checks(tp: Any) -> List[Any]:
+    """The range markers of ``Annotated[T, ...]``: callables with a ``what`` (``utils/arguments.py``)."""
+    return [m for m in getattr(tp, "__metadata__", ()) if callable(m) and hasattr(m, "what")]
+
+
+_LISTS = (list, tuple, collections.abc.Sequence, collections.abc.MutableSequence)
+_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
+
+
+def _is_union(origin: Any) -> bool:
+    return origin is Union or origin is getattr(types, "UnionType", Union)  # ``int | None`` from Python 3.10
+
+
+def type_ok(value: Any, tp: Any) -> bool:
+    """Whether ``value`` (as YAML gives it) is a ``tp``: int, float, bool, str, None, Any, Literal,
+    Union/Optional, List/Sequence/Tuple and Dict/Mapping of them, and ``Annotated`` with range
+    markers. A type outside this vocabulary (a class, a Callable) is not checked."""
     origin = typing.get_origin(tp)
-    if tp is Any:
+    if tp is Any or isinstance(tp, typing.TypeVar):
         return True
+    if origin is Annotated:
+        return type_ok(value, typing.get_args(tp)[0]) and all(check(value) for check in _checks(tp))
     if origin is Literal:
         return any(value == choice and type(value) is type(choice) for choice in typing.get_args(tp))
-    if origin is Union:
-        return any(_type_ok(value, arg) for arg in typing.get_args(tp))
-    if tp is type(None):
+    if _is_union(origin):
+        return any(type_ok(value, arg) for arg in typing.get_args(tp))
+    if tp is type(None) or tp is None:
         return value is None
-    if origin in (list, List):
-        (item,) = typing.get_args(tp) or (Any,)
-        return isinstance(value, (list, tuple)) and all(_type_ok(v, item) for v in value)
-    if origin in (dict, Dict):
+    if origin in _LISTS or tp in (list, tuple):
+        items = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and items and items[-1] is not Ellipsis:  # Tuple[int, int]: that many entries
+            return len(items) == len(value) and all(type_ok(v, t) for v, t in zip(value, items))
+        return all(type_ok(v, items[0]) for v in value) if items else True
+    if origin in _MAPPINGS or tp in (dict,):
         return isinstance(value, dict)
     if tp is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, tp)
+    if tp in (bool, str):
+        return isinstance(value, tp)
+    return True
+
+
+_WORDS = {int: ("an integer", "integers"), float: ("a number", "numbers"), bool: ("true or false", "true/false values"),
+          str: ("a string", "strings"), type(None): ("null", "nulls"), dict: ("a mapping", "mappings")}
+
+
+def _join(words: List[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def type_name(tp: Any, example: str = "", plural: bool = False) -> str:
+    """What ``tp`` takes, in words: ``Optional[Dict[str, Any]]`` -> 'a mapping or null' (with
+    ``example``: 'a mapping (e.g. {decay: 0.9998}) or null'), ``List[float]`` -> 'a list of numbers',
+    ``Union[bool, Dict, None]`` -> 'true/false, a mapping or null', ``Annotated[int, at_least(1)]``
+    -> 'an integer >= 1'."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Annotated:
+        return f"{type_name(args[0], example, plural)} {' and '.join(c.what for c in _checks(tp))}".rstrip()
+    if origin is Literal:
+        return f"{'values from' if plural else 'one of'} {list(args)}"
+    if _is_union(origin):
+        words = [("true/false" if arg is bool and len(args) > 1 else type_name(arg, example, plural)) for arg in args]
+        return _join(words)
+    if origin in _LISTS or tp in (list, tuple):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return f"{'lists' if plural else 'a list'} of {len(args)} {_join([type_name(a, plural=True) for a in dict.fromkeys(args)])}"
+        item = f" of {type_name(args[0], plural=True)}" if args and args[0] is not Any else ""
+        return ("lists" if plural else "a list") + item
+    if origin in _MAPPINGS or tp is dict:
+        tp = dict
+    if tp is Any:
+        return "values" if plural else "any value"
+    words = _WORDS.get(tp, (f"a {getattr(tp, '__name__', tp)}", f"{getattr(tp, '__name__', tp)} values"))[1 if plural else 0]
+    return f"{words} (e.g. {example})" if example and tp is dict else words
 
 
 def _coerce(value: Any, tp: Any) -> Any:
@@ -104,7 +183,7 @@ def _coerce(value: Any, tp: Any) -> Any:
         for arg in typing.get_args(tp):
             if arg is not type(None) and arg is not str:
                 coerced = _coerce(value, arg)
-                if _type_ok(coerced, arg):
+                if type_ok(coerced, arg):
                     return coerced
         return value
     if tp is float:
@@ -116,12 +195,6 @@ def _coerce(value: Any, tp: Any) -> Any:
     return value
 
 
-def _type_name(tp: Any) -> str:
-    if typing.get_origin(tp) is Literal:
-        return f"one of {list(typing.get_args(tp))}"
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
 def _type_error(path: str, value: Any, tp: Any) -> ConfigError:
     """What a wrong value must be instead; for a choice, also the closest one."""
     options = typing.get_args(tp) if typing.get_origin(tp) is Union else (tp,)
@@ -130,8 +203,8 @@ def _type_error(path: str, value: Any, tp: Any) -> ConfigError:
         choices = [str(c) for c in typing.get_args(literal)]
         hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
         null = " or null" if type(None) in options else ""
-        return ConfigError(f"config key '{path}' must be {_type_name(literal)}{null}, got {value!r}; did you mean '{hint[0]}'?")
-    return ConfigError(f"config key '{path}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+        return ConfigError(f"config key '{path}' must be {type_name(literal)}{null}, got {value!r}; did you mean '{hint[0]}'?")
+    return ConfigError(f"config key '{path}' must be {type_name(tp, MAPPING_EXAMPLES.get(path, ''))}, got {value!r} ({type(value).__name__})")
 
 
 def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, Any]:
@@ -164,7 +237,7 @@ def merge_into(section: Any, updates: Dict[str, Any], prefix: str) -> None:
             merge_into(current, value, path + ".")
             continue
         value = _coerce(value, tp)
-        if not _type_ok(value, tp):
+        if not type_ok(value, tp):
             raise _type_error(path, value, tp)
         setattr(section, key, value)
 

@@ -47,10 +47,22 @@ def test_unknown_key_names_the_closest_valid_key(tmp_path):
 
 
 def test_wrong_type_names_key_and_expected_type():
-    with pytest.raises(ConfigError, match=r"'train.epochs' must be int, got 'ten'"):
+    with pytest.raises(ConfigError, match=r"'train.epochs' must be an integer, got 'ten' \(str\)"):
         load_config(overrides=["train.epochs=ten"])
-    with pytest.raises(ConfigError, match=r"'data.pin_memory' must be bool"):
+    with pytest.raises(ConfigError, match=r"'data.pin_memory' must be true or false, got 3"):
         load_config(overrides=["data.pin_memory=3"])
+
+
+@pytest.mark.parametrize("override, words", [
+    ("train.ema=true", "a mapping (e.g. {decay: 0.9998}) or null, got True (bool)"),
+    ("data.mean=[a]", "a list of numbers or null, got ['a'] (list)"),
+    ("optim.betas=0.9", "a list of numbers, got 0.9 (float)"),
+    ("train.compile=3", "true/false, a mapping (e.g. {mode: default, fullgraph: false}) or null, got 3 (int)"),
+    ("schedule.step_epochs=[1.5]", "a list of integers, got [1.5] (list)"),
+])
+def test_a_type_error_says_what_the_key_takes_in_words(override, words):
+    with pytest.raises(ConfigError, match=re.escape(f"config key '{override.split('=')[0]}' must be {words}")):
+        load_config(overrides=[override])
 
 
 def test_choices_and_ranges_are_checked():

@@ -9,10 +9,13 @@ process's start; tests/data/test_stratified.py compares both on many splits.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Tuple
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.RandomState) -> np.ndarray:
@@ -33,16 +36,24 @@ def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.Ran
     return floored.astype(int)
 
 
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int, what: str = "the split") -> Tuple[np.ndarray, np.ndarray]:
     """Positions into ``labels`` of the train and the test part, in train_test_split's (shuffled)
-    order: a split of one part depends on the order of its labels."""
+    order: a split of one part depends on the order of its labels.
+
+    A part too small to hold every class (a 2-sample smoke-test split), or a class with a single
+    sample, cannot be stratified: then both parts are drawn at random (seeded) and a warning
+    names ``what``. Either part empty is a ValueError: the caller checks its fractions first."""
     n_samples = len(labels)
     n_test = math.ceil(test_fraction * n_samples)
     n_train = n_samples - n_test
+    if min(n_train, n_test) < 1:
+        raise ValueError(f"a split of {n_samples} samples into {n_train} + {n_test} leaves a part empty")
     classes, y_indices, class_counts = np.unique(labels, return_inverse=True, return_counts=True)
     if class_counts.min() < 2 or min(n_train, n_test) < len(classes):
-        raise ValueError(f"a stratified split of {n_samples} samples into {n_train} + {n_test} needs every one of the "
-                         f"{len(classes)} classes at least twice and in both parts")
+        log.warning("%s: %d + %d of %d samples cannot hold each of the %d classes in both parts; drawn at random, without "
+                    "stratification (some classes are missing from a part)", what, n_train, n_test, n_samples, len(classes))
+        order = np.random.RandomState(seed).permutation(n_samples).astype(np.int64)
+        return order[n_test:], order[:n_test]
     class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
     rng = np.random.RandomState(seed)
     n_i = _approximate_mode(class_counts, n_train, rng)

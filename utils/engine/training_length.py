@@ -7,6 +7,7 @@ import math
 from typing import Tuple
 
 from utils.config import TrainConfig
+from utils.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -14,6 +15,21 @@ log = logging.getLogger(__name__)
 def steps_per_epoch(num_batches: int, accumulate: int) -> int:
     """Optimizer steps in one epoch: a trailing partial group of micro-batches is a step too."""
     return max(math.ceil(num_batches / accumulate), 1)
+
+
+def check_takes_steps(num_batches: int, samples: int, batch_size: int, drop_last: bool, batchnorm: bool) -> None:
+    """DataError before training when an epoch of ``num_batches`` would take no optimizer step (the
+    run would end at once, "trained"): ``samples`` per process, the per-process ``batch_size``."""
+    if num_batches > 0:
+        return
+    if samples == 0:
+        why, fix = "there is no batch to read", "add training samples"
+    elif batchnorm and samples % batch_size == 1:  # the loader drops a last batch of one sample (utils/data/loader.py)
+        why, fix = ("its only batch would hold 1 sample, which the network's BatchNorm cannot normalize in training, so it is dropped "
+                    "whatever data.drop_last says"), "add training samples (at least 2 per process)"
+    else:
+        why, fix = f"data.drop_last={str(drop_last).lower()} drops the incomplete batch", "add training samples, lower data.batch_size or set data.drop_last=false"
+    raise DataError(f"training would take no step: the training split has {samples} sample(s) per process and data.batch_size is {batch_size}; {why}; {fix}")
 
 
 def training_length(cfg: TrainConfig, epoch_steps: int) -> Tuple[int, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence, Tuple
 
+from utils.errors import ConfigError
 from utils.registry import HOOKS
 
 
@@ -33,14 +34,27 @@ def _parse(spec: Dict[str, Any]) -> Tuple[str, bool, Dict[str, Any]]:
     return name, enabled, args
 
 
+def check_hook_entries(specs: Sequence[Dict[str, Any]]) -> None:
+    """ConfigError for a hook named by two ``hooks:`` entries (by its name or its class name): one of
+    them would be ignored or the hook run twice; each hook takes all its settings in one entry."""
+    seen: Dict[str, int] = {}
+    for index, spec in enumerate(specs):
+        name = HOOKS.resolve(spec["name"])
+        if name in seen:
+            raise ConfigError(f"config key 'hooks' names hook '{name}' twice (hooks[{seen[name]}] and hooks[{index}]); "
+                              "give each hook once, with all its settings in one entry")
+        seen[name] = index
+
+
 def task_hooks(task: str, specs: Sequence[Dict[str, Any]]) -> List[Any]:
     """The default hooks of ``task`` as the ``hooks:`` entries set them, then the entries' other hooks, built."""
+    check_hook_entries(specs)
     defaults = default_hook_names(task)
     settings: Dict[str, Tuple[bool, Dict[str, Any]]] = {}
     added: List[Tuple[str, Dict[str, Any]]] = []
     for spec in specs:
         name, enabled, args = _parse(spec)
-        if name in defaults and name not in settings:
+        if name in defaults:
             settings[name] = (enabled, args)
         elif enabled:
             added.append((name, args))

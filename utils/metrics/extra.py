@@ -19,7 +19,8 @@ import difflib
 import importlib
 import inspect
 import re
-from typing import Any, Dict, List, Optional, Sequence
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -80,9 +81,25 @@ def extra_directions(specs: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]
     return out
 
 
-def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int]) -> Dict[str, Any]:
+DATA_CLASSES = "the data has {n} classes"
+NETWORK_CLASSES = "the network outputs {n} class scores (model.args.num_classes)"
+
+
+def check_extra_classes(specs: Sequence[Dict[str, Any]], num_classes: Optional[int], source: str = DATA_CLASSES) -> None:
+    """ConfigError for an entry whose own ``num_classes`` contradicts ``num_classes`` (``source``: the
+    data's class count, or the network's outputs when the config is checked)."""
+    for i, spec in enumerate(specs):
+        given = spec.get("num_classes")
+        if num_classes is not None and given is not None and given != num_classes:
+            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) has num_classes={given!r}, but {source.format(n=num_classes)}; "
+                              f"leave num_classes out (it is filled in from the data) or set it to {num_classes}")
+
+
+def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int], source: str = DATA_CLASSES) -> Dict[str, Any]:
     """The torchmetrics instances of ``eval.extra_metrics`` by reported name; ConfigError for an
-    entry whose arguments the class refuses, or a name reported twice."""
+    entry whose arguments the class refuses, whose ``num_classes`` contradicts ``num_classes``
+    (see ``check_extra_classes``), or a name reported twice."""
+    check_extra_classes(specs, num_classes, source)
     built: Dict[str, Any] = {}
     for i, spec in enumerate(specs):
         cls = metric_class(spec["name"])
@@ -100,6 +117,45 @@ def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes:
         except (TypeError, ValueError) as err:
             raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) with arguments {args}: {err}") from None
     return built
+
+
+# what the task's metric passes to the extra metrics (``WithExtraMetrics.update``), as a description
+_FAKE = {"multiclass": "scores [4, {c}] (float) and class indices [4]", "binary": "logits [2, 1, 8, 8] (float) and a 0/1 mask [2, 1, 8, 8]"}
+_FITTING = {"multiclass": "MulticlassF1Score, MulticlassAccuracy", "binary": "BinaryF1Score, BinaryJaccardIndex"}
+
+
+def _fake_batch(task: str, num_classes: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A tiny batch of the prediction and target shapes the task passes to the extra metrics."""
+    generator = torch.Generator().manual_seed(0)  # the run's random streams stay untouched
+    if task == "binary":
+        return torch.randn(2, 1, 8, 8, generator=generator), torch.randint(0, 2, (2, 1, 8, 8), generator=generator)
+    return torch.randn(4, num_classes, generator=generator), torch.arange(4) % num_classes
+
+
+def check_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int]) -> None:
+    """When the config is checked: each entry builds (``num_classes``: the network's outputs) and
+    takes a tiny batch of the task's outputs; a metric for other data (``MeanSquaredError`` on a
+    classifier's scores) is a ConfigError naming what it was given."""
+    built = build_extras(specs, task_metric, num_classes, NETWORK_CLASSES)
+    task = TASKS.get(task_metric)
+    if task is None:
+        return  # a user's task: its outputs are unknown here
+    for i, (spec, metric) in enumerate(zip(specs, built.values())):
+        width = num_classes if isinstance(num_classes, int) else spec.get("num_classes")
+        width = width if isinstance(width, int) and width >= 1 else 2  # the shape, not the width, is what is tried then
+        preds, targets = _fake_batch(task, width)
+        try:
+            with warnings.catch_warnings():  # e.g. "no positive samples": a fake batch's, not the user's
+                warnings.simplefilter("ignore")
+                metric.update(preds, targets)
+                metric.compute()
+        except (ValueError, RuntimeError, TypeError, IndexError) as err:
+            reason = (str(err).strip().splitlines() or [""])[0].rstrip(".")
+            raise ConfigError(
+                f"eval.extra_metrics[{i}] ({spec['name']}) does not fit the outputs of eval.metric={task_metric}: given {_FAKE[task].format(c=width)}, "
+                f"it raised {type(err).__name__}: {reason}; choose a {task} metric (e.g. {_FITTING[task]})"
+            ) from None
+        metric.reset()
 
 
 def _in_dataset_order(shards: List[Optional[torch.Tensor]]) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Tuple
 
@@ -12,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from utils.arguments import Count, Fraction, Seed
 from utils.data.stratified import stratified_split
 from utils.errors import ConfigError
 from utils.registry import DATASETS
@@ -20,10 +22,23 @@ SPLITS = ("train", "val", "test")
 
 
 def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float, seed: int) -> dict:
-    """A stratified, seed-determined train/val/test split of ``range(len(labels))``."""
-    rest, test = stratified_split(labels, test_fraction, seed)
-    train, val = stratified_split(labels[rest], val_fraction / (1.0 - test_fraction), seed)
+    """A stratified, seed-determined train/val/test split of ``range(len(labels))`` (a split too small
+    to hold every class is drawn at random, with a warning naming it)."""
+    n_test = math.ceil(test_fraction * len(labels))  # the sizes stratified_split draws (it rounds each part up)
+    n_train = len(labels) - n_test - math.ceil(val_fraction / (1.0 - test_fraction) * (len(labels) - n_test))
+    if n_train < 1:
+        raise ConfigError(f"digits: data.args.val_fraction={val_fraction:g} and data.args.test_fraction={test_fraction:g} leave no training "
+                          f"samples of the {len(labels)}; make their sum smaller (e.g. 0.1 and 0.2)")
+    rest, test = stratified_split(labels, test_fraction, seed, f"digits: the test split (data.args.test_fraction={test_fraction:g})")
+    val_what = f"digits: the val split (data.args.val_fraction={val_fraction:g})"
+    train, val = stratified_split(labels[rest], val_fraction / (1.0 - test_fraction), seed, val_what)
     return {"train": np.sort(rest[train]), "val": np.sort(rest[val]), "test": np.sort(test)}
+
+
+@functools.lru_cache(maxsize=4)
+def _digits_split(val_fraction: float, test_fraction: float, seed: int) -> dict:
+    """``split_indices`` of the digits, drawn once for the three splits (and its warnings said once)."""
+    return split_indices(load_digits()[1], val_fraction, test_fraction, seed)
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,16 +66,16 @@ class Digits(Dataset):
         split: str = "train",
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
-        size: int = 8,
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.2,
-        split_seed: int = 0,
+        size: Count = 8,
+        val_fraction: Fraction = 0.1,
+        test_fraction: Fraction = 0.2,
+        split_seed: Seed = 0,
         classes: Optional[Sequence[int]] = None,
     ) -> None:
         if split not in SPLITS:
             raise ConfigError(f"digits has splits {SPLITS}, got '{split}'")
         all_images, all_labels = load_digits()
-        idx = split_indices(all_labels, val_fraction, test_fraction, split_seed)[split]
+        idx = _digits_split(val_fraction, test_fraction, split_seed)[split]
         labels = all_labels[idx]
         if classes is not None:
             if not classes or len(set(classes)) != len(classes) or not set(classes) <= set(range(10)):

@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Annotated, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 
+from utils.arguments import Count, at_least
 from utils.data.clips import ClipDataset
 from utils.errors import ConfigError
 from utils.registry import DATASETS
@@ -78,13 +79,13 @@ class MovingShapes(ClipDataset):
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
         videos: Optional[Dict[str, int]] = None,
-        num_frames: int = 12,
-        size: int = 16,
-        noise: float = 0.05,
-        seed: int = 0,
-        clip_len: int = 6,
-        frame_stride: int = 1,
-        num_clips: int = 3,
+        num_frames: Count = 12,
+        size: Count = 16,
+        noise: Annotated[float, at_least(0)] = 0.05,
+        seed: Annotated[int, at_least(0)] = 0,
+        clip_len: Count = 6,
+        frame_stride: Count = 1,
+        num_clips: Count = 3,
         pad_short: bool = False,
     ) -> None:
         super().__init__(split, transform, clip_len, frame_stride, num_clips, pad_short)

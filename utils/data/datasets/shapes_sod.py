@@ -13,15 +13,16 @@ from __future__ import annotations
 import argparse
 import colorsys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Annotated, Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from utils.arguments import Count, ImageSize, Scales, at_least
 from utils.data.images import from_uint8
 from utils.data.mask_encoding import mask_values
-from utils.data.masks import MaskBatchCollate, PairPipeline, Size
+from utils.data.masks import MaskBatchCollate, PairPipeline
 from utils.errors import ConfigError
 from utils.registry import DATASETS
 
@@ -102,14 +103,14 @@ class ShapesSOD(Dataset):
         split: str = "train",
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
-        size: Optional[Size] = 64,
+        size: Optional[ImageSize] = 64,
         counts: Optional[Dict[str, int]] = None,
-        seed: int = 0,
-        min_side: int = 48,
-        max_side: int = 80,
-        max_shapes: int = 3,
-        multi_scale: Optional[List[float]] = None,
-        size_divisor: int = 8,
+        seed: Annotated[int, at_least(0)] = 0,
+        min_side: Count = 48,
+        max_side: Count = 80,
+        max_shapes: Count = 3,
+        multi_scale: Optional[Scales] = None,
+        size_divisor: Count = 8,
     ) -> None:
         if split not in SPLIT_IDS:
             raise ConfigError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
