@@ -9,6 +9,10 @@ checkpoint every 3 steps), DDP and FSDP, each launched once:
   without ``.metadata``, as a kill during its write leaves it), resumed on 3 ranks: the global
   batches and the step count of the uninterrupted run;
 - ``--mode test`` in one process on the FSDP run's best sharded checkpoint: the run's test line.
+
+And an FSDP run without SyncBN (each rank's BatchNorm statistics its own), uninterrupted and killed
+(-9) after its first validation then resumed: the same test line and weights, and ``--mode test`` of
+each epoch's checkpoint on the val split prints that checkpoint's validation record.
 """
 
 from __future__ import annotations
@@ -45,15 +49,16 @@ ATOL = 1e-5  # 3 SGD steps: the ranks' gradients are averaged in another order, 
 LONG_ATOL = 1e-5
 
 
-def launch(nproc: int, out: Path, record: Path, *extra: str) -> subprocess.CompletedProcess:
+def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -> subprocess.CompletedProcess:
+    """A run of ``nproc`` processes; ``kill_at``: rank 0 SIGKILLs the whole job at that training read."""
     args = [f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra]
     cmd = torchrun(nproc, *args) if nproc > 1 else [PYTHON, "main.py", *args]
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
-    env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": "0"})
+    env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True)
     (out.parent / f"{out.name}.stderr").write_text(done.stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert (done.returncode != 0) if kill_at else (done.returncode == 0), done.stderr[-3000:]
     return done
 
 
@@ -140,3 +145,38 @@ def test_convert_writes_one_ordinary_file(runs, capsys):
     assert len(single.optimizer_state()["state"]) == len(single.model_weights) - sum("running" in k or "num_batches" in k for k in single.model_weights)
     assert convert([str(tmp / "last.pt"), str(tmp / "again.pt")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+UNSYNCED = ("dist.mode=fsdp", "model.sync_bn=false", "train.epochs=2")
+STEPS = 52  # of one epoch
+
+
+@pytest.fixture(scope="module")
+def unsynced(tmp_path_factory) -> Dict[str, object]:
+    """FSDP without SyncBN for 2 epochs: uninterrupted, and killed in the first step of epoch 2 (its
+    validation done and recorded, every rank then on rank 0's statistics), then resumed."""
+    tmp = tmp_path_factory.mktemp("fsdp_unsynced")
+    full = launch(2, tmp / "full", tmp / "full", *UNSYNCED)
+    launch(2, tmp / "killed", tmp / "killed", *UNSYNCED, kill_at=STEPS * GLOBAL // 2 + 5)
+    resumed = launch(2, tmp / "killed", tmp / "resumed", *UNSYNCED, "--resume")
+    return {"tmp": tmp, "full": full, "resumed": resumed}
+
+
+@pytest.mark.timeout(600)
+def test_fsdp_kill_and_resume_is_exact_without_syncbn(unsynced):
+    tmp: Path = unsynced["tmp"]
+    assert f"training state restored: epoch 1, step {STEPS}" in unsynced["resumed"].stderr
+    assert the_test_line(unsynced["resumed"]) == the_test_line(unsynced["full"])
+    assert worst(weights(tmp / "killed/run/latest/checkpoints/last.dcp"), weights(tmp / "full/run/latest/checkpoints/last.dcp")) == 0
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("epoch", [1, 2])
+def test_a_sharded_checkpoint_holds_what_its_validation_scored(unsynced, epoch):
+    from utils.checkpoint.records import read_record
+    from utils.log import format_metrics
+
+    tmp: Path = unsynced["tmp"]
+    checkpoint = tmp / f"full/run/latest/checkpoints/epoch{epoch:04d}_batch000000.dcp"
+    done = launch(1, tmp / f"val{epoch}", tmp / f"val{epoch}", *UNSYNCED, "--mode", "test", "--checkpoint", str(checkpoint), "data.test_split=val")
+    assert the_test_line(done) == "test: " + format_metrics(read_record(checkpoint)["metrics"])

@@ -32,6 +32,7 @@ from utils.checkpoint.records import write_record
 from utils.checkpoint.state import Progress, snapshot_training_state
 from utils.checkpoint.store import CheckpointStore
 from utils.distributed.ops import any_rank, barrier
+from utils.distributed.replicas import broadcast_buffers
 from utils.errors import CheckpointError, NonFiniteError
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,10 @@ class Checkpointer:
                 f"the last good one '{self.last_path}' is kept; lower optim.lr or enable train.clip_grad_norm"
             )
         path = self.store.path_for(progress.epoch, progress.batch)
+        # One set of replicated buffers (BatchNorm statistics: each rank's last steps updated its own) on every
+        # rank before the snapshot: a sharded checkpoint takes them from any rank, and the validation after it
+        # scores exactly what it holds; a resume then starts every rank from what the uninterrupted run continues with.
+        broadcast_buffers(parts.model)
         self.wait()  # one write in flight at most; and the store is the writer's until it ends
         meta, dist = trainer.meta, trainer.dist
         sharded = getattr(self.store, "collective", False)  # a sharded store: every rank writes its shards
