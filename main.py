@@ -1,4 +1,4 @@
-"""Train or test a registered network: ``python main.py [--config FILE] [key=value ...]``.
+"""Train, test, predict with or export a registered network: ``python main.py [--mode MODE] [--config FILE] [key=value ...]``.
 
 Launch the same command under ``torchrun --nproc_per_node=N`` or
 ``python -m torch.distributed.launch --nproc_per_node=N`` for N processes.
@@ -22,15 +22,17 @@ import torch
 
 from utils import __version__
 from utils.amp import Amp, resolve_policy
-from utils.checkpoint.guard import check_resume_config
+from utils.checkpoint.guard import ResumeChoices, check_resume
 from utils.checkpoint.records import read_record
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
+from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.sharded import open_store
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
+from utils.data.identity import data_identity
 from utils.distributed.ops import decided_by_rank0, is_dist
 from utils.distributed.fsdp import check_fsdp_combination, shard_model
 from utils.distributed.parallel import convert_sync_bn, wrap_model
@@ -47,9 +49,9 @@ from utils.distributed.seed import seed_everything
 from utils.engine.checkpointer import Checkpointer
 from utils.engine.cli import command_line
 from utils.engine.components import LoopOptions, Parts, RunMeta, Services
-from utils.engine.training_length import steps_per_epoch, training_length
+from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
 from utils.engine.export import export_checkpoint
-from utils.engine.predict import predict_checkpoint
+from utils.engine.predict import dataset_check_view, predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
 from utils.engine.validator import Validator
@@ -59,6 +61,7 @@ from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
 from utils.log import RunWriter, format_metrics, setup_logging
 from utils.metrics import build_metric
+from utils.metrics.extra import check_extra_classes
 from utils.model.build import build_network
 from utils.model.compile import check_compile_combination, compile_model
 from utils.model.criterion import build_criterion
@@ -84,7 +87,8 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     """Test mode starts from the config saved in the checkpoint; the file and overrides apply on top."""
     cfg = load_config(args.config, args.overrides, base=checkpoint.config if checkpoint is not None else None)
     import_custom(cfg.custom_imports)
-    check_references(cfg)  # the registries know the custom imports' names now
+    # the registries know the custom imports' names now; predict reads data.args.on_bad_sample itself, whatever the dataset takes
+    check_references(dataset_check_view(cfg) if args.mode == "predict" else cfg)
     return cfg
 
 
@@ -144,11 +148,11 @@ def loop_options(cfg: Config, epochs: int, total_steps: int) -> LoopOptions:
 
 
 def run_meta(cfg: Config, data: Any) -> RunMeta:
-    """The resolved config and the training ``data``'s classes: what checkpoints keep."""
-    return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None))
+    """The resolved config, the training ``data``'s classes and identity: what checkpoints keep."""
+    return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None), data_identity(data))
 
 
-def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[Dict[str, Any]]], force: bool = False) -> Dict[str, float]:
+def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[Dict[str, Any]]], choices: ResumeChoices = ResumeChoices()) -> Dict[str, float]:
     compiling, sharding = compile_options(cfg.train.compile), cfg.dist.mode == "fsdp"
     policy = resolve_policy(cfg.amp, info.device, sharding)
     check_compile_combination(compiling, policy.backend, cfg.dist.mode)
@@ -160,16 +164,18 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
+    check_extra_classes(cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None))  # an entry's own num_classes against the data's
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
     model = build_network(cfg.model)
     log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
     channels_last, batchnorm = cfg.model.channels_last, has_batchnorm(model)
     train_loader = build_train_loader(datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last, batchnorm)
+    check_takes_steps(len(train_loader), len(getattr(train_loader, "sampler", datasets["train"])), train_data.batch_size, cfg.data.drop_last, batchnorm)
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
-    # a changed model or data shape is refused before any weight is loaded, unless --resume-force
-    resumed = load_initial_weights(model, cfg.model, *resume, lambda ckpt: check_resume_config(ckpt, meta.config, info.world_size, force))
+    # a changed model, data or optimizer type is refused before any weight is loaded (guard.py)
+    resumed = load_initial_weights(model, cfg.model, *resume, lambda ckpt: check_resume(ckpt, meta.config, meta.data, info.world_size, choices), choices.reset_optimizer)
     if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
         save_config(cfg, run.config)
     model.to(info.device)
@@ -208,6 +214,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
     info, run = None, None
     try:
         checkpoint = Checkpoint.load(args.checkpoint) if args.mode != "train" else None
@@ -220,7 +227,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         setup_logging(run.log, info.rank)
         log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s; run folder %s", __version__, torch.__version__, info.world_size, info.launcher, info.device, run.path)
         if args.mode == "train":
-            results = train(cfg, info, run, (resume_path, record), args.resume_force)
+            results = train(cfg, info, run, (resume_path, record), ResumeChoices(args.resume_force, args.reset_optimizer))
         elif args.mode == "test":
             results = test_checkpoint(cfg, info, run, checkpoint)
         else:
@@ -254,5 +261,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def in_a_job() -> bool:
+    """Whether this process is one of several (torchrun, srun and hand-set launches write WORLD_SIZE)."""
+    size = os.environ.get("WORLD_SIZE", "1")
+    return size.isdigit() and int(size) > 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if in_a_job():
+        # Done and out of the process group: a job's process ends without the interpreter's teardown, in which
+        # torch's C++ threads now and then abort ("terminate called without an active exception", exit -6: about
+        # 1 in 5 resumed 3-rank FSDP runs on a busy CPU) and the launcher reports a finished job as failed.
+        exit_now(code)
+    sys.exit(code)

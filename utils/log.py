@@ -12,7 +12,7 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -164,6 +164,13 @@ class RunWriter:
                 fh.write(json.dumps(row) + "\n")
         except OSError as err:
             raise OutputError.writing(self._metrics_path, err) from err
+
+    def evaluations(self, split: str) -> List[Dict[str, Any]]:
+        """The rows of ``split`` that metrics.jsonl holds, in order (on rank 0; none elsewhere)."""
+        if self._metrics_path is None or not self._metrics_path.is_file():
+            return []
+        rows = (_parsed(line) for line in self._metrics_path.read_text().splitlines())
+        return [row for row in rows if row is not None and row.get("split") == split]
 
     def _drop_rows_after(self, step: int) -> None:
         """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too)."""

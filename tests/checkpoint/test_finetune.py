@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 from utils.amp import Amp
 from utils.checkpoint.restore import load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
-from utils.checkpoint.state import Progress, StateObjects, snapshot_training_state
+from utils.checkpoint.state import Progress, StateObjects, RunRecord, snapshot_training_state
 from utils.config import AmpConfig, ModelConfig
 from utils.errors import CheckpointError
 from utils.registry import NETWORKS
@@ -78,7 +78,7 @@ def training_checkpoint(model: torch.nn.Module, epoch: int) -> dict:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     objects = StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")))
-    return snapshot_training_state(objects, Progress(epoch=epoch), {}, 1)
+    return snapshot_training_state(objects, Progress(epoch=epoch), RunRecord())
 
 
 def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, caplog):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.checkpoint.state import FORMAT, Checkpoint, Progress, StateObjects, network_weights_of, snapshot_training_state
+from utils.checkpoint.state import FORMAT, Checkpoint, Progress, StateObjects, network_weights_of, RunRecord, snapshot_training_state
 from utils.config import AmpConfig
 from utils.errors import CheckpointError
 from utils.optim.ema import ModelEma
@@ -40,7 +40,7 @@ def objects(seed: int, hooks=None) -> StateObjects:
 def test_snapshot_then_restore_round_trips_every_object():
     source = objects(0, {"counter": Counter(7)})
     source.ema.update(source.model)
-    data = snapshot_training_state(source, Progress(epoch=3, batch=5, step=41), {"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog"))
+    data = snapshot_training_state(source, Progress(epoch=3, batch=5, step=41), RunRecord({"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog")))
     assert data["format"] == FORMAT and data["hooks"] == {"counter": {"n": 7}}
     checkpoint = Checkpoint(data, "mem.pt")
     assert checkpoint.progress == Progress(3, 5, 41) and checkpoint.world_size == 2 and checkpoint.classes == ["cat", "dog"]
@@ -56,7 +56,7 @@ def test_snapshot_then_restore_round_trips_every_object():
 
 
 def test_a_format_2_checkpoint_is_upgraded_with_its_hooks_states_in_the_components():
-    data = snapshot_training_state(objects(0, {"counter": Counter(3)}), Progress(1, 0, 9), {}, 1)
+    data = snapshot_training_state(objects(0, {"counter": Counter(3)}), Progress(1, 0, 9), RunRecord())
     del data["classes"]  # framework 0.2.0 wrote no class list
     best = {"metric": "top1", "value": 0.8, "epoch": 0, "evals_since_best": 0}
     data.update(format=2, sampler={"epoch": 1, "seed": 0}, hooks={"validation": best, "checkpoint": {"best": "epoch0001_batch000000.pt"}, "counter": {"n": 3}})
@@ -70,7 +70,7 @@ def test_a_format_2_checkpoint_is_upgraded_with_its_hooks_states_in_the_componen
 
 
 def test_an_unknown_format_is_a_clear_error():
-    data = snapshot_training_state(objects(0), Progress(), {}, 1)
+    data = snapshot_training_state(objects(0), Progress(), RunRecord())
     data["format"] = FORMAT + 1
     with pytest.raises(CheckpointError, match=rf"has format {FORMAT + 1}, but framework .* reads format {FORMAT}"):
         Checkpoint(data, "new.pt")

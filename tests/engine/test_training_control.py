@@ -55,7 +55,7 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     assert all("ema_loss" in r and "loss" in r for r in val)
     best_epoch = min(val, key=lambda r: r["ema_loss"])["epoch"]
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
-    assert best["progress"]["epoch"] == best_epoch + 1 and best["loop"]["validator"]["metric"] == "loss"
+    assert best["progress"]["epoch"] == best_epoch + 1 and best["loop"]["validator"]["metric"] == "ema_loss"
     assert best["ema"]["updates"] == best["progress"]["step"] > 0
     assert not torch.equal(best["ema"]["weights"]["head.2.weight"], best["model"]["head.2.weight"])
 

@@ -12,7 +12,7 @@ import torch
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.dist_utils import PYTHON
 from utils.amp import Amp
-from utils.checkpoint.state import Checkpoint, Progress, StateObjects, snapshot_training_state
+from utils.checkpoint.state import Checkpoint, Progress, StateObjects, RunRecord, snapshot_training_state
 from utils.config import AmpConfig, ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 
@@ -52,7 +52,7 @@ def test_a_resume_with_a_longer_run_steps_on_the_new_schedule_from_the_resumed_s
     for _ in range(5):
         optimizer.step()
         scheduler.step()
-    saved = snapshot_training_state(StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu"))), Progress(0, 5, 5), {}, 1)
+    saved = snapshot_training_state(StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu"))), Progress(0, 5, 5), RunRecord())
     assert optimizer.param_groups[0]["lr"] == 0.0  # the 5-step cosine ended
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

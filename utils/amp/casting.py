@@ -73,13 +73,15 @@ class MasterWeights:
         if optimizer.state:
             raise ValueError("amp.initialize must see a fresh optimizer: load optimizer state after amp.initialize")
         self.pairs: List[Tuple[nn.Parameter, torch.Tensor]] = []
+        self.names: List[Optional[str]] = []  # the parameters' names, where the groups have them: a resume matches masters by name
         for group in optimizer.param_groups:
             params = []
-            for param in group["params"]:
+            for param, name in zip(group["params"], group.get("names") or [None] * len(group["params"])):
                 if param in low_precision:
                     # Copied before the model is cast, so the masters start from the exact fp32 weights.
                     master = param.detach().clone().float().requires_grad_(param.requires_grad)
                     self.pairs.append((param, master))
+                    self.names.append(name)
                     params.append(master)
                 else:
                     params.append(param)
@@ -101,11 +103,19 @@ class MasterWeights:
         return [master.detach() for _, master in self.pairs]
 
     @torch.no_grad()
-    def load_state_dict(self, masters: Optional[List[torch.Tensor]]) -> None:
-        """Restore saved masters; without them (a checkpoint of another level) start from the model weights."""
+    def load_state_dict(self, masters: Optional[List[torch.Tensor]], names: Optional[List[Optional[str]]] = None) -> None:
+        """Restore saved masters; without them (a checkpoint of another level) start from the model weights.
+        With the saved masters' ``names`` they are matched by name (the optimizer's grouping may have changed);
+        a parameter without a saved master starts from its model weight."""
         if masters is None:
             for param, master in self.pairs:
                 master.copy_(param)
+            return
+        if names is not None and None not in names and None not in self.names and list(names) != self.names:
+            by_name = dict(zip(names, masters))
+            for name, (param, master) in zip(self.names, self.pairs):
+                master.copy_(by_name[name] if name in by_name else param)
+            self.masters_to_model()
             return
         if len(masters) != len(self.pairs) or any(m.shape != master.shape for m, (_, master) in zip(masters, self.pairs)):
             raise CheckpointError(

@@ -113,6 +113,7 @@ class NativeAmp:
             "skipped_steps": self.skipped_steps,
             "loss_scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "master_params": self.masters.state_dict() if self.masters is not None else None,
+            "master_names": self.masters.names if self.masters is not None else None,
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -121,6 +122,6 @@ class NativeAmp:
         if self.scaler is not None and state.get("loss_scaler"):
             self.scaler.load_state_dict(state["loss_scaler"])
         if self.masters is not None:
-            self.masters.load_state_dict(state.get("master_params"))
+            self.masters.load_state_dict(state.get("master_params"), state.get("master_names"))
             if state.get("master_params") is None:
                 log.info("amp state has no master weights (saved at %s); they start from the model weights", state.get("opt_level", "O0"))

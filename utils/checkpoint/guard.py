@@ -1,34 +1,42 @@
-"""Resume guards: a checkpoint continues only the run it was written by.
+"""Resume guards: what a resumed run does with each setting that changed since its checkpoint.
 
-Resuming with another model or another data shape silently trains something
-else (and a mid-epoch resume would skip the wrong samples), so those config
-keys must match; ``--resume-force`` overrides. The world size may change when
-the run keeps its global batch (``data.global_batch_size``, the same in both):
-the data order is then the same at every world size.
+Each config key's rule is written beside it in the schema (``utils/config_resume.py``):
+
+- ``match`` keys fix the network's parameters or the data each step sees (``model.*``,
+  ``data.name``, ``data.args``, the batch, ``seed``): a change is refused, naming
+  ``key: old -> new``; ``--resume-force`` accepts it (the interrupted epoch restarts).
+  The world size may change when the run keeps its global batch (``data.global_batch_size``):
+  the data order is then the same at every world size. The training data's identity (classes,
+  sample count, file list: ``utils/data/identity.py``) must match too: ``data.root`` may move.
+- ``optim.name`` (an ``apply`` key): the saved optimizer state belongs to one optimizer type;
+  another type is refused unless ``--reset-optimizer`` drops that state.
+- ``apply`` keys take effect from the resumed step (the optimizer, schedule and best tracker get
+  the new values: ``utils/checkpoint/state.py``, ``utils/engine/validator.py``), ``inert`` ones do not
+  touch training; both are logged as ``changed on resume: key old -> new``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Mapping
+from typing import Any, List, Mapping, NamedTuple, Optional
 
 from utils.checkpoint.state import Checkpoint
+from utils.config import Config
+from utils.config_resume import Change, changes
+from utils.data.identity import identity_differences
 from utils.errors import CheckpointError
 from utils.typed_merge import lookup
 
 log = logging.getLogger(__name__)
 
-# What fixes the network's parameters and the data each step sees.
-GUARDED = ("model.name", "model.args", "model.input_size", "data.name", "data.args", "data.batch_size", "data.global_batch_size", "seed")
+OPTIMIZER = "optim.name"
 
 
-def _leaves(value: Any, prefix: str) -> Dict[str, Any]:
-    if isinstance(value, Mapping) and value:
-        out: Dict[str, Any] = {}
-        for key, sub in value.items():
-            out.update(_leaves(sub, f"{prefix}.{key}"))
-        return out
-    return {prefix: list(value) if isinstance(value, tuple) else value}
+class ResumeChoices(NamedTuple):
+    """What the user allowed on the command line: ``--resume-force``, ``--reset-optimizer``."""
+
+    force: bool = False
+    reset_optimizer: bool = False
 
 
 def _world_change(saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: int, world_size: int) -> str:
@@ -42,43 +50,49 @@ def _world_change(saved: Mapping[str, Any], current: Mapping[str, Any], saved_wo
     )
 
 
-def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: Any, world_size: int) -> List[str]:
-    """``"key: checkpoint value -> current value"`` for every guarded key that differs.
+def _global_batch_kept(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    kept = lookup(saved, "data.global_batch_size", None)
+    return kept is not None and kept == lookup(current, "data.global_batch_size", None)
 
-    With the same ``data.global_batch_size`` in both, the per-process batch and the
-    world size are free: they only say how the same global batches are split.
-    """
-    global_batch = lookup(saved, "data.global_batch_size", None)
-    kept = global_batch is not None and global_batch == lookup(current, "data.global_batch_size", None)
-    diffs = []
-    for key in GUARDED:
-        if kept and key == "data.batch_size":
-            continue
-        old, new = _leaves(lookup(saved, key, None), key), _leaves(lookup(current, key, None), key)
-        for leaf in sorted(set(old) | set(new)):
-            if old.get(leaf) != new.get(leaf):
-                diffs.append(f"{leaf}: {old.get(leaf)!r} -> {new.get(leaf)!r}")
-    if saved_world is not None and saved_world != world_size and not kept:
+
+def setting_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> List[Change]:
+    """Every changed key with its rule. With the same ``data.global_batch_size`` in both, the
+    per-process batch is free: it only says how the same global batches are split."""
+    kept = _global_batch_kept(saved, current)
+    return [c for c in changes(Config, saved, current) if not (kept and c.key == "data.batch_size")]
+
+
+def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: Any, world_size: int) -> List[str]:
+    """``"key: checkpoint value -> current value"`` for every ``match`` key that differs, and a world
+    size change that changes the global batch."""
+    diffs = [f"{c.key}: {c.old!r} -> {c.new!r}" for c in setting_changes(saved, current) if c.rule == "match"]
+    if saved_world is not None and saved_world != world_size and not _global_batch_kept(saved, current):
         diffs.append(_world_change(saved, current, saved_world, world_size))
     return diffs
 
 
-def resume_differences(checkpoint: Checkpoint, current: Mapping[str, Any], world_size: int) -> List[str]:
-    """The guarded differences between a checkpoint's run and this one (none for a checkpoint without a config)."""
+def check_resume(checkpoint: Checkpoint, current: Mapping[str, Any], data: Optional[Mapping[str, Any]], world_size: int, choices: ResumeChoices) -> bool:
+    """Refuse a resume whose model, data or optimizer type changed (unless the user allowed it),
+    log every other changed setting; True when the checkpoint's data order still holds."""
     saved = checkpoint.config
-    return config_differences(saved, current, checkpoint.world_size, world_size) if saved is not None else []
-
-
-def check_resume_config(checkpoint: Checkpoint, current: Mapping[str, Any], world_size: int, force: bool) -> bool:
-    """CheckpointError naming the differing keys, unless ``force`` (then a warning).
-
-    Returns True when the data order of the checkpoint still holds (nothing differs).
-    """
-    diffs = resume_differences(checkpoint, current, world_size)
+    if saved is None:
+        return True
+    found = setting_changes(saved, current)
+    optimizer = [c for c in found if c.key == OPTIMIZER]
+    if optimizer and not choices.reset_optimizer:
+        raise CheckpointError(
+            f"cannot resume from '{checkpoint.source}': optim.name changed {optimizer[0].old} -> {optimizer[0].new}, and the saved "
+            f"{optimizer[0].old} state (its moments) does not fit {optimizer[0].new}; resume with optim.name={optimizer[0].old}, "
+            "or pass --reset-optimizer to start the optimizer state afresh from the resumed weights"
+        )
+    diffs = config_differences(saved, current, checkpoint.world_size, world_size) + identity_differences(checkpoint.data_identity, data)
+    for change in found:
+        if change.rule != "match":
+            log.info("changed on resume: %s%s", change, "" if change.rule == "apply" else " (does not touch training)")
     if not diffs:
         return True
     listing = "; ".join(diffs)
-    if not force:
+    if not choices.force:
         raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
     log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, listing)
     return False

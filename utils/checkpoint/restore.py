@@ -10,8 +10,10 @@ from typing import Any, Callable, Dict, Optional
 from torch import nn
 
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.weights import load_weights, weight_mismatch
+from utils.checkpoint.weights import PRETRAINED_WAY_OUT, MinShare, load_weights, weight_mismatch
 from utils.config import ModelConfig
+from utils.checkpoint.records import read_record
+from utils.distributed.ops import decided_by_rank0
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,7 @@ class Resume:
     path: Path
     record: Optional[Dict[str, Any]]
     same_data: bool = True
+    reset_optimizer: bool = False  # --reset-optimizer: the optimizer state is not restored
 
     def restore(self, trainer: Any) -> None:
         """Everything but the weights (loaded before amp and DDP): every object's state, this rank's
@@ -42,12 +45,15 @@ class Resume:
                 f"but this run has dist.mode={'fsdp' if sharding else 'ddp/dp'}; resume with the dist.mode it was written with"
                 + (" (or turn it into one file with python -m utils.checkpoint.convert and --resume that file)" if checkpoint.shards is not None else "")
             )
-        checkpoint.restore(trainer.state_objects(), trainer.dist.rank, trainer.dist.world_size)
+        checkpoint.restore(trainer.state_objects(), trainer.dist.rank, trainer.dist.world_size, self.reset_optimizer)
         if self.record is not None:
             trainer.validator.load_state_dict(self.record["validator"])
             trainer.checkpointer.apply_record(self.record)
             if not trainer.writer.recorded("val", self.record["step"]):  # a crash between the record and its row
                 trainer.writer.evaluation("val", self.record["epoch"], self.record["step"], self.record["metrics"])
+        if getattr(trainer.validator, "retracked", None):  # another eval.monitor: never compare two metrics
+            trainer.validator.retrack(decided_by_rank0(lambda: trainer.writer.evaluations("val")))
+            trainer.checkpointer.store.best = best_file(trainer.checkpointer.store, trainer.validator.tracker.epoch)
         trainer.checkpointer.last_path = self.path
         progress = checkpoint.progress
         state.epoch, state.batch, state.step = progress.epoch, progress.batch, progress.step
@@ -57,8 +63,22 @@ class Resume:
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
 
 
+def best_file(store: Any, epoch: Optional[int]) -> Optional[str]:
+    """The name of the kept checkpoint whose validation record is of ``epoch`` (None when none is left:
+    the rotation removed it), for a best rebuilt from the recorded validations."""
+    if epoch is None:
+        return None
+    for path in store.numbered():
+        record = read_record(path)
+        if record is not None and record.get("epoch") == epoch:
+            return path.name
+    log.warning("the best epoch under the new eval.monitor (%d) has no checkpoint left (train.keep_checkpoints rotated it away); "
+                "best.pt follows the next improvement", epoch)
+    return None
+
+
 def load_initial_weights(
-    model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], record: Optional[Dict[str, Any]], check: Callable[[Checkpoint], bool]
+    model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], record: Optional[Dict[str, Any]], check: Callable[[Checkpoint], bool], reset_optimizer: bool = False
 ) -> Optional[Resume]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 
@@ -81,10 +101,10 @@ def load_initial_weights(
         except RuntimeError as err:
             raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, checkpoint.model_weights)}); move it away to start afresh") from err
         log.info("weights: resumed from %s (epoch %s)%s", resume_path, checkpoint.progress.epoch, "; model.pretrained is not used" if cfg.pretrained else "")
-        return Resume(checkpoint, Path(resume_path), record, same_data)
+        return Resume(checkpoint, Path(resume_path), record, same_data, reset_optimizer)
     if cfg.pretrained:
         log.info("weights: model.pretrained=%s (prefix '%s', strict %s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
-        load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
+        load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict, MinShare(cfg.pretrained_min_share, PRETRAINED_WAY_OUT))
         return None
     log.info("weights: the network's own initialisation (no checkpoint to resume, no model.pretrained)")
     return None
@@ -100,9 +120,10 @@ def load_eval_weights(model: nn.Module, path: Path) -> None:
     if checkpoint.shards is None or not is_sharded(model):
         unwrap(model).load_state_dict(checkpoint.eval_weights)
         return
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
+    from utils.checkpoint.dcp_safe import load_into
+
     state = {"model": get_model_state_dict(model)}
-    dcp.load(state, checkpoint_id=str(checkpoint.shards))
+    load_into(state, checkpoint.shards)  # dcp.load without running code (restricted .metadata, weights-only entries)
     set_model_state_dict(model, state["model"])

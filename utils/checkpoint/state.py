@@ -7,6 +7,10 @@ Format 3, a dict saved with ``torch.save``::
     config      the resolved config of the run (a dict)
     classes     the training data's class list (what the dataset's ``classes`` argument takes), or None;
                 test mode labels its split with it (absent from checkpoints of framework 0.2.0 and older)
+    data        the training split's identity: {classes, samples, fingerprint} (``utils/data/identity.py``);
+                a resume on other data is refused (absent from older checkpoints)
+    param_layout  the parameter names of each optimizer group (``utils/checkpoint/optimizer_state.py``):
+                a resume moves the optimizer state by name (absent from older checkpoints)
     world_size  the number of processes that trained it
     progress    {epoch, batch, step}: the point training continues from, epoch ``epoch``
                 after ``batch`` of its batches, ``step`` optimizer steps in; every rank consumes
@@ -47,12 +51,14 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.formats import FORMAT, upgrade_format_1, upgrade_format_2
+from utils.checkpoint.optimizer_state import check_sharded_layout, hyperparameters, keep_hyperparameters, layout_of, restore_optimizer
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
-from utils.checkpoint.sharded import is_sharded_checkpoint, load_full, load_sharded_optimizer, numbered_optimizer_state, read_state
+from utils.checkpoint.sharded import load_full, load_sharded_optimizer, looks_sharded, numbered_optimizer_state, read_state
 from utils.checkpoint.store import load_verified
+from utils.checkpoint.structure import check_structure
 from utils.distributed.ops import all_gather_objects
 from utils.errors import CheckpointError
-from utils.optim.schedules import recompute_lr
+from utils.optim.schedules import follow_optimizer, recompute_lr
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +90,18 @@ def _state_of(obj: Any) -> Any:
     return obj.state_dict() if obj is not None and hasattr(obj, "state_dict") else None
 
 
-def snapshot_training_state(
-    objects: StateObjects, progress: Progress, config: Dict[str, Any], world_size: int, classes: Optional[List[Any]] = None, sharded: bool = False
-) -> Dict[str, Any]:
-    """The checkpoint of ``progress``: every object's state, the config and class list, the random states of all ranks.
+@dataclass
+class RunRecord:
+    """What a checkpoint records about the run besides the objects' states."""
+
+    config: Dict[str, Any] = field(default_factory=dict)  # the resolved config
+    world_size: int = 1
+    classes: Optional[List[Any]] = None  # the training data's class list
+    data: Optional[Dict[str, Any]] = None  # the training split's identity (utils/data/identity.py)
+
+
+def snapshot_training_state(objects: StateObjects, progress: Progress, run: RunRecord, sharded: bool = False) -> Dict[str, Any]:
+    """The checkpoint of ``progress``: every object's state, the config, class list and data identity, the random states of all ranks.
 
     A collective (the random states are gathered): every rank calls it. ``sharded``: the model's and
     the optimizer's entries keyed by parameter name, each rank's shards (for a sharded store).
@@ -102,10 +116,12 @@ def snapshot_training_state(
     return {
         "format": FORMAT,
         "framework": __version__,
-        "config": config,
-        "classes": None if classes is None else list(classes),
-        "world_size": world_size,
+        "config": run.config,
+        "classes": None if run.classes is None else list(run.classes),
+        "data": run.data,
+        "world_size": run.world_size,
         "progress": dataclasses.asdict(progress),
+        "param_layout": layout_of(objects.optimizer),
         "sharded": sharded,
         "model": model,
         "ema": _state_of(objects.ema),
@@ -133,6 +149,7 @@ class Checkpoint:
             data = {**data, "model": {}}
         if not is_training_checkpoint(data):
             raise CheckpointError(f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained")
+        check_structure(data, self.source, sharded=shards is not None)  # one line naming a missing or mistyped entry
         if "format" not in data:
             data = upgrade_format_1(data)
         if data["format"] == 2:
@@ -144,13 +161,13 @@ class Checkpoint:
             )
         if not isinstance(data.get("model"), Mapping):
             raise CheckpointError(f"checkpoint '{self.source}' has no model weights; it is damaged or not a checkpoint of this framework")
-        self._data = data
+        self._data = {**data, "loop": data.get("loop") or {}, "hooks": data.get("hooks") or {}}
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "Checkpoint":
         """Read ``path`` on the CPU after checking its checksum; CheckpointError when it is missing,
         corrupt, unreadable or not ours."""
-        if is_sharded_checkpoint(Path(path)):
+        if looks_sharded(Path(path)):  # complete or half-written (read_state names what is missing)
             return cls(read_state(Path(path)), path, shards=Path(path))
         return cls(load_verified(Path(path)), path)
 
@@ -163,6 +180,16 @@ class Checkpoint:
     def classes(self) -> Optional[List[Any]]:
         """The training data's class list (None when the checkpoint has none: older versions, datasets without one)."""
         return self._data.get("classes")
+
+    @property
+    def data_identity(self) -> Optional[Dict[str, Any]]:
+        """The training split's identity (None in checkpoints of framework 0.3.0 and older)."""
+        return self._data.get("data")
+
+    @property
+    def param_layout(self) -> Optional[List[List[str]]]:
+        """The parameter names of each optimizer group (None in older checkpoints)."""
+        return self._data.get("param_layout")
 
     @property
     def world_size(self) -> Optional[int]:
@@ -212,15 +239,25 @@ class Checkpoint:
     def loop_state(self, name: str) -> Optional[Any]:
         return self._data.get("loop", {}).get(name)
 
-    def restore(self, objects: StateObjects, rank: int, world_size: Optional[int] = None) -> None:
+    def restore(self, objects: StateObjects, rank: int, world_size: Optional[int] = None, reset_optimizer: bool = False) -> None:
         """Everything but the model's weights (loaded before amp and DDP, see restore.py), and rank ``rank``'s random state
-        (new streams from the seed and step when ``world_size`` differs from the checkpoint's)."""
+        (new streams from the seed and step when ``world_size`` differs from the checkpoint's).
+
+        The optimizer keeps the groups and hyperparameters this run's config built (a changed
+        ``optim.lr`` takes effect) and gets each parameter's saved state by name; ``reset_optimizer``
+        leaves that state empty. The schedule continues from the saved step with this run's base LRs."""
         data = self._data
-        if self.shards is not None:
+        if reset_optimizer:
+            log.warning("--reset-optimizer: the optimizer state of '%s' is not restored; %s starts afresh at step %d", self.source, type(objects.optimizer).__name__, self.progress.step)
+        elif self.shards is not None:
+            check_sharded_layout(self.param_layout, layout_of(objects.optimizer), self.source)
+            own = hyperparameters(objects.optimizer)
             load_sharded_optimizer(self.shards, objects.model, objects.optimizer)  # resharded to this world size; collective
+            keep_hyperparameters(objects.optimizer, own)
         else:
-            objects.optimizer.load_state_dict(data["optimizer"])
+            restore_optimizer(objects.optimizer, data["optimizer"], self.source)
         objects.scheduler.load_state_dict(data["scheduler"])
+        follow_optimizer(objects.scheduler)  # the base LRs this run's config gives (optim.lr, param group multipliers)
         recompute_lr(objects.scheduler)  # the schedule of the run's current length, from the resumed step on
         objects.amp.load_state_dict(data["amp"])
         if objects.ema is not None:

@@ -68,8 +68,9 @@ class ClipDataset(Dataset):
         self.frame_counts: List[int] = []
         self.names: List[str] = []
 
-    def set_videos(self, labels: Sequence[int], frame_counts: Sequence[int], names: Sequence[str]) -> None:
-        """Register the videos; a video without frames, or shorter than a clip, is an error naming it."""
+    def set_videos(self, labels: Sequence[int], frame_counts: Sequence[int], names: Sequence[str], keys: Optional[Sequence[str]] = None) -> None:
+        """Register the videos; a video without frames, or shorter than a clip, is an error naming it.
+        ``keys``: names that do not depend on where the data lies (``sample_keys``); ``names`` by default."""
         span = clip_span(self.clip_len, self.frame_stride)
         for name, count in zip(names, frame_counts):
             if count == 0:
@@ -81,10 +82,17 @@ class ClipDataset(Dataset):
                     "data.args.frame_stride, set data.args.pad_short=true to repeat its last frame, or remove the video"
                 )
         self.labels, self.frame_counts, self.names = list(labels), list(frame_counts), list(names)
+        self.keys = list(keys) if keys is not None else list(names)
 
     @property
     def num_videos(self) -> int:
         return len(self.labels)
+
+    def sample_keys(self) -> List[str]:
+        """Item keys: the video's key, with the clip's number in evaluation (``utils/data/identity.py``)."""
+        if self.training:
+            return list(self.keys)
+        return [f"{key}#{k}" for key in self.keys for k in range(self.num_clips)]
 
     def __len__(self) -> int:
         return self.num_videos if self.training else self.num_videos * self.num_clips

@@ -29,7 +29,7 @@ import torch
 
 from utils.checkpoint.background import BackgroundWriter, cpu_copy
 from utils.checkpoint.records import write_record
-from utils.checkpoint.state import Progress, snapshot_training_state
+from utils.checkpoint.state import Progress, RunRecord, snapshot_training_state
 from utils.checkpoint.store import CheckpointStore
 from utils.distributed.ops import any_rank, barrier
 from utils.distributed.replicas import broadcast_buffers
@@ -82,7 +82,7 @@ class Checkpointer:
         self.wait()  # one write in flight at most; and the store is the writer's until it ends
         meta, dist = trainer.meta, trainer.dist
         sharded = getattr(self.store, "collective", False)  # a sharded store: every rank writes its shards
-        data = snapshot_training_state(trainer.state_objects(), progress, meta.config, dist.world_size, meta.classes, sharded)
+        data = snapshot_training_state(trainer.state_objects(), progress, RunRecord(meta.config, dist.world_size, meta.classes, meta.data), sharded)
         if dist.is_main or sharded:
             self.write(data, progress)
         if dist.is_main:

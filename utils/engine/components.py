@@ -73,6 +73,7 @@ class RunMeta:
     config: Dict[str, Any] = field(default_factory=dict)  # the resolved config
     classes: Optional[List[Any]] = None  # the training data's class list
     num_classes: Optional[int] = None  # the training data's number of classes: the first batch's outputs must cover it
+    data: Optional[Dict[str, Any]] = None  # the training split's identity (utils/data/identity.py): a resume on other data is refused
 
 
 @dataclass

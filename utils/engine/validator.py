@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from utils.distributed.parallel import without_ddp
 from utils.distributed.replicas import broadcast_buffers
@@ -36,6 +36,7 @@ class BestTracker:
 
     def __init__(self, metric: str, mode: str = "max", patience: Optional[int] = None) -> None:
         self.metric = metric
+        self.mode = mode
         self.sign = 1.0 if mode == "max" else -1.0
         self.patience = patience
         self.value: Optional[float] = None
@@ -59,11 +60,24 @@ class BestTracker:
         return self.patience is not None and self.evals_since_best >= self.patience
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"metric": self.metric, "value": self.value, "epoch": self.epoch, "evals_since_best": self.evals_since_best}
+        return {"metric": self.metric, "mode": self.mode, "value": self.value, "epoch": self.epoch, "evals_since_best": self.evals_since_best}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.value, self.epoch = state["value"], state["epoch"]
         self.evals_since_best = int(state.get("evals_since_best", 0))
+
+    def tracks(self, state: Dict[str, Any]) -> bool:
+        """Whether a saved state tracked what this tracker does (the same metric, in the same direction)."""
+        return state.get("metric", self.metric) == self.metric and state.get("mode", self.mode) == self.mode
+
+    def replay(self, rows: List[Dict[str, Any]]) -> None:
+        """Start again and take the validations ``rows`` (metrics.jsonl rows, in order) one by one:
+        the best of this tracker's metric among them, as if it had been monitored from the start."""
+        self.value, self.epoch, self.evals_since_best = None, None, 0
+        for row in rows:
+            value = row.get(self.metric)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.update(float(value), int(row["epoch"]))
 
 
 @dataclass
@@ -82,8 +96,9 @@ class Validator:
     def __init__(self, loader: Any, every: int = 1, monitor: str = "top1", mode: str = "max", patience: Optional[int] = None, use_ema: bool = False) -> None:
         self.loader, self.every = loader, every
         self.monitor = ("ema_" if use_ema else "") + monitor
-        self.tracker = BestTracker(monitor, mode, patience)
+        self.tracker = BestTracker(self.monitor, mode, patience)
         self.pending: Optional[int] = None  # the epoch whose validation is due (saved in its checkpoint)
+        self.retracked: Optional[str] = None  # a resume whose saved tracker followed another metric or direction: "metric (mode)"
 
     def due(self, epoch: int, last: bool) -> bool:
         """Every ``every`` epochs, and always after the last epoch (``last``: or the last step)."""
@@ -107,8 +122,20 @@ class Validator:
         return {**self.tracker.state_dict(), "pending": self.pending}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.tracker.load_state_dict(state)
+        """The saved tracker and pending epoch; a tracker of another metric or direction (a changed eval.monitor,
+        eval.monitor_mode or eval.use_ema) is not taken: ``retracked`` names it, and ``retrack`` rebuilds this one."""
         self.pending = state.get("pending")
+        if self.tracker.tracks(state):
+            self.tracker.load_state_dict(state)
+            self.retracked = None
+        else:
+            self.retracked = f"{state.get('metric')} ({state.get('mode', '?')})"
+
+    def retrack(self, rows: List[Dict[str, Any]]) -> None:
+        """After a resume with another monitor: the best and the patience count from the recorded validations ``rows``."""
+        self.tracker.replay(rows)
+        log.info("eval.monitor changed on resume (%s -> %s (%s)): best rebuilt from %d recorded validation(s): %s at epoch %s",
+                 self.retracked, self.monitor, self.tracker.mode, len(rows), self.tracker.value, self.tracker.epoch)
 
 
 class NoValidator:

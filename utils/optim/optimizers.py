@@ -57,8 +57,20 @@ def _match_group(name: str, specs: Sequence[Dict[str, Any]]) -> int:
     return -1
 
 
+def _group_value_problem(key: str, value: Any) -> Optional[str]:
+    """What a ``param_groups`` entry's value must be, or None when it fits."""
+    if key == "pattern":
+        strings = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+        ok = bool(strings) and all(isinstance(p, str) and p for p in strings)
+        return None if ok else "a name pattern or a non-empty list of them (e.g. 'backbone.*' or ['head.*', '*.bias'])"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # a negative LR multiplier trains by gradient ascent; a negative decay pushes weights away from 0
+    return None if number and value >= 0 else "a finite number >= 0"
+
+
 def check_group_keys(specs: Sequence[Dict[str, Any]]) -> None:
-    """Every ``optim.param_groups`` entry has a pattern and known keys (checked with the config, before the model exists)."""
+    """Every ``optim.param_groups`` entry has a pattern, known keys and values of their type and range
+    (checked with the config, before the model exists)."""
     for index, spec in enumerate(specs):
         unknown = sorted(set(spec) - set(GROUP_KEYS))
         if "pattern" not in spec or unknown:
@@ -66,6 +78,10 @@ def check_group_keys(specs: Sequence[Dict[str, Any]]) -> None:
                 f"optim.param_groups[{index}] = {spec!r}: needs 'pattern' and takes only {list(GROUP_KEYS)}"
                 + (f"; unknown {unknown}" if unknown else "")
             )
+        for key, value in spec.items():
+            problem = _group_value_problem(key, value)
+            if problem is not None:
+                raise ConfigError(f"config key 'optim.param_groups[{index}].{key}' must be {problem}, got {value!r}")
 
 
 def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None:
@@ -90,8 +106,8 @@ def param_groups(
     the default group; biases and norm weights never get weight decay; with
     ``layer_decay`` the LR of layer ``i`` is multiplied by
     ``layer_decay ** (num_layers - i)``. Every group carries its own ``lr``,
-    which the scheduler multiplies by a common factor, and ``lr_scale``, its
-    ratio to ``lr``.
+    which the scheduler multiplies by a common factor, ``lr_scale``, its
+    ratio to ``lr``, and ``names``, its parameters' names.
     """
     check_group_specs(model, specs)
     layer_id, num_layers = layer_id_fn(model) if layer_decay is not None else (None, 0)
@@ -110,8 +126,9 @@ def param_groups(
                 scale *= layer_decay ** (num_layers - layer)
             decay = 0.0 if no_decay else float(spec.get("weight_decay", weight_decay))
             label = f"{'default' if index < 0 else spec['pattern']}/layer{layer}/{'no_decay' if no_decay else 'decay'}"
-            groups[key] = {"params": [], "lr": lr * scale, "lr_scale": scale, "weight_decay": decay, "group": label}
+            groups[key] = {"params": [], "names": [], "lr": lr * scale, "lr_scale": scale, "weight_decay": decay, "group": label}
         groups[key]["params"].append(param)
+        groups[key]["names"].append(name)  # checkpoints keep them: a resume maps the optimizer state by name
     return list(groups.values())
 
 

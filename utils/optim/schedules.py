@@ -14,8 +14,15 @@ log = logging.getLogger(__name__)
 
 
 def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> Callable[[int], float]:
-    """The factor on each group's base LR at iteration ``it``: linear warm-up, then the schedule."""
+    """The factor on each group's base LR at iteration ``it``: linear warm-up, then the schedule.
+
+    A warm-up longer than the run (a run given in ``train.iterations``; in epochs the config
+    refuses it) is shortened to the run, with a warning: the LR then peaks at the last step."""
     warmup = int(round(cfg.warmup_epochs * iters_per_epoch))
+    if warmup > total_iters:
+        log.warning("schedule.warmup_epochs=%g is %d steps (%d per epoch), longer than the run's %d steps: the warm-up is cut to the run "
+                    "and the LR reaches optim.lr only at the last step; set schedule.warmup_epochs below %.3g for a warm-up within the run",
+                    cfg.warmup_epochs, warmup, iters_per_epoch, total_iters, total_iters / max(iters_per_epoch, 1))
     warmup = min(warmup, max(total_iters - 1, 0))
     milestones = [m * iters_per_epoch for m in cfg.step_epochs]
 
@@ -58,6 +65,13 @@ def rewind(scheduler: Any, steps: int) -> bool:
 def closed_form(scheduler: Any) -> bool:
     """Whether the LR of any step can be computed from the step alone."""
     return isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) or hasattr(scheduler, "_get_closed_form_lr")
+
+
+def follow_optimizer(scheduler: Any) -> None:
+    """Take the base LRs from the optimizer's groups (``initial_lr``, what this run's config set) after
+    a resume loaded the schedule's state, whose base LRs are those of the run that saved it."""
+    if hasattr(scheduler, "base_lrs"):
+        scheduler.base_lrs = [group.get("initial_lr", group["lr"]) for group in scheduler.optimizer.param_groups]
 
 
 def recompute_lr(scheduler: Any) -> None:

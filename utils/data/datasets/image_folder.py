@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Set, Tuple
 
 import torch
 from torch.utils.data import Dataset, default_collate
 
+from utils.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
@@ -79,8 +80,8 @@ class ImageFolder(Dataset):
         split: str = "train",
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
-        image_size: Optional[int] = None,
-        on_bad_sample: str = "stop",
+        image_size: Optional[Count] = None,
+        on_bad_sample: Literal["stop", "skip"] = "stop",
         classes: Optional[Sequence[str]] = None,
         channels: int = 3,
     ) -> None:
@@ -128,6 +129,10 @@ class ImageFolder(Dataset):
 
     def __len__(self) -> int:
         return len(self.samples)
+
+    def sample_keys(self) -> List[str]:
+        """Each image's path relative to the split folder (``<class>/<file>``): the data's identity, whatever the root."""
+        return [os.path.relpath(path, self.root) for path, _ in self.samples]
 
     def _read(self, at: int) -> Tuple[torch.Tensor, int, str]:
         path, label = self.samples[at]

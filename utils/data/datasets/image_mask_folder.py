@@ -6,18 +6,20 @@ Images are read as stored (``utils/data/images.py``), masks by their detected en
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from utils.arguments import Count, ImageSize, Scales
 from utils.data.bad_samples import BadSamples
 from utils.data.folders import visible
 from utils.data.images import check_channels, read_image
 from utils.data.mask_encoding import read_mask
-from utils.data.masks import MaskBatchCollate, PairPipeline, Size
+from utils.data.masks import MaskBatchCollate, PairPipeline
 from utils.errors import ConfigError, DataError, name_list
 from utils.registry import DATASETS
 
@@ -80,14 +82,14 @@ class ImageMaskFolder(Dataset):
         split: str = "train",
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
-        size: Optional[Size] = 320,
+        size: Optional[ImageSize] = 320,
         splits: Optional[Dict[str, str]] = None,
         image_dir: str = "Image",
         mask_dir: str = "Mask",
-        multi_scale: Optional[List[float]] = None,
-        size_divisor: int = 32,
+        multi_scale: Optional[Scales] = None,
+        size_divisor: Count = 32,
         channels: int = 3,
-        on_bad_sample: str = "stop",
+        on_bad_sample: Literal["stop", "skip"] = "stop",
     ) -> None:
         self.bad_samples = BadSamples(on_bad_sample, "image_mask_folder")
         self.channels = check_channels(channels, "image_mask_folder")
@@ -106,6 +108,10 @@ class ImageMaskFolder(Dataset):
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def sample_keys(self) -> List[str]:
+        """Each image's path relative to the split's image folder: the data's identity, whatever the root."""
+        return [os.path.relpath(image, self.folder) for _, image, _ in self.files]
 
     def _read(self, at: int) -> Tuple[torch.Tensor, np.ndarray, str]:
         stem, image_path, mask_path = self.files[at]

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from utils.arguments import Count
 from utils.data.clips import ClipDataset
 from utils.data.folders import subfolders, visible, warn_missing_classes
 from utils.data.images import read_image
@@ -93,9 +94,9 @@ class VideoFramesFolder(ClipDataset):
         transform: Optional[Callable] = None,
         split_files: Optional[Dict[str, str]] = None,
         classes: Optional[List[str]] = None,
-        clip_len: int = 16,
-        frame_stride: int = 1,
-        num_clips: int = 3,
+        clip_len: Count = 16,
+        frame_stride: Count = 1,
+        num_clips: Count = 3,
         pad_short: bool = False,
     ) -> None:
         super().__init__(split, transform, clip_len, frame_stride, num_clips, pad_short)
@@ -124,7 +125,7 @@ class VideoFramesFolder(ClipDataset):
                 raise DataError(f"video folder '{folder}' does not exist; extract its frames there or drop it from the split")
         self.folders = [folder for _, folder in videos]
         counts = [len(list_frames(folder)) for folder in self.folders]
-        self.set_videos([index[c] for c, _ in videos], counts, [str(f) for f in self.folders])
+        self.set_videos([index[c] for c, _ in videos], counts, [str(f) for f in self.folders], [os.path.relpath(f, base) for f in self.folders])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
         return read_clip(self.folders[video], indices)
