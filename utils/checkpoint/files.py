@@ -15,7 +15,7 @@ import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 import torch
@@ -163,6 +163,12 @@ def write_checkpoint(obj: Any, path: Union[str, Path], recycle: Optional[Path] =
     where a new file of hundreds of MB next to one being freed costs it about as much
     again as the write itself.
     """
+    return write_hashed(path, lambda fd: _serialize(obj, fd), recycle)
+
+
+def write_hashed(path: Union[str, Path], serialize: Callable[[int], str], recycle: Optional[Path] = None) -> str:
+    """The write path of ``write_checkpoint`` for any bytes: ``serialize(fd)`` writes and fsyncs the open
+    temporary file ``fd`` and returns the SHA-256 of what it wrote; then the ``.sha256``, the rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -171,7 +177,7 @@ def write_checkpoint(obj: Any, path: Union[str, Path], recycle: Optional[Path] =
         os.replace(recycle, tmp)  # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
         fd = os.open(tmp, os.O_WRONLY)  # not truncated: its blocks are overwritten where they are, none freed and allocated again
     try:
-        digest = _serialize(obj, fd)
+        digest = serialize(fd)
         write_text_atomic(sidecar(path), digest)
         os.replace(tmp, path)
     except BaseException:

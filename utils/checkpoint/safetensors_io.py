@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Dict, Mapping, Union
 
@@ -52,22 +51,16 @@ def write_safetensors(weights: Mapping[str, torch.Tensor], path: Union[str, Path
     """Write ``weights`` to ``path`` as safetensors (temporary file, fsync, ``.sha256``, rename); returns the SHA-256."""
     from safetensors.torch import save
 
-    from utils.checkpoint.files import fsync_dir, sidecar, write_text_atomic
+    from utils.checkpoint.files import write_hashed
 
-    path = Path(path)
     data = save(_unshared(weights), metadata={"format": "pt", **metadata})
-    digest = hashlib.sha256(data).hexdigest()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        write_text_atomic(sidecar(path), digest)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-    return digest
+    return write_hashed(path, lambda fd: _write_bytes(data, fd))
+
+
+def _write_bytes(data: bytes, fd: int) -> str:
+    """``data`` into the open file ``fd``, fsynced; its SHA-256."""
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return hashlib.sha256(data).hexdigest()
