@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import multiprocessing
 import time
 
 import pytest
@@ -82,6 +83,8 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
     assert seen == list(range(fail_at - fail_at % 4))  # every good batch before the bad one arrived, in order
     time.sleep(0.2)
     assert not _prefetch_threads()
+    # the loader's workers ended with the thread (left to the garbage collector, a later test's thread paid 5 s each)
+    assert not multiprocessing.active_children()
 
 
 @pytest.mark.timeout(20)

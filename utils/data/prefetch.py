@@ -31,6 +31,18 @@ class _Done:
     """Queue marker: the source is exhausted."""
 
 
+def stop_workers(iterator: Any) -> None:
+    """End the worker processes of a DataLoader iterator left before its end (a ``break``, an error).
+
+    Left to the garbage collector, torch's ``__del__`` shuts them down in whichever thread collects
+    the iterator, at any later moment: there a worker's unread results could keep it from exiting,
+    and each waits ``MP_STATUS_CHECK_INTERVAL`` (5 s) before it is terminated. Persistent workers
+    serve the next epoch and are left alone; an exhausted iterator has stopped its own already."""
+    shutdown = getattr(iterator, "_shutdown_workers", None)  # what the iterator's own __del__ calls
+    if callable(shutdown) and not getattr(iterator, "_persistent_workers", False):
+        shutdown()
+
+
 class ThreadPrefetcher(BackgroundGenerator):
     """``BackgroundGenerator`` that forwards every error and stops when asked.
 
@@ -66,7 +78,8 @@ class ThreadPrefetcher(BackgroundGenerator):
             self._put((False, err))
             return
         finally:
-            self.generator = None  # release the loader's iterator (and its workers) from this thread
+            stop_workers(self.generator)  # now, in this thread: not whenever the garbage collector finds the iterator
+            self.generator = None  # release the loader's iterator from this thread
         self._put((False, _Done()))
 
     def next(self) -> Any:

@@ -35,6 +35,7 @@ from utils.amp import ClipOptions, StepResult
 from utils.checkpoint.rng import rng_untouched
 from utils.checkpoint.state import Progress, StateObjects
 from utils.data.batch import batch_size_of, to_device
+from utils.data.prefetch import stop_workers
 from utils.distributed.fsdp import gradient_sync_off
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
@@ -222,6 +223,8 @@ class Trainer:
         close = getattr(self._batches, "close", None)
         if close is not None:
             close()
+        else:
+            stop_workers(self._batches)  # a loader without prefetching: its workers end now, not at garbage collection
         self._batches = None
 
     def run_step(self) -> None:
