@@ -176,8 +176,6 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
     # a changed model, data or optimizer type is refused before any weight is loaded (guard.py)
     resumed = load_initial_weights(model, cfg.model, *resume, lambda ckpt: check_resume(ckpt, meta.config, meta.data, info.world_size, choices), choices.reset_optimizer)
-    if info.is_main:  # after the resume check: a refused resume keeps the run's config.yaml
-        save_config(cfg, run.config)
     model.to(info.device)
     if cfg.model.channels_last:
         to_channels_last(model)
@@ -194,7 +192,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device)
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
-    epochs, total_steps = training_length(cfg.train, epoch_steps)
+    epochs, total_steps = training_length(cfg.train, epoch_steps, resumed.checkpoint.progress if resumed is not None else None)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes), ema)
     services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
@@ -203,6 +201,8 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
         if resumed is not None:
             resumed.restore(trainer)
             del resumed  # the optimizer state it held is copied; free it before training
+        if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
+            save_config(cfg, run.config)
         result = trainer.fit()
         check_replicas(model)
         log.info("best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path)

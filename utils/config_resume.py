@@ -77,9 +77,16 @@ def changes(schema: type, saved: Mapping[str, Any], current: Mapping[str, Any]) 
             continue
         olds, news = _leaves(old, key), _leaves(new if new is not _ABSENT else None, key)
         for leaf in sorted(set(olds) | set(news)):
-            if olds.get(leaf) != news.get(leaf):
+            if olds.get(leaf) != news.get(leaf) and not _emptied(leaf, olds, news):
                 found.append(Change(leaf, olds.get(leaf), news.get(leaf), rule))
     return found
+
+
+def _emptied(leaf: str, olds: Dict[str, Any], news: Dict[str, Any]) -> bool:
+    """Whether ``leaf`` is an empty mapping on one side whose keys the other side lists as leaves of their own
+    (``data.args: {}`` against ``data.args.val_fraction: 0.2``): those leaves name the change."""
+    below = [k for k in (*olds, *news) if k.startswith(leaf + ".")]
+    return bool(below) and (olds.get(leaf) == {} or news.get(leaf) == {})
 
 
 def _lookup(node: Any, dotted: str) -> Any:

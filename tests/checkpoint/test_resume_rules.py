@@ -167,3 +167,27 @@ def test_a_checkpoint_of_the_previous_version_resumes_positionally(trained, tmp_
     assert "test: top1=" in capsys.readouterr().out
     resumed = torch.load(store.numbered()[0], weights_only=False)
     assert resumed["progress"]["epoch"] == 3 and all("names" in g for g in resumed["optimizer"]["param_groups"])
+
+
+def test_another_accumulation_keeps_the_schedule_to_the_last_epoch(trained, tmp_path, caplog):
+    """Epochs of 19 steps, resumed with train.accumulate=2 (10 steps each): the schedule spans 38 + 10
+    steps; counted as 3 x 10 it was over before the resumed epoch began, which then trained at LR 0."""
+    caplog.set_level(logging.INFO)
+    run = resumed(trained, tmp_path, "train.accumulate=2", "train.checkpoint_every_steps=4")
+    assert "the schedule spans 48 steps (not 3 x 10)" in caplog.text
+    middle = torch.load(run / "checkpoints" / "epoch0002_batch000004.pt", weights_only=False)
+    assert middle["progress"]["step"] == 40 and min(g["lr"] for g in middle["optimizer"]["param_groups"]) > 1e-4
+
+
+def test_a_refused_resume_keeps_the_runs_config_and_logs_no_change(trained, tmp_path, capsys, caplog):
+    run = resumed(trained, tmp_path, "dist.mode=fsdp", code=2)
+    err = capsys.readouterr().err
+    assert "it is a single-file checkpoint, but this run has dist.mode=fsdp" in err
+    assert "epochs: 2" in (run / "config.yaml").read_text() and "mode: fsdp" not in (run / "config.yaml").read_text()
+    assert "changed on resume" not in caplog.text
+
+
+def test_a_changed_mapping_names_its_keys_only(trained, tmp_path, capsys):
+    resumed(trained, tmp_path, "data.args={val_fraction: 0.3}", code=2)
+    err = capsys.readouterr().err
+    assert "data.args.val_fraction: None -> 0.3" in err and "data.args: {}" not in err

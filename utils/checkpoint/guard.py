@@ -85,14 +85,25 @@ def check_resume(checkpoint: Checkpoint, current: Mapping[str, Any], data: Optio
             f"{optimizer[0].old} state (its moments) does not fit {optimizer[0].new}; resume with optim.name={optimizer[0].old}, "
             "or pass --reset-optimizer to start the optimizer state afresh from the resumed weights"
         )
+    _check_sharding(checkpoint, lookup(current, "dist.mode", None) == "fsdp")
     diffs = config_differences(saved, current, checkpoint.world_size, world_size) + identity_differences(checkpoint.data_identity, data)
+    if diffs and not choices.force:
+        raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({'; '.join(diffs)}); "
+                              "restore these keys, use another experiment.name, or pass --resume-force")
     for change in found:
         if change.rule != "match":
             log.info("changed on resume: %s%s", change, "" if change.rule == "apply" else " (does not touch training)")
-    if not diffs:
-        return True
-    listing = "; ".join(diffs)
-    if not choices.force:
-        raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({listing}); restore these keys, use another experiment.name, or pass --resume-force")
-    log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, listing)
-    return False
+    if diffs:
+        log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, "; ".join(diffs))
+    return not diffs
+
+
+def _check_sharding(checkpoint: Checkpoint, sharding: bool) -> None:
+    """A sharded checkpoint resumes under dist.mode=fsdp only, a single file under ddp or dp only."""
+    sharded = checkpoint.shards is not None
+    if sharded != sharding:
+        raise CheckpointError(
+            f"cannot resume from '{checkpoint.source}': it is a {'sharded' if sharded else 'single-file'} checkpoint, "
+            f"but this run has dist.mode={'fsdp' if sharding else 'ddp/dp'}; resume with the dist.mode it was written with"
+            + (" (or turn it into one file with python -m utils.checkpoint.convert and --resume that file)" if sharded else "")
+        )

@@ -38,13 +38,6 @@ class Resume:
         interrupted epoch restarts from its first batch.
         """
         checkpoint, state = self.checkpoint, trainer.state
-        sharding = bool(getattr(trainer.checkpointer, "store", None) is not None and getattr(trainer.checkpointer.store, "collective", False))
-        if sharding != (checkpoint.shards is not None):
-            raise CheckpointError(
-                f"cannot resume from '{self.path}': it is a {'sharded' if checkpoint.shards is not None else 'single-file'} checkpoint, "
-                f"but this run has dist.mode={'fsdp' if sharding else 'ddp/dp'}; resume with the dist.mode it was written with"
-                + (" (or turn it into one file with python -m utils.checkpoint.convert and --resume that file)" if checkpoint.shards is not None else "")
-            )
         checkpoint.restore(trainer.state_objects(), trainer.dist.rank, trainer.dist.world_size, self.reset_optimizer)
         if self.record is not None:
             trainer.validator.load_state_dict(self.record["validator"])

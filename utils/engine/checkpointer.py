@@ -72,7 +72,8 @@ class Checkpointer:
         if not weights_finite(parts.model, parts.ema.module if parts.ema is not None else None):
             raise NonFiniteError(
                 f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "
-                f"the last good one '{self.last_path}' is kept; lower optim.lr or enable train.clip_grad_norm"
+                + (f"the last good one '{self.last_path}' is kept" if self.last_path else "and none was written before")
+                + "; lower optim.lr or enable train.clip_grad_norm"
             )
         path = self.store.path_for(progress.epoch, progress.batch)
         # One set of replicated buffers (BatchNorm statistics: each rank's last steps updated its own) on every

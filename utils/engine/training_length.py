@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
+from utils.checkpoint.state import Progress
 from utils.config import TrainConfig
 from utils.errors import DataError
 
@@ -32,17 +33,26 @@ def check_takes_steps(num_batches: int, samples: int, batch_size: int, drop_last
     raise DataError(f"training would take no step: the training split has {samples} sample(s) per process and data.batch_size is {batch_size}; {why}; {fix}")
 
 
-def training_length(cfg: TrainConfig, epoch_steps: int) -> Tuple[int, int]:
+def training_length(cfg: TrainConfig, epoch_steps: int, start: Optional[Progress] = None) -> Tuple[int, int]:
     """``(epochs, total optimizer steps)``; ``train.iterations`` overrides ``train.epochs``.
 
     With iterations N the run lasts ceil(N / steps per epoch) epochs and the
-    last one stops after step N.
+    last one stops after step N. A resumed epoch-based run (``start``) counts the steps it took
+    and those left at this run's steps per epoch: with another ``train.accumulate`` an epoch has
+    another step count, and the schedule must still end with the last epoch, not before it.
     """
-    if cfg.iterations is None:
-        epochs, total = cfg.epochs, cfg.epochs * epoch_steps
-        log.info("training length: %d epochs of %d optimizer steps (%d steps)", epochs, epoch_steps, total)
-    else:
+    if cfg.iterations is not None:
         total = cfg.iterations
         epochs = math.ceil(total / epoch_steps)
         log.info("training length: train.iterations=%d optimizer steps (%d epochs of %d steps; overrides train.epochs)", total, epochs, epoch_steps)
+        return epochs, total
+    epochs, total = cfg.epochs, cfg.epochs * epoch_steps
+    if start is not None:
+        done_in_epoch = math.ceil(start.batch / cfg.accumulate)  # accumulation groups align to multiples of K within an epoch
+        resumed_total = start.step + max(epochs - start.epoch, 0) * epoch_steps - done_in_epoch
+        if resumed_total != total:
+            log.info("training length: %d steps taken, %d left at %d optimizer steps per epoch: the schedule spans %d steps (not %d x %d)",
+                     start.step, resumed_total - start.step, epoch_steps, resumed_total, epochs, epoch_steps)
+        total = max(resumed_total, start.step)
+    log.info("training length: %d epochs of %d optimizer steps (%d steps)", epochs, epoch_steps, total)
     return epochs, total
