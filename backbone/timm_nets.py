@@ -2,7 +2,9 @@
 
 ``timm.create_model(model_name, features_only=True, pretrained=False, ...)``: ``out_channels``
 and ``strides`` come from timm's ``feature_info``; ``out_indices`` picks the stages, and any
-other argument goes to ``timm.create_model`` (``drop_path_rate``, ...). Nothing is ever
+other argument goes to ``timm.create_model`` (``drop_path_rate``, ...; each ``*_rate`` in [0, 1),
+never ``features_only``, which the backbone sets, nor ``checkpoint_path``, ``cache_dir`` or ``pretrained_*``,
+which make timm read or fetch files itself: ``check_arguments``). Nothing is ever
 downloaded: ``pretrained`` is a local file holding a timm model's ``state_dict``
 (``torch.save(timm.create_model(name).state_dict(), path)`` where the weights can be
 fetched); its classifier keys, which a feature extractor lacks, are dropped and logged.
@@ -13,12 +15,12 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Annotated, Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
 from backbone.base import Backbone
-from utils.arguments import Count
+from utils.arguments import Count, check_value, in_range, non_empty
 from utils.errors import ConfigError, name_list
 from utils.registry import BACKBONES
 
@@ -26,6 +28,13 @@ LOCAL_WAY = (
     "save a timm model's weights where it can download them, torch.save(timm.create_model('{name}', pretrained=True).state_dict(), '{name}.pth'), "
     "then give the file: backbone_args.pretrained={name}.pth (or model.pretrained={name}.pth model.pretrained_prefix=backbone.model.)"
 )
+
+# what timm.create_model gets from the backbone itself, and why
+SETS_ITSELF = {"features_only": "it always builds timm's features_only model, whose feature maps the network reads"}
+# what would make timm read or fetch a file itself, past the framework's loader (utils/checkpoint/safe_load.py)
+LOADS_FILES = {"checkpoint_path": "makes timm load that file itself", "cache_dir": "is where timm downloads files to",
+               "pretrained_*": "configures the weights timm would download itself"}
+Rate = Annotated[float, in_range(0, 1, high_open=True)]  # drop_rate, drop_path_rate, ...: the probability of dropping
 
 
 @BACKBONES.register("timm")
@@ -35,9 +44,9 @@ class TimmBackbone(Backbone):
     def __init__(
         self,
         model_name: str = "resnet18",
-        out_indices: Optional[Sequence[int]] = None,
+        out_indices: Optional[Annotated[Sequence[int], non_empty()]] = None,
         in_chans: Optional[Count] = None,
-        in_channels: Count = 3,
+        in_channels: Optional[Count] = None,  # 3 when neither is given
         pretrained: Union[str, bool] = "",
         **timm_args: Any,
     ) -> None:
@@ -51,9 +60,10 @@ class TimmBackbone(Backbone):
 
             close = difflib.get_close_matches(model_name, timm.list_models(), n=3, cutoff=0.6)
             raise ConfigError(f"backbone timm: unknown model_name '{model_name}'; {'did you mean ' + ', '.join(close) + '?' if close else 'see timm.list_models()'}")
+        self.check_arguments({"in_chans": in_chans, "in_channels": in_channels, **timm_args})
         if out_indices is not None:
             timm_args["out_indices"] = tuple(out_indices)
-        self.model = _create(model_name, in_chans or in_channels, timm_args)
+        self.model = _create(model_name, in_chans or in_channels or 3, timm_args)
         self.out_channels: List[int] = list(self.model.feature_info.channels())
         self.strides: List[int] = list(self.model.feature_info.reduction())
         self._stage_modules = list(self.model.feature_info.module_name())
@@ -83,6 +93,27 @@ class TimmBackbone(Backbone):
                 f"set model.input_size=[{input_size[0]}, {size[0]}, {size[1]}] and resize the data to it, or build the model for your size "
                 f"with model.args.backbone_args.img_size={fix} (or dynamic_img_size: true)"
             )
+
+    @staticmethod
+    def check_arguments(args: Dict[str, Any]) -> None:
+        """When the config is checked (and when built): ConfigError for an argument the backbone sets itself
+        (``SETS_ITSELF``) or that makes timm read or fetch a file itself (``LOADS_FILES``), for ``in_chans`` and
+        ``in_channels`` that disagree, and for a rate (``*_rate``, which goes on to timm unannotated) outside [0, 1)."""
+        for name in SETS_ITSELF:
+            if name in args:
+                raise ConfigError(f"backbone timm: {name} is set by the backbone itself ({SETS_ITSELF[name]}); remove it from model.args.backbone_args")
+        for name in args:
+            why = LOADS_FILES.get("pretrained_*" if name.startswith("pretrained_") else name)
+            if why is not None:
+                raise ConfigError(f"backbone timm: {name} {why}, past the framework's loader (which never runs code); remove it and give a local "
+                                  "weights file as the backbone's pretrained (model.args.backbone_args.pretrained=FILE.pth)")
+        chans, channels = args.get("in_chans"), args.get("in_channels")
+        if chans is not None and channels is not None and chans != channels:
+            raise ConfigError(f"backbone timm: in_chans={chans!r} and in_channels={channels!r} disagree (both give the input's channel count; one would be ignored); "
+                              "give the count once, as in_channels (in model.args.backbone_args, or model.args.in_channels for a network that passes it)")
+        for name, value in args.items():
+            if name.endswith("_rate"):
+                check_value("backbone 'timm'", "model.args.backbone_args", name, value, Rate)
 
     def set_grad_checkpointing(self, enabled: bool = True) -> None:
         self.grad_checkpointing = enabled

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Set
 
 import torch
 
+from utils.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
@@ -32,7 +33,7 @@ class ClipStrips(EvaluationPictures):
 
     tasks = ("video",)
 
-    def __init__(self, clips: int = 4, frames: int = 8, size: int = 64, splits: Sequence[str] = ("val",)) -> None:
+    def __init__(self, clips: Count = 4, frames: Count = 8, size: Count = 64, splits: EvalSplits = ("val",)) -> None:
         self.clips, self.frames, self.size, self.splits = clips, frames, size, tuple(splits)
         self.rows: Dict[str, List[List[Any]]] = {}
         self.videos: Dict[str, Set[int]] = {}  # videos already shown: one clip each

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from utils.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
@@ -28,7 +29,7 @@ class ConfidentMistakes(EvaluationPictures):
 
     tasks = ("classification",)
 
-    def __init__(self, images: int = 16, size: int = 64, per_row: int = 8, splits: Sequence[str] = ("val",)) -> None:
+    def __init__(self, images: Count = 16, size: Count = 64, per_row: Count = 8, splits: EvalSplits = ("val",)) -> None:
         self.images, self.size, self.per_row, self.splits = images, size, per_row, tuple(splits)
         self.kept: Dict[str, List[Mistake]] = {}
         self.names: Optional[List[str]] = None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 import torch
 
 from utils.distributed.ops import all_reduce_sums
+from utils.arguments import EvalSplits
 from utils.hook import EvalBatch
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
@@ -28,7 +29,7 @@ class ConfusionMatrix(EvaluationPictures):
 
     tasks = ("classification", "video")
 
-    def __init__(self, splits: Sequence[str] = ("val", "test")) -> None:
+    def __init__(self, splits: EvalSplits = ("val", "test")) -> None:
         self.splits = tuple(splits)
         self.counts: Dict[str, torch.Tensor] = {}
         self.names: Optional[List[str]] = None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List
 
+from utils.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
 from utils.metrics.base import target_mask
 from utils.metrics.sod import saliency_logits
@@ -27,7 +28,7 @@ class SaliencyGrid(EvaluationPictures):
 
     tasks = ("sod",)
 
-    def __init__(self, images: int = 8, size: int = 96, splits: Sequence[str] = ("val", "test")) -> None:
+    def __init__(self, images: Count = 8, size: Count = 96, splits: EvalSplits = ("val", "test")) -> None:
         self.images, self.size, self.splits = images, size, tuple(splits)
         self.columns: Dict[str, List[List[Any]]] = {split: [] for split in self.splits}  # per image: its three tiles
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Dict, List, Sequence, Union
+from typing import Annotated, Any, Callable, Dict, List, Literal, Sequence, Union
 
 from utils.config_rules import not_finite, takes_floats
 from utils.errors import ConfigError
@@ -75,6 +75,7 @@ Fraction = Annotated[float, in_range(0, 1, low_open=True, high_open=True)]  # a 
 Seed = Annotated[int, in_range(0, 2**32, high_open=True, what="in [0, 2**32)")]  # numpy's RandomState takes 32-bit seeds
 ImageSize = Union[Count, Annotated[Sequence[Count], length(2)]]  # N (N x N) or [height, width]
 Scales = List[Annotated[float, above(0)]]  # factors on an image size
+EvalSplits = Annotated[Sequence[Literal["val", "test"]], non_empty()]  # the evaluations a hook draws after
 
 
 def argument_types(obj: Any) -> Dict[str, Any]:
@@ -94,10 +95,15 @@ def check_values(what: str, key: str, obj: Any, kwargs: Dict[str, Any]) -> None:
     types = argument_types(obj)
     for name, value in kwargs.items():
         tp = types.get(name)
-        if tp is None:
-            continue
-        if not type_ok(value, tp):
-            raise ConfigError(f"config key '{key}.{name}' must be {type_name(tp)} (an argument of {what}), got {value!r} ({type(value).__name__})")
-        if takes_floats(tp) and not_finite(value):  # inf and NaN pass range tests or poison the run silently
-            must = "hold finite numbers only" if isinstance(value, (list, tuple)) else "be a finite number"
-            raise ConfigError(f"config key '{key}.{name}' must {must} (an argument of {what}), got {value!r}")
+        if tp is not None:
+            check_value(what, key, name, value, tp)
+
+
+def check_value(what: str, key: str, name: str, value: Any, tp: Any) -> None:
+    """ConfigError when ``value`` (the config's ``key.name``, an argument of ``what``) does not fit the
+    type ``tp`` with its range markers, or is a float that is not finite."""
+    if not type_ok(value, tp):
+        raise ConfigError(f"config key '{key}.{name}' must be {type_name(tp)} (an argument of {what}), got {value!r} ({type(value).__name__})")
+    if takes_floats(tp) and not_finite(value):  # inf and NaN pass range tests or poison the run silently
+        must = "hold finite numbers only" if isinstance(value, (list, tuple)) else "be a finite number"
+        raise ConfigError(f"config key '{key}.{name}' must {must} (an argument of {what}), got {value!r}")

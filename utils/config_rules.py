@@ -122,8 +122,9 @@ def _validate_lists(cfg: "Config") -> None:
         if not isinstance(item.get("name"), str):
             raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}}), got {item!r}")
         weight = item.get("weight", 1.0)
-        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight < 0:
-            raise ConfigError(f"config key 'loss[{i}].weight' must be a number >= 0, got {weight!r}")
+        # NaN passes ``< 0`` and inf poisons the sum: either would surface later as a misleading "loss is nan"
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight) or weight < 0:
+            raise ConfigError(f"config key 'loss[{i}].weight' must be a finite number >= 0, got {weight!r}")
         output = item.get("output")
         if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
             raise ConfigError(f"config key 'loss[{i}].output' must be an index of the network's tuple, a key of its dict, or all; got {output!r}")

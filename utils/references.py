@@ -5,9 +5,10 @@ this module checks what needs the registries: that every network (and its
 backbone), dataset, loss, hook and metric the config names exists and takes the
 arguments given (the names as ``Registry.build`` checks them later; the values
 against the types and ranges the constructors declare, ``utils/arguments.py``),
-that each hook is named once, that every ``eval.extra_metrics`` class takes the
-task's outputs, and that ``eval.monitor`` is a name the metric reports (metrics
-declare them with ``reported_names``).
+that each hook is named once and serves the run's task, that every
+``eval.extra_metrics`` class takes the task's outputs, that ``eval.monitor`` is a
+name the metric reports (metrics declare them with ``reported_names``), and that
+each transform list builds and works on a fake sample of ``model.input_size``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from utils.arguments import check_values
 from utils.config import Config
+from utils.data.transforms import check_transforms
 from utils.errors import ConfigError
-from utils.hook.selection import check_hook_entries
+from utils.hook.selection import check_hook_entries, check_hook_tasks
 from utils.optim.optimizers import check_group_keys
 from utils.registry import BACKBONES, DATASETS, HOOKS, LOSSES, METRICS, NETWORKS, Registry
 
@@ -51,7 +53,8 @@ def _check(registry: Registry, name: str, key: str, args: Dict[str, Any], fixed:
 
 def _check_network(model: Any) -> None:
     """The network's arguments, and its backbone's (``model.args.backbone_args``) through the backbone
-    registry; a backbone may refuse ``model.input_size`` before anything is built (``check_input_size``)."""
+    registry; a backbone may refuse combinations of its arguments (``check_arguments``) and ``model.input_size``
+    (``check_input_size``) before anything is built."""
     network = _check(NETWORKS, model.name, "model.args", model.args)
     try:
         params = inspect.signature(network).parameters
@@ -64,6 +67,9 @@ def _check_network(model: Any) -> None:
     if not isinstance(backbone, str) or not isinstance(backbone_args, dict):
         return  # a type the network's own annotations refused above, or a plugin's own convention
     cls = _check(BACKBONES, backbone, "model.args.backbone_args", backbone_args)
+    check_args = getattr(cls, "check_arguments", None)  # what annotations cannot say (the timm backbone's own rules)
+    if check_args is not None:
+        check_args(backbone_args)
     check_input = getattr(cls, "check_input_size", None)
     if check_input is not None and model.input_size:
         check_input(list(model.input_size), backbone_args)
@@ -73,6 +79,8 @@ def check_references(cfg: Config) -> None:
     """ConfigError (or RegistryError) for the first name that does not resolve or does not take its arguments."""
     _check(DATASETS, cfg.data.name, "data.args", cfg.data.args, fixed={"split": "train", "root": cfg.data.root, "transform": None})
     _check_network(cfg.model)
+    for key in ("train_transforms", "eval_transforms"):  # built, and tried on a fake sample of model.input_size
+        check_transforms(getattr(cfg.data, key), f"data.{key}", cfg.model.input_size)
     for i, spec in enumerate(cfg.loss):
         name, args = _named(spec, drop=("weight", "output"))
         _check(LOSSES, name, f"loss[{i}]", args)
@@ -80,6 +88,7 @@ def check_references(cfg: Config) -> None:
     for i, spec in enumerate(cfg.hooks):
         name, args = _named(spec, drop=("enabled",))  # the switch of a default hook, not an argument
         _check(HOOKS, name, f"hooks[{i}]", args)
+    check_hook_tasks(cfg.hooks, cfg.eval.metric)
     check_group_keys(cfg.optim.param_groups)
     extras = cfg.eval.extra_metrics
     if extras:  # each class exists, takes its arguments and the task's outputs (num_classes as the network's, until the data tells)

@@ -38,6 +38,11 @@ CASES: Dict[str, tuple] = {
     "RANK without WORLD_SIZE": ({"RANK": "1"}, [], r"^error: environment variable RANK=1 must be below WORLD_SIZE=1 \(not set\) \(ranks count from 0\)"),
     "SLURM_PROCID not below SLURM_NTASKS": ({**SLURM, "SLURM_PROCID": "2"}, [],
                                             r"^error: environment variable SLURM_PROCID=2 must be below SLURM_NTASKS=2 \(ranks count from 0\); .*start the tasks with srun, which sets them$"),
+    "MASTER_PORT out of range": ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "99999"}, [],
+                                 r"^error: environment variable MASTER_PORT=99999 must be in 1..65535; export a free port number, or unset it$"),
+    "MASTER_ADDR that does not resolve": ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "nonexistent.invalid", "MASTER_PORT": "free"}, ["device=cpu"],
+                                          r"^error: job of RANK/WORLD_SIZE=2 variables: MASTER_ADDR='nonexistent.invalid', the address of process 0, does not resolve \(.*\); "
+                                          r"export MASTER_ADDR=<the host name or IP address of process 0's machine> \(127.0.0.1 when every process runs on this one\) for every process$"),
     "dist.backend=nccl on the CPU": ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "free"}, ["device=cpu", "dist.backend=nccl"],
                                      r"^error: dist.backend=nccl needs a CUDA device, but (CUDA is not available here|the run uses cpu); "
                                      r"use dist.backend=auto \(gloo on the CPU\) or dist.backend=gloo$"),
@@ -148,6 +153,31 @@ def test_the_slurm_wait_is_a_number_of_seconds_at_most_the_collective_timeout():
     assert join_wait_s({}, 1800) == 60 and join_wait_s({"REGTRAIN_SLURM_WAIT_S": "5"}, 1800) == 5 and join_wait_s({}, 20) == 20
     with pytest.raises(ConfigError, match=r"REGTRAIN_SLURM_WAIT_S='soon' must be a number of seconds > 0; unset it for 60 s"):
         join_wait_s({"REGTRAIN_SLURM_WAIT_S": "soon"}, 1800)
+
+
+def test_ports_outside_the_tcp_range_are_refused_where_the_variables_are_read():
+    for port in ("0", "65536", "-1"):
+        with pytest.raises(ConfigError, match=rf"^environment variable MASTER_PORT={port} must be in 1..65535; export a free port number, or unset it$"):
+            resolve_launch({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port})
+    with pytest.raises(ConfigError, match=r"MASTER_PORT=70000 must be in 1..65535"):
+        resolve_launch({**SLURM, "SLURM_PROCID": "0", "MASTER_PORT": "70000"})
+    assert resolve_launch({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "65535"}).master_port == 65535
+
+
+def test_a_store_that_cannot_be_opened_is_one_line_naming_master_addr_and_port(monkeypatch):
+    import torch.distributed as dist
+
+    def unreachable(*args, **kwargs):
+        raise dist.DistNetworkError("The client socket has timed out after 1000ms while trying to connect to (10.0.0.9, 29500).\nException raised from ...")
+
+    monkeypatch.setattr(dist, "TCPStore", unreachable)
+    launch = Launch("env", 0, 2, 0, "127.0.0.1", 29500)
+    with pytest.raises(ConfigError, match=r"^job of RANK/WORLD_SIZE=2 variables: process 0 cannot open the job's store at MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "
+                                          r"\(The client socket has timed out after 1000ms .*\); export MASTER_ADDR=<an address of process 0's machine that the others reach> "
+                                          r"and MASTER_PORT=<a free port> for every process$"):
+        join_store(launch, 1.0, datetime.timedelta(seconds=5))
+    with pytest.raises(ConfigError, match=r"^SLURM job: MASTER_ADDR='a..b', the address of task 0, does not resolve .*in the job script, before srun$"):
+        join_store(Launch("slurm", 1, 2, 0, "a..b", 29500), 1.0, datetime.timedelta(seconds=5))
 
 
 def test_a_job_port_in_use_is_one_line_naming_master_port():

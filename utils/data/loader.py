@@ -90,6 +90,8 @@ def build_train_loader(
     reads the image folder of ``dataset`` with DALI pipelines instead.
     ``channels_last``: 4-D inputs come out NHWC (``model.channels_last``). ``batchnorm`` (the network has
     BatchNorm layers): a last batch of one sample, which ``data.drop_last=false`` would keep, is dropped.
+    A ``data.batch_size`` above the samples per process gives one smaller batch per epoch (kept also under
+    ``data.drop_last``, which would leave no step), with a warning naming both numbers.
     """
     mode = resolve_mode(cfg.prefetch, device)
     if cfg.loader == "dali":
@@ -104,11 +106,15 @@ def build_train_loader(
         sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator)
     else:
         sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
-    drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
+    drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size  # a batch larger than the data: its one incomplete batch is kept
     if batchnorm and not drop_last and len(sampler) % cfg.batch_size == 1:  # every rank's sampler has the same length
         log.info("data.drop_last=false: each epoch's last training batch would hold 1 sample, which BatchNorm cannot normalize in "
                  "training; it is dropped (%d of %d samples per epoch are read)", len(sampler) - 1, len(sampler))
         drop_last = True
+    if len(sampler) < cfg.batch_size and not drop_last:
+        kept = " (data.drop_last=true would drop it and leave no step, so it is kept)" if cfg.drop_last else ""
+        log.warning("data.batch_size=%d is more than the %d training samples per process: each epoch is one step of a %d-sample batch%s; "
+                    "set data.batch_size to at most %d, or add training data", cfg.batch_size, len(sampler), len(sampler), kept, len(sampler))
     loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, generator=generator, **_loader_options(dataset, cfg, mode))
     return _prefetching(loader, cfg, mode, device, channels_last)
 

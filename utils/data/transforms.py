@@ -6,7 +6,11 @@ v2 transforms apply the same random parameters to an image and its
 ``tv_tensors.Mask`` or to every frame of a ``tv_tensors.Video``, which is what
 dense prediction and video tasks need. A crop larger than the image it gets
 (``RandomCrop``, ``FiveCrop``, ``TenCrop``, and ``CenterCrop``, which v2 would pad
-with black) is a DataError naming both sizes and the fix.
+with black) is a DataError naming both sizes and the fix. When the config is checked,
+``check_transforms`` builds each list and tries it on a fake sample of ``model.input_size``
+(a few seeded draws, which training never sees): an entry that fails or empties the
+sample, or a list that does not end in a tensor, is one ConfigError naming the entry
+(``data.train_transforms[0] (RandomRotation)``).
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ from __future__ import annotations
 import difflib
 import re
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import torch
+
+from utils.data.trial import drawing_nothing
 from utils.errors import ConfigError, DataError
 
 # what torchvision's crops raise for a crop larger than their input (RandomCrop; FiveCrop, TenCrop)
@@ -79,22 +86,110 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _build_ops(specs: List[Dict[str, Any]], key: str) -> List[Tuple[str, Callable]]:
+    """Each entry of the list ``key`` built, with the words that name it in errors (``data.train_transforms[0] (RandomCrop)``)."""
+    v2, names = _v2(), _names()
+    ops = []
+    for index, spec in enumerate(specs):
+        spec = dict(spec)
+        name = spec.pop("name", None)
+        if name not in names:
+            hint = difflib.get_close_matches(str(name), names, n=1)
+            fix = f"; did you mean '{hint[0]}'?" if hint else ""
+            raise ConfigError(f"{key}[{index}]: unknown transform '{name}' (torchvision.transforms.v2 class names){fix}")
+        cls = __getattr__("StrictCenterCrop") if name == "CenterCrop" else getattr(v2, name)
+        try:
+            ops.append((f"{key}[{index}] ({name})", cls(**spec)))
+        except (TypeError, ValueError) as err:  # what torchvision raises for arguments it does not take or values out of range
+            raise ConfigError(f"{key}[{index}] ({name}) refused its arguments {spec}: {_first_line(err)}; fix them (see torchvision.transforms.v2.{name})") from None
+    return ops
+
+
 def build_transforms(specs: List[Dict[str, Any]], key: str = "data.*_transforms") -> Optional[Callable]:
     """The listed transforms (``key`` names their config list in errors), or None for an empty list."""
     if not specs:
         return None
-    v2 = _v2()
-    ops = []
-    for spec in specs:
-        spec = dict(spec)
-        name = spec.pop("name", None)
-        if name is None or not hasattr(v2, name) or name not in _names():
-            hint = difflib.get_close_matches(str(name), _names(), n=1)
-            fix = f"; did you mean '{hint[0]}'?" if hint else ""
-            raise ConfigError(f"unknown transform '{name}' in data.*_transforms (torchvision.transforms.v2 class names){fix}")
-        cls = __getattr__("StrictCenterCrop") if name == "CenterCrop" else getattr(v2, name)
-        try:
-            ops.append(cls(**spec))
-        except TypeError as err:
-            raise ConfigError(f"transform '{name}' rejected its arguments {spec}: {err}") from err
-    return ConfiguredTransforms(v2.Compose(ops), key)
+    return ConfiguredTransforms(_v2().Compose([op for _, op in _build_ops(specs, key)]), key)
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [""])[0].rstrip(".")
+
+
+def _fake_input(input_size: Sequence[int]) -> Any:
+    """A sample of ``input_size`` as the datasets give it to the transforms: an image ``[C, H, W]``, or a clip
+    ``[C, T, H, W]`` as a video ``[T, C, H, W]``; values in [0, 1]."""
+    from torchvision import tv_tensors
+
+    if len(input_size) == 4:
+        channels, frames, height, width = input_size
+        return tv_tensors.Video(torch.rand(frames, channels, height, width))
+    return tv_tensors.Image(torch.rand(*input_size))
+
+
+def _enlarged(sample: Any, height: int, width: int) -> Any:
+    """``sample`` with at least ``height`` x ``width`` pixels: the real data may be larger than ``model.input_size``."""
+    from torchvision import tv_tensors
+
+    shape = list(sample.shape)
+    shape[-2:] = [max(shape[-2], height), max(shape[-1], width)]
+    return tv_tensors.wrap(torch.rand(*shape), like=sample)
+
+
+# what torch and torchvision raise for values they cannot use (a NaN angle, a zero std, a size of 0, a number as a function)
+TRIAL_ERRORS = (TypeError, ValueError, RuntimeError, IndexError, ArithmeticError)
+
+
+def _apply(label: str, op: Callable, sample: Any, input_size: Sequence[int]) -> Any:
+    """``op(sample)``; a crop larger than the fake sample is tried again on a sample of the crop's size (the
+    data may be larger than ``model.input_size``: its own size is checked when it is read); any other
+    failure is a ConfigError naming the entry."""
+    try:
+        return op(sample)
+    except TRIAL_ERRORS as err:
+        match = CROP_TOO_LARGE.search(str(err)) if isinstance(err, ValueError) and isinstance(sample, torch.Tensor) else None
+        if match is None or tuple(sample.shape[-2:]) != (int(match.group(3)), int(match.group(4))):
+            raise _failed(label, input_size, err) from None
+    try:
+        return op(_enlarged(sample, int(match.group(1)), int(match.group(2))))
+    except TRIAL_ERRORS as err:
+        raise _failed(label, input_size, err) from None
+
+
+def _failed(label: str, input_size: Sequence[int], err: Exception) -> ConfigError:
+    return ConfigError(f"{label} fails on a sample of model.input_size={list(input_size)}: {type(err).__name__}: {_first_line(err)}; fix its arguments or remove it")
+
+
+# the list runs this many times, each from its own seed: a random transform with bad values may fail on some draws only
+TRIALS = 4
+
+
+def _trial(ops: List[Tuple[str, Callable]], key: str, input_size: Sequence[int]) -> None:
+    """One pass of the list over a fake sample; ConfigError naming the entry that fails, empties the sample,
+    or leaves a value that is not a tensor at the end."""
+    sample, made_by = _fake_input(input_size), ""
+    for label, op in ops:
+        out = _apply(label, op, sample, input_size)
+        if isinstance(out, torch.Tensor) and 0 in out.shape:
+            raise ConfigError(f"{label} turns a sample of model.input_size={list(input_size)} into an empty one of shape {list(out.shape)}; fix its arguments (sizes >= 1)")
+        made_by = label if isinstance(sample, torch.Tensor) and not isinstance(out, torch.Tensor) else made_by
+        sample = out
+    if not isinstance(sample, torch.Tensor):
+        module = type(sample).__module__.split(".")[0]
+        kind = type(sample).__name__ if module == "builtins" else f"{module}.{type(sample).__name__}"
+        raise ConfigError(f"{made_by or key} leaves a {kind}, not a tensor, at the end of {key}: the loader batches tensors; "
+                          f"end the list with a transform that returns one (e.g. {{name: ToImage}}) or remove it")
+
+
+def check_transforms(specs: List[Dict[str, Any]], key: str, input_size: Optional[Sequence[int]]) -> None:
+    """When the config is checked: the list ``key`` builds and, when ``model.input_size`` is one image's
+    (or one clip's) shape, turns a fake sample of it into a non-empty tensor (the loader batches tensors)
+    on each of ``TRIALS`` seeded draws; one ConfigError naming the entry otherwise. Training draws the same
+    numbers with the check as without (``utils/data/trial.py``)."""
+    ops = _build_ops(specs, key)
+    if not ops or not input_size or len(input_size) not in (3, 4):
+        return
+    with drawing_nothing():
+        for seed in range(TRIALS):
+            torch.default_generator.manual_seed(seed)  # the CPU's only (forked); the same draws at every check: a config passes or fails alike each time
+            _trial(ops, key, input_size)

@@ -9,6 +9,8 @@ exports an earlier job's variables. Here process 0 opens the store, every proces
 own key into it, and all of them wait at most ``REGTRAIN_JOIN_WAIT_S`` seconds (default 60;
 ``REGTRAIN_SLURM_WAIT_S`` also sets it; never longer than ``dist.timeout_s``) for the others,
 saying after ``NOTICE_S`` what they wait for. The process group is then built on this store.
+An address that does not resolve, or a store that cannot be opened for another network reason
+(a port in use, an address of another machine), is one line naming MASTER_ADDR and MASTER_PORT.
 (torchrun's own rendezvous has its own timeouts: its workers do not come here.)
 """
 
@@ -84,20 +86,41 @@ def _reach(launch: Launch, wait_s: float, deadline: float) -> None:
             time.sleep(POLL_S)
 
 
+def _where(launch: Launch) -> str:
+    return "in the job script, before srun" if launch.launcher == "slurm" else "for every process"
+
+
+def _resolve(launch: Launch) -> None:
+    """ConfigError when rank 0's address names no host: the store would retry in C++ for its whole timeout, then fail raw."""
+    try:
+        socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:  # an unknown name; a malformed one (an empty label) fails to encode
+        raise ConfigError(f"{_job(launch)}: MASTER_ADDR={launch.master_addr!r}, the address of {_member(launch)} 0, does not resolve ({err}); "
+                          f"export MASTER_ADDR=<the host name or IP address of {_member(launch)} 0's machine> (127.0.0.1 when every "
+                          f"{_member(launch)} runs on this one) {_where(launch)}") from None
+
+
+def _store_error(launch: Launch, err: dist.DistNetworkError) -> ConfigError:
+    """A store that cannot be opened, as one line naming MASTER_ADDR and MASTER_PORT."""
+    if "EADDRINUSE" in str(err):
+        return ConfigError(f"{_job(launch)}: port {launch.master_port} on {launch.master_addr} is in use (another job or run there); "
+                           f"export MASTER_PORT=<a free port> {_where(launch)}")
+    reason = (str(err).strip().splitlines() or [""])[0].rstrip(".")
+    return ConfigError(f"{_job(launch)}: {_member(launch)} {launch.rank} cannot open the job's store at MASTER_ADDR={launch.master_addr} MASTER_PORT={launch.master_port} "
+                       f"({reason}); export MASTER_ADDR=<an address of {_member(launch)} 0's machine that the others reach> and MASTER_PORT=<a free port> {_where(launch)}")
+
+
 def _open_store(launch: Launch, wait_s: float, deadline: float) -> dist.TCPStore:
     """Process 0 serves the store; the others connect to it."""
+    _resolve(launch)
     timeout = datetime.timedelta(seconds=max(POLL_S, deadline - time.monotonic()))
-    if launch.rank != 0:
-        _reach(launch, wait_s, deadline)
-        return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, False, timeout)
     try:
+        if launch.rank != 0:
+            _reach(launch, wait_s, deadline)
+            return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, False, timeout)
         return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, True, timeout, wait_for_workers=False)
     except dist.DistNetworkError as err:
-        if "EADDRINUSE" not in str(err):
-            raise
-        where = "in the job script, before srun" if launch.launcher == "slurm" else "for every process"
-        raise ConfigError(f"{_job(launch)}: port {launch.master_port} on {launch.master_addr} is in use (another job or run there); "
-                          f"export MASTER_PORT=<a free port> {where}") from None
+        raise _store_error(launch, err) from None
 
 
 def _all_joined(store: dist.TCPStore, keys: List[str], launch: Launch) -> bool:

@@ -64,17 +64,23 @@ def _fix(*names: str) -> str:
     return f"unset {' and '.join(names) if len(names) > 1 else it} (left over from an earlier launch?) or start the run with torchrun, which sets {it}"
 
 
-def _int(env: Mapping[str, str], name: str, default: int = 0, minimum: int = 0) -> int:
-    """The launcher's variable ``name`` (``default`` when unset) as an integer >= ``minimum``."""
+def _int(env: Mapping[str, str], name: str, default: int = 0, minimum: int = 0, maximum: Optional[int] = None) -> int:
+    """The launcher's variable ``name`` (``default`` when unset) as an integer >= ``minimum`` (and <= ``maximum``)."""
     if name not in env:
         return default
     try:
         value = int(env[name])
     except ValueError:
         raise ConfigError(f"environment variable {name}={env[name]!r} must be an integer; {_fix(name)}") from None
-    if value < minimum:
-        raise ConfigError(f"environment variable {name}={value} must be >= {minimum}; {_fix(name)}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"in {minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise ConfigError(f"environment variable {name}={value} must be {bound}; {_fix(name)}")
     return value
+
+
+def _port(env: Mapping[str, str]) -> int:
+    """``MASTER_PORT`` as a TCP port (1..65535): a larger one is a raw TypeError in the store, 0 a port no peer can know."""
+    return _int(env, "MASTER_PORT", minimum=1, maximum=65535)
 
 
 def _place(env: Mapping[str, str], rank_name: str, size_name: str) -> Tuple[int, int]:
@@ -100,7 +106,7 @@ def _torchrun(env: Mapping[str, str]) -> Launch:
             f"unset {' '.join(found)} to run one process, or start the run with torchrun (torchrun --nproc_per_node={size} main.py ...)"
         )
     if size > 1 and "TORCHELASTIC_RUN_ID" not in env:
-        return Launch("env", rank, size, _int(env, "LOCAL_RANK"), env["MASTER_ADDR"], _int(env, "MASTER_PORT"))
+        return Launch("env", rank, size, _int(env, "LOCAL_RANK"), env["MASTER_ADDR"], _port(env))
     return Launch("torchrun", rank, size, _int(env, "LOCAL_RANK"))
 
 
@@ -109,7 +115,7 @@ def _slurm(env: Mapping[str, str]) -> Launch:
     rank, size = _place(env, "SLURM_PROCID", "SLURM_NTASKS")
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "localhost"
     addr = env.get("MASTER_ADDR") or first_host(nodelist)
-    port = _int(env, "MASTER_PORT") if env.get("MASTER_PORT") else job_port(env.get("SLURM_JOB_ID", "0"))
+    port = _port(env) if env.get("MASTER_PORT") else job_port(env.get("SLURM_JOB_ID", "0"))
     return Launch("slurm", rank, size, _int(env, "SLURM_LOCALID"), addr, port)
 
 

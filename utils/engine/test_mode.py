@@ -2,7 +2,8 @@
 
 A test mode run writes into a ``test_NNN`` folder of its own (``utils/run_folder.py``); the
 training run's records stay as they were. ``checkpoint_network`` is the network of a
-checkpoint as the run evaluated it, for every mode that reads a checkpoint.
+checkpoint as the run evaluated it, for every mode that reads a checkpoint. The test split must
+reach the network at the size it was trained at (``model.input_size``), as predict's inputs must.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from typing import Any, Dict, Tuple
 
 import torch
+import yaml
 from torch import nn
 
 from utils.amp import Amp
@@ -18,6 +20,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
+from utils.data.input_shape import check_test_size
 from utils.distributed.process_group import DistInfo
 from utils.engine.components import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
@@ -68,6 +71,19 @@ def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch:
     return trainer.test(loader, epoch, on_batch)
 
 
+def _check_trained_size(cfg: Config, dataset: Any) -> None:
+    """The test split at the size the checkpoint was trained at, as predict holds its inputs (DALI sizes its own).
+    The fix named: the mask datasets' own size, else a Resize at the end of the eval transforms (which may be the cause)."""
+    if cfg.data.loader == "dali" or not cfg.model.input_size or len(cfg.model.input_size) < 2:
+        return
+    from utils.engine.predict import input_sizing  # predict imports this module: imported on use
+
+    sizing, (height, width) = input_sizing(cfg), cfg.model.input_size[-2:]
+    resized = [*cfg.data.eval_transforms, {"name": "Resize", "size": [height, width]}]
+    fix = sizing.fix if sizing.resize_last is not None else "data.eval_transforms=" + yaml.safe_dump(resized, default_flow_style=True, width=1 << 16).strip()
+    check_test_size(dataset, cfg.model.input_size, fix)
+
+
 def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint) -> Dict[str, float]:
     """Single-card (or distributed) evaluation of a checkpoint on the test split, recorded in ``run``."""
     if info.is_main:
@@ -80,6 +96,7 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
     trainer.state.step = progress.step  # the test's row and events at the step the weights are of
     try:
         dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
+        _check_trained_size(cfg, dataset)
         return run_test(cfg, run, trainer, dataset, progress.epoch - 1 if progress.batch == 0 else progress.epoch)
     finally:
         trainer.close()

@@ -46,9 +46,22 @@ def check_hook_entries(specs: Sequence[Dict[str, Any]]) -> None:
         seen[name] = index
 
 
+def check_hook_tasks(specs: Sequence[Dict[str, Any]], task: str) -> None:
+    """ConfigError for a ``hooks:`` entry that turns on a hook whose ``tasks`` leave out ``task`` (``eval.metric``):
+    it reads what that task's batches do not hold (a saliency grid, masks). A hook without ``tasks`` (most of the
+    users' own) runs in any task; ``enabled: false`` turns nothing on."""
+    for index, spec in enumerate(specs):
+        name = HOOKS.resolve(spec["name"])
+        tasks = tuple(getattr(HOOKS.get(name), "tasks", ()) or ())
+        if tasks and not serves(HOOKS.get(name), task) and spec.get("enabled", True) is not False:
+            raise ConfigError(f"config key 'hooks[{index}]' turns on hook '{name}', which serves eval.metric {', '.join(tasks)}, "
+                              f"but this run's eval.metric is {task}; remove the entry (or set enabled: false)")
+
+
 def task_hooks(task: str, specs: Sequence[Dict[str, Any]]) -> List[Any]:
     """The default hooks of ``task`` as the ``hooks:`` entries set them, then the entries' other hooks, built."""
     check_hook_entries(specs)
+    check_hook_tasks(specs, task)
     defaults = default_hook_names(task)
     settings: Dict[str, Tuple[bool, Dict[str, Any]]] = {}
     added: List[Tuple[str, Dict[str, Any]]] = []

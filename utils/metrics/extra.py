@@ -27,6 +27,7 @@ import torch
 from utils.distributed.ops import all_gather_objects, get_world_size
 from utils.errors import ConfigError, RegistryError
 from utils.metrics.base import Metric, target_tensor
+from utils.registry import METRICS
 
 # where torchmetrics keeps its metric classes (the top level re-exports most of them)
 _MODULES = ("torchmetrics", "torchmetrics.classification", "torchmetrics.regression", "torchmetrics.segmentation")
@@ -69,7 +70,8 @@ def snake_case(name: str) -> str:
 
 
 def reported_name(spec: Dict[str, Any]) -> str:
-    return str(spec.get("as") or snake_case(str(spec["name"])))
+    """The entry's ``as``, else its class name in snake case."""
+    return str(spec["as"]) if "as" in spec else snake_case(str(spec["name"]))
 
 
 def extra_directions(specs: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]]:
@@ -95,11 +97,38 @@ def check_extra_classes(specs: Sequence[Dict[str, Any]], num_classes: Optional[i
                               f"leave num_classes out (it is filled in from the data) or set it to {num_classes}")
 
 
+# what evaluate() reports beside the metrics (utils/engine/evaluate.py), and the prefix of the EMA's pass (eval.use_ema)
+EVALUATION_NAMES = ("loss", "samples")
+EMA_PREFIX = "ema_"
+
+
+def check_reported_names(specs: Sequence[Dict[str, Any]], task_metric: str) -> None:
+    """ConfigError for an ``as`` that is not a plain name (a string usable as a key, a TensorBoard tag, a monitor),
+    and for an entry reported under a name the task's metric, the evaluation (``loss``, ``samples``) or an
+    earlier entry already reports: one of the two values would replace the other in silence."""
+    task_names = METRICS.build(task_metric).reported_names() or []
+    taken = {**{name: f"eval.metric={task_metric}" for name in task_names}, **{name: "every evaluation" for name in EVALUATION_NAMES}}
+    for i, spec in enumerate(specs):
+        alias = spec.get("as")
+        if "as" in spec and (not isinstance(alias, str) or not alias.isidentifier()):
+            raise ConfigError(f"config key 'eval.extra_metrics[{i}].as' must be a plain name (letters, digits and _, not starting with a digit; "
+                              f"e.g. as: f1_macro), got {alias!r}")
+        name = reported_name(spec)
+        if name.startswith(EMA_PREFIX):
+            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) would be reported as '{name}', but names starting with {EMA_PREFIX} are the EMA's "
+                              f"(eval.use_ema reports {EMA_PREFIX}<name> for each name); give it another name with as: (e.g. as: {name[len(EMA_PREFIX):] or 'extra'})")
+        if name in taken:
+            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) would be reported as '{name}', a name {taken[name]} already reports, "
+                              f"and one value would replace the other; give it another name with as: (e.g. as: {name}_2)")
+        taken[name] = f"eval.extra_metrics[{i}]"
+
+
 def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int], source: str = DATA_CLASSES) -> Dict[str, Any]:
     """The torchmetrics instances of ``eval.extra_metrics`` by reported name; ConfigError for an
     entry whose arguments the class refuses, whose ``num_classes`` contradicts ``num_classes``
-    (see ``check_extra_classes``), or a name reported twice."""
+    (see ``check_extra_classes``), or whose name is not a plain one or is already reported (``check_reported_names``)."""
     check_extra_classes(specs, num_classes, source)
+    check_reported_names(specs, task_metric)
     built: Dict[str, Any] = {}
     for i, spec in enumerate(specs):
         cls = metric_class(spec["name"])
@@ -110,8 +139,6 @@ def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes:
         if "num_classes" in takes and "num_classes" not in args and num_classes is not None:
             args["num_classes"] = int(num_classes)
         name = reported_name(spec)
-        if name in built:
-            raise ConfigError(f"eval.extra_metrics[{i}]: '{name}' is reported twice; give one of them another name with as: (e.g. as: {name}_2)")
         try:
             built[name] = cls(**args, sync_on_compute=False)  # never torchmetrics' own sync: see the module's docstring
         except (TypeError, ValueError) as err:

@@ -85,11 +85,25 @@ def check_group_keys(specs: Sequence[Dict[str, Any]]) -> None:
 
 
 def check_group_specs(model: nn.Module, specs: Sequence[Dict[str, Any]]) -> None:
-    """Every ``optim.param_groups`` entry has a pattern and known keys, and each pattern matches a parameter."""
+    """Every ``optim.param_groups`` entry has a pattern and known keys, each pattern matches a parameter, and
+    each entry claims a parameter no earlier entry took (a parameter goes to the first match: an entry
+    whose every match is taken would have its settings ignored in silence)."""
     check_group_keys(specs)
     names = [name for name, _ in model.named_parameters()]
     for index, spec in enumerate(specs):
         check_patterns(names, _patterns(spec), f"optim.param_groups[{index}]")
+    owner = {name: _match_group(name, specs) for name in names}
+    for index, spec in enumerate(specs):
+        matched = [name for name in names if matches(name, _patterns(spec))]
+        if any(owner[name] == index for name in matched):
+            continue
+        earlier = sorted({owner[name] for name in matched})
+        taken_by = " and ".join(f"optim.param_groups[{i}] (pattern {specs[i]['pattern']!r})" for i in earlier)
+        raise ConfigError(
+            f"optim.param_groups[{index}] (pattern {spec['pattern']!r}) claims no parameter, so its settings would be ignored: every parameter it "
+            f"matches ({len(matched)}, e.g. {matched[0]}) is taken by the earlier {taken_by}, since a parameter goes to the first group that matches; "
+            "merge the groups into one, remove this one, or narrow the earlier pattern"
+        )
 
 
 def param_groups(
