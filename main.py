@@ -27,12 +27,14 @@ from utils.checkpoint.records import read_record
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.safe_load import trust_files
+from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.sharded import open_store
 from utils.config import Config, load_config, save_config, to_dict
 from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.data.identity import data_identity
+from utils.data.input_shape import check_input_shape
 from utils.distributed.ops import decided_by_rank0, is_dist
 from utils.distributed.fsdp import check_fsdp_combination, shard_model
 from utils.distributed.parallel import convert_sync_bn, wrap_model
@@ -55,7 +57,7 @@ from utils.engine.predict import dataset_check_view, predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
 from utils.engine.validator import Validator
-from utils.errors import UserError, one_line
+from utils.errors import RegistryError, UserError, one_line
 from utils.hook.profiler import ProfilerHook
 from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
@@ -84,11 +86,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -> Config:
-    """Test mode starts from the config saved in the checkpoint; the file and overrides apply on top."""
-    cfg = load_config(args.config, args.overrides, base=checkpoint.config if checkpoint is not None else None)
+    """Test, predict and export start from the config saved in the checkpoint (``checkpoint_base``); the file and
+    overrides apply on top. Only the user's ``custom_imports`` are imported."""
+    cfg = load_config(args.config, args.overrides, base=checkpoint_base(checkpoint) if checkpoint is not None else None)
     import_custom(cfg.custom_imports)
-    # the registries know the custom imports' names now; predict reads data.args.on_bad_sample itself, whatever the dataset takes
-    check_references(dataset_check_view(cfg) if args.mode == "predict" else cfg)
+    try:  # the registries know the custom imports' names now; predict reads data.args.on_bad_sample itself, whatever the dataset takes
+        check_references(dataset_check_view(cfg) if args.mode == "predict" else cfg)
+    except RegistryError as err:
+        left_out = not_imported(checkpoint, cfg)
+        if not left_out:
+            raise
+        raise RegistryError(f"{one_line(err)}; {how_to_import(left_out, args.mode)}") from None
     return cfg
 
 
@@ -96,25 +104,26 @@ def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str], o
     """The run's folder (a new one, or the training run to continue, locked by rank 0), the checkpoint
     to resume and its validation record; rank 0 decides, every rank gets its answer (or its error)."""
     experiment, kind = cfg.experiment_dir, "run" if mode == "train" else mode
-    locked: List[RunFolder] = []
+    opened: List[RunFolder] = []  # rank 0's folder: it knows whether this process made it (``RunFolder.abandon``)
 
     def decide() -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
         run, start_from = run_to_continue(experiment, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
         run = run or (named_run(Path(output)) if output else create_run(experiment, kind))
+        opened.append(run)
         if mode != "train":
             return str(run.path), None, None
         run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
-        locked.append(run)
         found = checkpoint_to_resume(run, start_from, required=bool(resume))
         return str(run.path), None if found is None else str(found), None if found is None else read_record(found)
 
     try:
         path, found, record = decided_by_rank0(decide)
     except UserError:
-        for run in locked:
+        for run in opened:
+            run.abandon()  # a folder made for this start goes again
             run.release()
         raise
-    return (locked[0] if locked else RunFolder(Path(path))), None if found is None else Path(found), record
+    return (opened[0] if opened else RunFolder(Path(path))), None if found is None else Path(found), record
 
 
 def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
@@ -164,6 +173,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
+    check_input_shape(datasets["val"], cfg.model.input_size)  # a sample's dimensions and channels against model.input_size
     check_extra_classes(cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None))  # an entry's own num_classes against the data's
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
@@ -214,9 +224,9 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
     info, run = None, None
     try:
+        trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
         checkpoint = Checkpoint.load(args.checkpoint) if args.mode != "train" else None
         cfg = resolve_config(args, checkpoint)
         if cfg.threads is not None:
@@ -226,6 +236,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         run, resume_path, record = open_run(cfg, info, args.mode, args.resume, args.output if args.mode in ("predict", "export") else None)
         setup_logging(run.log, info.rank)
         log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s; run folder %s", __version__, torch.__version__, info.world_size, info.launcher, info.device, run.path)
+        if not_imported(checkpoint, cfg):
+            log.warning("%s", how_to_import(not_imported(checkpoint, cfg), args.mode))
         if args.mode == "train":
             results = train(cfg, info, run, (resume_path, record), ResumeChoices(args.resume_force, args.reset_optimizer))
         elif args.mode == "test":
@@ -239,6 +251,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         cleanup()
         return PREEMPTED_EXIT
     except UserError as err:
+        if run is not None and info.is_main:  # a start stopped before any result leaves no folder (utils/run_folder.py)
+            setup_logging(None, info.rank)  # its log file closed first
+            run.abandon()
         if args.debug and not is_dist():
             raise
         rank = f"[rank{info.rank}] " if info is not None and info.distributed else ""

@@ -18,22 +18,32 @@ One process at a time trains in a run folder: rank 0 holds an exclusive
 ``fcntl.flock`` on its ``.lock`` for the whole run. The kernel releases it when
 the process ends, however it ends (``kill -9`` included), so a stale lock never
 blocks a later run.
+
+A start that bad input stops before its folder holds a result leaves no folder behind:
+``RunFolder.abandon`` takes back what ``create`` or ``named`` made (and ``latest``).
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import re
+import shutil
 import socket
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
 
 LATEST = "latest"
 _NUMBERED = re.compile(r"^(run|test|predict|export)_(\d+)$")
+RESERVED = "run_NNN, test_NNN, predict_NNN, export_NNN, latest, checkpoints"  # names the layout gives its own folders
+# what every start writes before any result: a folder holding nothing else (and no checkpoint) holds nothing of value
+BOOKKEEPING = (".lock", "config.yaml", "log.txt", "tb", "checkpoints")
+
+log = logging.getLogger(__name__)
 
 
 class RunFolder:
@@ -42,6 +52,9 @@ class RunFolder:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._fd: Optional[int] = None
+        self.fresh = False  # this process started the folder (``create``, ``named``): a failed start takes it back
+        self._made: List[Path] = []  # the folders this process created for it, deepest first
+        self._latest: Optional[Tuple[Path, Optional[str]]] = None  # the experiment's ``latest`` and its target before
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
@@ -80,6 +93,36 @@ class RunFolder:
 
     def has_checkpoints(self) -> bool:
         return self.checkpoints.is_dir() and (any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp")))  # files, or sharded directories
+
+    def holds_results(self) -> bool:
+        """Whether the folder holds anything of value: a checkpoint, or anything beyond the ``BOOKKEEPING`` of a start
+        (predictions, masks, an exported model, metrics, a profile)."""
+        return self.has_checkpoints() or any(entry.name not in BOOKKEEPING for entry in self.path.iterdir())
+
+    def abandon(self) -> bool:
+        """After bad input stopped this process: take back a folder it started (``fresh``) that holds no result
+        (``holds_results``). The folders it made go (an existing empty ``--output`` is emptied) and the experiment's
+        ``latest`` points where it pointed before; returns whether the folder was taken back."""
+        if not self.fresh or not self.path.is_dir() or self.holds_results():
+            return False
+        self.release()
+        try:
+            for entry in self.path.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            if self._latest is not None:
+                _restore_latest(*self._latest, self.path.name)
+            for folder in self._made:
+                if any(folder.iterdir()):  # a parent made for it that something else has written into meanwhile
+                    break
+                folder.rmdir()
+        except OSError as err:  # the error that stopped the run is the one to report; this is a leftover folder
+            log.warning("could not remove '%s', the folder of this failed start (%s)", self.path, err.strerror or err)
+            return False
+        self.fresh = False
+        return True
 
     # -- one process per run --------------------------------------------------------------------
 
@@ -145,6 +188,7 @@ def newest_run(experiment: Path) -> Optional[RunFolder]:
 def create(experiment: Path, kind: str = "run") -> RunFolder:
     """A new, empty ``<kind>_NNN`` folder numbered after the experiment's newest (two runs started at
     once get two folders); a training run also becomes ``latest``."""
+    made = [folder for folder in (experiment, *experiment.parents) if not folder.exists()]  # deepest first
     try:
         experiment.mkdir(parents=True, exist_ok=True)
         runs = numbered(experiment, kind)
@@ -156,11 +200,15 @@ def create(experiment: Path, kind: str = "run") -> RunFolder:
                 break
             except FileExistsError:  # another run took this number meanwhile
                 number += 1
+        run = RunFolder(path)
+        run.fresh, run._made = True, [path, *made]
         if kind == "run":
+            link = experiment / LATEST
+            run._latest = (experiment, os.readlink(link) if link.is_symlink() else None)
             _point_latest(experiment, path.name)
     except OSError as err:
         raise OutputError(f"cannot create a run folder in '{experiment}' ({err.strerror or err}); set experiment.output_root to a writable folder") from err
-    return RunFolder(path)
+    return run
 
 
 RUN_FILES = ("config.yaml", "log.txt", ".lock", "metrics.jsonl", "checkpoints")  # what every kind of run writes into its folder
@@ -181,12 +229,19 @@ def run_holding(path: Path) -> Optional[Path]:
 def named(path: Path) -> RunFolder:
     """The folder ``--output`` names (created when missing): a predict or export run writes there. ConfigError,
     before anything is written, when it is or lies inside a run folder (``run_holding``: a run's records are
-    never written by another mode), or exists and is not empty (no earlier output mixes with the new files)."""
+    never written by another mode), has or would create a folder of a name the layout keeps (``RESERVED``),
+    or exists and is not empty (no earlier output mixes with the new files)."""
     run = run_holding(path)
     if run is not None:
         given = Path(path).expanduser()
         where = ("is a run folder" if run == given.absolute() else f"is the run folder '{run}'") if run == given.resolve() else f"lies inside the run folder '{run}'"
         raise ConfigError(f"--output '{path}' {where}; predict and export never write into a run: give a folder outside every run, or leave --output out (a new <experiment>/<mode>_NNN folder)")
+    given = Path(path).expanduser()
+    made = [folder for folder in (given, *given.parents) if not folder.exists()]  # deepest first
+    taken = next((folder for folder in (given, *made) if _NUMBERED.match(folder.name) or folder.name in (LATEST, "checkpoints")), None)
+    if taken is not None:
+        raise ConfigError(f"--output '{path}' {'is' if taken == given else 'would create'} a folder named '{taken.name}', a name the run layout keeps "
+                          f"for its own folders ({RESERVED}), so it would look like a run's; give the folder another name")
     if Path(path).is_dir() and any(Path(path).iterdir()):
         held = name_list(sorted(entry.name for entry in Path(path).iterdir()), show=3)
         raise ConfigError(f"--output '{path}' is not empty (it holds {held}); give a new or empty folder, so no earlier output mixes with this one, or leave --output out")
@@ -194,7 +249,9 @@ def named(path: Path) -> RunFolder:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"cannot create the output folder '{path}' ({err.strerror or err}); give --output a writable folder") from err
-    return RunFolder(Path(path))
+    run = RunFolder(Path(path))
+    run.fresh, run._made = True, made
+    return run
 
 
 def _point_latest(experiment: Path, name: str) -> None:
@@ -203,6 +260,25 @@ def _point_latest(experiment: Path, name: str) -> None:
     tmp.unlink(missing_ok=True)
     os.symlink(name, tmp)
     os.replace(tmp, experiment / LATEST)
+
+
+def _restore_latest(experiment: Path, before: Optional[str], ours: str) -> None:
+    """``latest`` back to ``before`` (removed when there was none), unless another run took it after ``ours``."""
+    link = experiment / LATEST
+    if not link.is_symlink() or os.readlink(link) != ours:
+        return
+    if before is None:
+        link.unlink()
+    else:
+        _point_latest(experiment, before)
+
+
+def experiment_of(checkpoint: Path) -> Optional[Path]:
+    """The experiment folder of a checkpoint (file or sharded directory) inside a training run,
+    ``<experiment>/run_NNN/checkpoints/<checkpoint>`` with links resolved; None for one elsewhere."""
+    run = owning_run(Path(checkpoint).expanduser())
+    match = _NUMBERED.match(run.path.name) if run is not None else None
+    return run.path.parent if match is not None and match.group(1) == "run" else None
 
 
 def owning_run(checkpoint: Path) -> Optional[RunFolder]:

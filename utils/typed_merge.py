@@ -20,6 +20,7 @@ import yaml
 
 from utils.config_rules import MAPPING_EXAMPLES
 from utils.errors import ConfigError
+from utils.plain_tree import plain_document
 
 # A number in exponent form: YAML 1.1 (PyYAML) reads 1e-3 and 5E+2 as strings, it wants 1.0e-3.
 _EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
@@ -34,9 +35,11 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123
 
 def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
     """A mapping whose keys are unique: YAML would keep the last of two equal keys without a word
-    (a second ``optim:`` block silently replacing the first)."""
+    (a second ``optim:`` block silently replacing the first). A merge key (``<<: *base``) brings keys that those beside it override."""
     lines: Dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
         if key in lines:
@@ -64,8 +67,8 @@ def _glued_keys(value: Any) -> List[str]:
 def load_yaml(text: str) -> Any:
     """Parse YAML as users type it: ``lr: 1e-3`` is the float 0.001, everywhere (config files, overrides,
     plugin arguments). A key given twice in a mapping, and ``{key:value}`` without the space after the
-    colon, are ConfigErrors that say so."""
-    data = yaml.load(text, Loader=_Loader)
+    colon, are ConfigErrors that say so, and so is a document that is no plain tree (``utils/plain_tree.py``)."""
+    data = plain_document(lambda: yaml.load(text, Loader=_Loader))
     glued = _glued_keys(data)
     if glued:
         fixed = re.sub(r"(?<=[\w\]}'\"]):(?=[^\s/])", ": ", text.strip())

@@ -87,7 +87,7 @@ def test_a_full_disk_is_one_line_with_exports_advice_and_no_partial_file(trained
         error = one_error(capsys)
         assert error.startswith(f"error: could not write '{out / ('model.' + fmt)}' (No space left on device); free disk space or fix the permissions of its folder, ")
         assert error.endswith("then run the export again (into a new or empty --output, or without --output)"), error
-        assert partial_files(disk) == [] and sorted(p.name for p in out.iterdir()) == ["config.yaml", "log.txt"]
+        assert partial_files(disk) == [] and not out.exists()  # a start without a result leaves no folder
 
 
 def test_onnx_without_the_extra_is_one_line_naming_the_install(trained, tmp_path, capsys, monkeypatch):

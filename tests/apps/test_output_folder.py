@@ -97,4 +97,4 @@ def test_a_full_disk_while_writing_the_csv_is_one_line_with_predicts_advice_and_
         error = one_error(capsys)
         assert error == f"error: could not write '{disk / 'out' / 'predictions.csv'}' (No space left on device); free disk space or fix the permissions of its folder, " \
                         "then run the predict again (into a new or empty --output, or without --output)"
-        assert partial_files(disk) == [] and sorted(p.name for p in (disk / "out").iterdir()) == ["config.yaml", "log.txt"]
+        assert partial_files(disk) == [] and not (disk / "out").exists()  # a start without a result leaves no folder

@@ -10,7 +10,6 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import List
 
 import pytest
 import torch

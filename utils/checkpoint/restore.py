@@ -96,11 +96,23 @@ def load_initial_weights(
         log.info("weights: resumed from %s (epoch %s)%s", resume_path, checkpoint.progress.epoch, "; model.pretrained is not used" if cfg.pretrained else "")
         return Resume(checkpoint, Path(resume_path), record, same_data, reset_optimizer)
     if cfg.pretrained:
-        log.info("weights: model.pretrained=%s (prefix '%s', strict %s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict)
+        over = f", over the backbone's pretrained file {backbone_file(cfg)}" if backbone_file(cfg) else ""
+        log.info("weights: model.pretrained=%s (prefix '%s', strict %s%s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict, over)
         load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict, MinShare(cfg.pretrained_min_share, PRETRAINED_WAY_OUT))
         return None
-    log.info("weights: the network's own initialisation (no checkpoint to resume, no model.pretrained)")
+    loaded = backbone_file(cfg)
+    if loaded:  # the backbone read its own file while the network was built (its "loaded N tensors" line)
+        log.info("weights: the network's initialisation, with the backbone's pretrained file %s loaded by the backbone (no checkpoint to resume, no model.pretrained)", loaded)
+    else:
+        log.info("weights: the network's own initialisation (no checkpoint to resume, no model.pretrained)")
     return None
+
+
+def backbone_file(cfg: ModelConfig) -> Optional[str]:
+    """The file the network's backbone loads itself (``model.args.backbone_args.pretrained``), if any."""
+    backbone_args = cfg.args.get("backbone_args") if isinstance(cfg.args, dict) else None
+    pretrained = backbone_args.get("pretrained") if isinstance(backbone_args, dict) else None
+    return str(pretrained) if isinstance(pretrained, (str, Path)) and pretrained else None
 
 
 def load_eval_weights(model: nn.Module, path: Path) -> None:

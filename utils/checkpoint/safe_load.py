@@ -8,7 +8,8 @@ an ndarray (newer ones keep it as a tensor, ``utils/checkpoint/rng.py``). A file
 anything else is refused with one line naming what it asked for, before any of it is built.
 
 A file the user trusts is loaded with full unpickling when it is named with ``--trust-file PATH``
-(compared by resolved path; a sharded checkpoint directory covers the files directly in it).
+(compared by resolved path; a sharded checkpoint directory covers the files directly in it, and
+no other folder does: a path that is neither is refused when it is named).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 # what a corrupt or foreign file raises inside torch.load (truncated zip, bad pickle opcodes, ...)
 LOAD_ERRORS = (pickle.UnpicklingError, RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError)
 
-_TRUSTED: Set[Path] = set()
+_TRUSTED: Set[Path] = set()  # files
+_TRUSTED_DIRS: Set[Path] = set()  # sharded checkpoint directories, which cover the files directly in them
 
 
 class UnsafeFileError(CheckpointError):
@@ -54,17 +56,32 @@ ALLOWED = _numpy_random_state()
 
 
 def trust_files(paths: Iterable[Union[str, Path]]) -> None:
-    """Load exactly these files (or sharded checkpoint directories) with full unpickling from now on (``--trust-file``)."""
+    """Load exactly these files (or sharded checkpoint directories) with full unpickling from now on (``--trust-file``);
+    CheckpointError, trusting nothing, for a path that does not exist or is a folder of another kind."""
+    from utils.checkpoint.sharded import is_sharded_checkpoint  # sharded.py reads files through this module
+
     _TRUSTED.clear()
-    _TRUSTED.update(Path(p).expanduser().resolve() for p in paths)
+    _TRUSTED_DIRS.clear()
+    files, dirs = set(), set()
+    for given in paths:
+        path = Path(given).expanduser()
+        if not path.exists():
+            raise CheckpointError(f"--trust-file '{given}' does not exist; name the checkpoint or weights file to trust (or a sharded checkpoint's *.dcp directory)")
+        if path.is_dir() and not is_sharded_checkpoint(path):
+            raise CheckpointError(f"--trust-file '{given}' is a folder, not a sharded checkpoint directory (no .metadata), and trust covers no other folder's "
+                                  "files; name the file to trust itself")
+        (dirs if path.is_dir() else files).add(path.resolve())
+    _TRUSTED.update(files)
+    _TRUSTED_DIRS.update(dirs)
 
 
 def is_trusted(path: Union[str, Path]) -> bool:
-    """Whether ``path`` was named with ``--trust-file``, or lies directly in a directory that was."""
-    if not _TRUSTED:
+    """Whether ``path`` (a file or a sharded checkpoint directory) was named with ``--trust-file``, or lies directly in a
+    sharded checkpoint directory that was."""
+    if not (_TRUSTED or _TRUSTED_DIRS):
         return False
     resolved = Path(path).expanduser().resolve()
-    return resolved in _TRUSTED or resolved.parent in _TRUSTED
+    return resolved in _TRUSTED or resolved in _TRUSTED_DIRS or resolved.parent in _TRUSTED_DIRS
 
 
 def refusal(path: Union[str, Path], asked: str, trust: Union[str, Path, None] = None) -> UnsafeFileError:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 import torch
 
 from utils.errors import CheckpointError
+from utils.plain_tree import tree_problem
 
 PROGRESS_KEYS = ("epoch", "batch", "step")
 FORMAT_1_COUNTERS = ("epoch", "batch", "global_step", "ema_updates")
@@ -72,6 +73,12 @@ def _rng(value: Any) -> Optional[str]:
     return None if bad is None else f"a list holding {_held(bad)}"
 
 
+def _plain(*types: type) -> Rule:
+    """Of ``types`` and a plain tree (``utils/plain_tree.py``): what the config checks and the resume guards walk
+    never refers to itself or expands beyond its bounds (a 90 KB pickle can share one list 2^40 times)."""
+    return lambda value: _held(value) if not isinstance(value, types) else (None if (problem := tree_problem(value)) is None else f"{_held(value)} that {problem}")
+
+
 def _optional(rule: Rule) -> Rule:
     return lambda value: None if value is None else rule(value)
 
@@ -80,8 +87,10 @@ def _optional(rule: Rule) -> Rule:
 RULES: Dict[str, Tuple[Rule, str]] = {
     "progress": (_progress, "a mapping {epoch, batch, step} of counts >= 0"),
     "model": (_tensors, "a mapping of parameter names to tensors"),
-    "config": (_optional(_of_type(Mapping)), "a mapping (the run's resolved config)"),
-    "classes": (_optional(_of_type(list, tuple)), "a list of class names"),
+    "config": (_optional(_plain(Mapping)), "a mapping (the run's resolved config) that is a plain tree"),
+    "classes": (_optional(_plain(list, tuple)), "a plain list of class names"),
+    "data": (_optional(_plain(Mapping)), "a plain mapping (the training data's identity)"),
+    "param_layout": (_optional(_plain(list, tuple)), "a plain list of each optimizer group's parameter names"),
     "world_size": (_optional(lambda v: None if _count(v) and v >= 1 else repr(v)), "a number of processes >= 1"),
     "framework": (_optional(_of_type(str)), "a version string"),
     "ema": (_optional(_ema), "a mapping {weights: tensors, updates: count}"),
@@ -117,7 +126,7 @@ def _check_format_1(data: Mapping[str, Any], source: str) -> None:
         problem = _optional(rule)(data.get(key))
         if problem is not None:
             raise damaged(source, f"entry '{key}' is {problem}, expected {expected}")
-    _check_entries(data, source, [key for key in RULES if key not in ("progress", "ema", "loop", "hooks")])
+    _check_entries(data, source, [key for key in RULES if key not in ("progress", "ema", "loop", "hooks", "data", "param_layout")])
 
 
 def check_structure(data: Mapping[str, Any], source: str, sharded: bool = False) -> None:

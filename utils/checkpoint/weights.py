@@ -108,12 +108,17 @@ class MinShare(NamedTuple):
 
 
 def read_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
-    """The network weights a pretrained source holds: a file (torch or ``.safetensors``) or a sharded checkpoint directory."""
+    """The network weights a pretrained source holds: a file (torch or ``.safetensors``) or a sharded checkpoint directory;
+    CheckpointError for another folder (a run's, say), naming what to give instead."""
     from utils.checkpoint.sharded import looks_sharded
     from utils.checkpoint.state import Checkpoint
 
     if looks_sharded(Path(path)):
         return Checkpoint.load(path).eval_weights
+    if Path(path).is_dir():
+        best = next((f for f in (Path(path) / "checkpoints" / "best.pt", Path(path) / "best.pt") if f.is_file()), None)
+        raise CheckpointError(f"pretrained weights '{path}' is a folder; give a checkpoint or weights file (.pt, .pth, .safetensors) or a sharded checkpoint's "
+                              f"*.dcp directory{f', e.g. {best}' if best is not None else ''}")
     return network_weights_of(load_file(path))
 
 

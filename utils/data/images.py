@@ -15,6 +15,11 @@ floats). PIL's modes:
 luma (0.299 R + 0.587 G + 0.114 B, PIL's weights, computed in float). EXIF orientation is
 applied first. PIL reads 48-bit colour PNGs as 8-bit RGB: convert such files to 16-bit grey
 or float TIFF to keep their precision.
+
+Files are opened as the raster formats the datasets list (``RASTER_FORMATS``) and no other,
+whatever their name: PIL picks a format by content, and some (EPS, run through Ghostscript
+where it is installed) run programs; a file of another format is an unreadable image
+(``UnidentifiedImageError``, handled as ``data.args.on_bad_sample`` says).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from utils.errors import ConfigError
 # decompression bomb (the warning is raised as an error while reading).
 BAD_IMAGE = (OSError, SyntaxError, ValueError, Image.DecompressionBombError, Image.DecompressionBombWarning)
 
+# PIL's names of the formats of the image files the datasets and predict read (.png .jpg .jpeg .bmp .ppm .pgm .tif .tiff .webp)
+RASTER_FORMATS = ("PNG", "JPEG", "BMP", "PPM", "TIFF", "WEBP")
 CHANNELS = (1, 3)
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N")
 GREY_8BIT = ("L", "LA", "La")
@@ -52,14 +59,14 @@ def check_channels(channels: int, dataset: str) -> int:
 def open_image(path: PathLike, kind: str = "image") -> Image.Image:
     """The decoded image at ``path``, turned upright by its EXIF orientation.
 
-    A file PIL cannot decode (truncated, not an image, a decompression bomb) is a
-    :class:`BadFile` naming ``kind`` and ``path``.
+    A file PIL cannot decode (truncated, not an image, a decompression bomb) or that is of another format
+    than ``RASTER_FORMATS`` is a :class:`BadFile` naming ``kind`` and ``path``.
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with open(path, "rb") as fh:
-                image = Image.open(fh)
+                image = Image.open(fh, formats=RASTER_FORMATS)  # by content, among these only
                 image.load()
             ImageOps.exif_transpose(image, in_place=True)
             return image
