@@ -24,9 +24,10 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.bench_checkpoint_write import resnet50_state, state_megabytes  # noqa: E402
 from benchmarks.common import interleaved, ratios, row, timed  # noqa: E402
-from utils.checkpoint.state import Progress  # noqa: E402
+from utils.checkpoint.state import Progress, RunRecord  # noqa: E402
 from utils.checkpoint.store import CheckpointStore  # noqa: E402
-from utils.engine.checkpointer import Checkpointer  # noqa: E402
+from utils.distributed.process_group import DistInfo  # noqa: E402
+from utils.engine.checkpointer import Checkpointer, Contents  # noqa: E402
 
 BENCHMARK = "12 background checkpoint"
 
@@ -35,7 +36,8 @@ class Points:
     """Successive checkpoint points of one checkpointer; ``background`` as ``train.async_checkpoint``."""
 
     def __init__(self, folder: Path, state: Dict, background: bool) -> None:
-        self.checkpointer = Checkpointer(CheckpointStore(folder, keep=2), background=background)
+        unused = Contents(objects=lambda: None, run=RunRecord(), dist=DistInfo(), sync=lambda: None)  # write() takes a ready snapshot
+        self.checkpointer = Checkpointer(CheckpointStore(folder, keep=2), unused, background=background)
         self.state, self.epoch = state, 0
         self.write_s: List[float] = []  # the background thread's time, waited for outside the timed region
 

@@ -21,7 +21,7 @@ from utils.amp import Amp
 from utils.config import load_config
 from utils.data import build_dataset, build_eval_loader
 from utils.distributed.process_group import DistInfo
-from utils.engine.components import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
 from utils.hook.selection import default_hook_names, task_hooks
 from utils.log import RunWriter

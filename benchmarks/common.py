@@ -74,7 +74,7 @@ def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Op
     from utils.amp import Amp
     from utils.config import AmpConfig
     from utils.distributed.process_group import DistInfo
-    from utils.engine.components import LoopOptions, Parts
+    from utils.engine.trainer_types import LoopOptions, Parts
     from utils.engine.trainer import Trainer
     from utils.hook.progress import ProgressHook
     from utils.model.criterion import build_criterion

@@ -193,4 +193,5 @@ NETWORKS = Registry("network", location="network", usage="select it with model.n
 LOSSES = Registry("loss", location="loss", usage="use it in loss=[{{name: {name}}}]")
 DATASETS = Registry("dataset", location="utils.data.datasets", usage="select it with data.name={name}")
 METRICS = Registry("metric", location="utils.metrics", usage="select it with eval.metric={name}")
-HOOKS = Registry("hook", location="hook", usage="add it with hooks=[{{name: {name}}}]")
+# the always-on run summary is the framework's; the users' hooks are in hook/
+HOOKS = Registry("hook", location=("utils.hook.run_summary", "hook"), usage="add it with hooks=[{{name: {name}}}]")

@@ -5,73 +5,60 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Callable, Optional
 
 from torch import nn
 
-from utils.checkpoint.state import Checkpoint
+from utils.checkpoint.records import ValidationRecord, best_as_of
+from utils.checkpoint.state import Checkpoint, Progress, StateObjects
 from utils.checkpoint.weights import PRETRAINED_WAY_OUT, MinShare, load_weights, weight_mismatch
 from utils.config import ModelConfig
-from utils.checkpoint.records import read_record
-from utils.distributed.ops import decided_by_rank0
+from utils.distributed.process_group import DistInfo
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
+class Restored:
+    """What a resume hands the trainer (``Trainer.start_from``): where training continues, the checkpoint it
+    continues from, the record of the validation after it (None when that validation did not finish, or
+    there was none) and the best checkpoint file at that point."""
+
+    progress: Progress
+    path: Path
+    record: Optional[ValidationRecord]
+    best: Optional[str]
+
+
+@dataclass
 class Resume:
-    """A run resumed from ``path``: the checkpoint, the record of the validation after it (None when
-    that validation did not finish, or there was none), and whether its data order still holds."""
+    """A run resumed from ``path``: the checkpoint, the record of the validation after it, and whether its data order still holds."""
 
     checkpoint: Checkpoint
     path: Path
-    record: Optional[Dict[str, Any]]
+    record: Optional[ValidationRecord]
     same_data: bool = True
     reset_optimizer: bool = False  # --reset-optimizer: the optimizer state is not restored
 
-    def restore(self, trainer: Any) -> None:
-        """Everything but the weights (loaded before amp and DDP): every object's state, this rank's
-        random state, the validator's and checkpointer's state after the recorded validation, the position.
+    def restore(self, objects: StateObjects, dist: DistInfo) -> Restored:
+        """Everything but the weights (loaded before amp and DDP) into ``objects``, and this rank's random
+        state; returns the position and the validation outcome, for the trainer to continue from.
 
         With ``same_data`` False (``--resume-force`` over a changed data config) the
         interrupted epoch restarts from its first batch.
         """
-        checkpoint, state = self.checkpoint, trainer.state
-        checkpoint.restore(trainer.state_objects(), trainer.dist.rank, trainer.dist.world_size, self.reset_optimizer)
-        if self.record is not None:
-            trainer.validator.load_state_dict(self.record["validator"])
-            trainer.checkpointer.apply_record(self.record)
-            if not trainer.writer.recorded("val", self.record["step"]):  # a crash between the record and its row
-                trainer.writer.evaluation("val", self.record["epoch"], self.record["step"], self.record["metrics"])
-        if getattr(trainer.validator, "retracked", None):  # another eval.monitor: never compare two metrics
-            trainer.validator.retrack(decided_by_rank0(lambda: trainer.writer.evaluations("val")))
-            trainer.checkpointer.store.best = best_file(trainer.checkpointer.store, trainer.validator.tracker.epoch)
-        trainer.checkpointer.last_path = self.path
-        progress = checkpoint.progress
-        state.epoch, state.batch, state.step = progress.epoch, progress.batch, progress.step
+        checkpoint, progress = self.checkpoint, self.checkpoint.progress
+        checkpoint.restore(objects, dist.rank, dist.world_size, self.reset_optimizer)
         if progress.batch and not self.same_data:
             log.warning("the data or world size changed (--resume-force): epoch %d restarts from its first batch", progress.epoch)
-            state.batch = 0
+            progress = Progress(progress.epoch, 0, progress.step)
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
-
-
-def best_file(store: Any, epoch: Optional[int]) -> Optional[str]:
-    """The name of the kept checkpoint whose validation record is of ``epoch`` (None when none is left:
-    the rotation removed it), for a best rebuilt from the recorded validations."""
-    if epoch is None:
-        return None
-    for path in store.numbered():
-        record = read_record(path)
-        if record is not None and record.get("epoch") == epoch:
-            return path.name
-    log.warning("the best epoch under the new eval.monitor (%d) has no checkpoint left (train.keep_checkpoints rotated it away); "
-                "best.pt follows the next improvement", epoch)
-    return None
+        return Restored(progress, self.path, self.record, best_as_of(self.record, checkpoint.loop_state("checkpointer")))
 
 
 def load_initial_weights(
-    model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], record: Optional[Dict[str, Any]], check: Callable[[Checkpoint], bool], reset_optimizer: bool = False
+    model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], record: Optional[ValidationRecord], check: Callable[[Checkpoint], bool], reset_optimizer: bool = False
 ) -> Optional[Resume]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 

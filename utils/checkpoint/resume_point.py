@@ -22,11 +22,10 @@ import shutil
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
-from utils.checkpoint.files import load_file
-from utils.checkpoint.records import read_record, record_path
+from utils.checkpoint.records import best_as_of, read_record, record_path
 from utils.checkpoint.sharded import is_sharded_checkpoint, looks_sharded, open_store, verify_dir
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.store import _NAME, CheckpointStore, numbered_file_linked_by
+from utils.checkpoint.store import CheckpointStore, is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
 from utils.run_folder import RunFolder, newest_run, numbered, owning_run, run_holding
 
@@ -74,7 +73,7 @@ def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
     """The run a checkpoint file continues (when it is that run's newest), or the file to start a new run from."""
     numbered = numbered_file_linked_by(file) or file
     run = owning_run(numbered)
-    if run is not None and _NAME.match(numbered.name) and CheckpointStore(run.checkpoints).numbered()[:1] == [numbered]:
+    if run is not None and is_numbered(numbered.name) and CheckpointStore(run.checkpoints).numbered()[:1] == [numbered]:
         return run, None
     return None, numbered
 
@@ -105,12 +104,13 @@ def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: b
 
 def adopt(store: CheckpointStore, source: Path) -> Path:
     """``source`` as this store's checkpoint of its position, with its checksum and validation record,
-    and the file it names as the best so far (so the new run's ``best.pt`` is what it was at that point)."""
-    checkpoint = Checkpoint(load_file(source), source)
+    and the file it names as the best so far (so the new run's ``best.pt`` is what it was at that point).
+    ``source`` is read as every checkpoint is (``Checkpoint.load``: its checksum first): a corrupt file starts nothing."""
+    checkpoint = Checkpoint.load(source)
     progress = checkpoint.progress
-    name = source.name if _NAME.match(source.name) else store.path_for(progress.epoch, progress.batch).name
+    name = source.name if is_numbered(source.name) else store.path_for(progress.epoch, progress.batch).name
     record = read_record(source)
-    best = (record or {}).get("best") or (checkpoint.loop_state("checkpointer") or {}).get("best")
+    best = best_as_of(record, checkpoint.loop_state("checkpointer"))
     store.directory.mkdir(parents=True, exist_ok=True)
     store.link(source, name)
     if record is not None:

@@ -51,6 +51,7 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.formats import FORMAT, upgrade_format_1, upgrade_format_2
+from utils.checkpoint.progress import Progress
 from utils.checkpoint.optimizer_state import check_sharded_layout, hyperparameters, keep_hyperparameters, layout_of, restore_optimizer
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
 from utils.checkpoint.sharded import load_full, load_sharded_optimizer, looks_sharded, numbered_optimizer_state, read_state
@@ -61,16 +62,6 @@ from utils.errors import CheckpointError
 from utils.optim.schedules import follow_optimizer, recompute_lr
 
 log = logging.getLogger(__name__)
-
-
-
-@dataclass
-class Progress:
-    """Where training continues: epoch ``epoch`` after ``batch`` of its batches, ``step`` optimizer steps in."""
-
-    epoch: int = 0
-    batch: int = 0
-    step: int = 0
 
 
 @dataclass

@@ -57,6 +57,11 @@ BEST = "best.pt"
 _NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
 
 
+def is_numbered(name: str) -> bool:
+    """Whether ``name`` is a numbered checkpoint's file name (``epoch<E>_batch<B>.pt``), not a link's (``last.pt``)."""
+    return _NAME.match(name) is not None
+
+
 def numbered_file_linked_by(path: Path) -> Optional[Path]:
     """The numbered checkpoint that ``path`` (``last.pt``, ``best.pt``) is a hard link to, if any."""
     if _NAME.match(path.name):
@@ -106,6 +111,8 @@ class CheckpointStore:
     ``best`` names the numbered file that holds the best epoch (None before the
     first validation, or for a run resumed from an older version's checkpoint).
     """
+
+    collective = False  # rank 0 writes a whole file (a sharded store's save is every rank's, utils/checkpoint/sharded.py)
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)

@@ -34,7 +34,7 @@ class Preempted(Exception):
 
 
 class StopFlag:
-    """SIGTERM/SIGINT handlers that only set a flag (``install``/``restore``, or a context manager)."""
+    """SIGTERM/SIGINT handlers that only set a flag (``install``/``uninstall``, or a context manager)."""
 
     def __init__(self, signals=(signal.SIGTERM, signal.SIGINT)) -> None:
         self.signals = signals
@@ -48,7 +48,7 @@ class StopFlag:
         log.warning("received %s: saving a checkpoint at the next step boundary, then exiting with code %d", signal.Signals(signum).name, PREEMPTED_EXIT)
 
     def install(self) -> "StopFlag":
-        """Catch the signals from now on (the previous handlers are kept for ``restore``)."""
+        """Catch the signals from now on (the previous handlers are kept for ``uninstall``)."""
         for sig in self.signals:
             try:
                 self._previous[sig] = signal.signal(sig, self._handler)
@@ -56,7 +56,7 @@ class StopFlag:
                 pass
         return self
 
-    def restore(self) -> None:
+    def uninstall(self) -> None:
         """Put the previous handlers back."""
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
@@ -66,4 +66,4 @@ class StopFlag:
         return self.install()
 
     def __exit__(self, *exc) -> None:
-        self.restore()
+        self.uninstall()

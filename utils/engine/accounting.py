@@ -20,7 +20,7 @@ Sync points: every ``train.log_every`` steps (the log steps), every
 ``train.sync_every`` steps under DDP (the agreement steps: the ranks also agree,
 in one all-reduce, on stop requests and non-finite losses), before every
 checkpoint and at each epoch's end. The trainer calls ``record_micro_batch``,
-``end_step``, ``after_step`` and ``epoch_metrics``; nothing else reaches inside.
+``end_step``, ``sync_if_due`` and ``epoch_metrics``; nothing else reaches inside.
 """
 
 from __future__ import annotations
@@ -86,11 +86,11 @@ class StepAccounting:
         """Whether step ``step`` ends with a sync point (a log step, or an agreement step)."""
         return step % self.log_every == 0 or self.is_agreement_step(step)
 
-    def after_step(self, step: int) -> None:
+    def sync_if_due(self, step: int) -> None:
         """The sync point that step ``step`` ends with, if any; alone, a stop request ends the run here."""
         if self.is_sync_step(step):
             self.sync(step, agree=self.is_agreement_step(step))
-        self.stop.after_step()
+        self.stop.agree_alone()
 
     def sync(self, step: int, agree: bool = False) -> None:
         """One read of the waiting values (with ``agree`` under DDP, one all-reduce), replayed on the host.

@@ -4,13 +4,14 @@ A checkpoint point writes ``epoch<E>_batch<B>.pt`` (the point training
 continues from): every ``train.checkpoint_every_steps`` steps inside an epoch,
 when the ranks agreed to stop (preemption), and at each epoch's end *before*
 that epoch's validation, so a failing validation loses no training. The
-validation then commits its outcome (``commit_validation``): a record beside
-the file (``utils/checkpoint/records.py``), then ``best.pt`` linked to the file
-when it is the new best. Non-finite weights are never written.
+validation then commits its outcome (``commit_validation``): its record beside
+the file (``utils/checkpoint/records.py``, written here and nowhere else), then
+``best.pt`` linked to the file when it is the new best. Non-finite weights are
+never written.
 
-The checkpointer's own state is the name of the best file; a checkpoint's
-record names the best after its validation, so whichever file a resume starts
-from says which file ``best.pt`` must be (``CheckpointStore.repair_best``).
+Which file is the best is kept in one place, the store's ``best``: this
+checkpointer's state in a checkpoint and the record's ``best`` are its copies
+on disk, and a resume hands the one that applies to ``resumed_from``.
 
 ``background`` (``train.async_checkpoint``): the loop only copies the state to
 CPU memory; a writer thread writes it (``utils/checkpoint/background.py``) while
@@ -22,17 +23,20 @@ flight, and a failed write raises its error there.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
 from utils.checkpoint.background import BackgroundWriter, cpu_copy
-from utils.checkpoint.records import write_record
-from utils.checkpoint.state import Progress, RunRecord, snapshot_training_state
+from utils.checkpoint.records import read_record, write_record
+from utils.checkpoint.state import Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.store import CheckpointStore
 from utils.distributed.ops import any_rank, barrier
+from utils.distributed.process_group import DistInfo
 from utils.distributed.replicas import broadcast_buffers
+from utils.engine.validator import Validation
 from utils.errors import CheckpointError, NonFiniteError
 
 log = logging.getLogger(__name__)
@@ -44,32 +48,46 @@ def weights_finite(*modules: Optional[torch.nn.Module]) -> bool:
     return not any_rank(bad)
 
 
+@dataclass
+class Contents:
+    """What a checkpoint is taken of: the objects whose state it holds (asked at every save), what it
+    records about the run, this process's place, and the sync point to pass first (the trainer's)."""
+
+    objects: Callable[[], StateObjects]
+    run: RunRecord
+    dist: DistInfo
+    sync: Callable[[], None]  # a NaN loss since the last sync point stops the run before the checkpoint
+
+
 class Checkpointer:
     """Writes checkpoints into ``store`` on rank 0 (every rank calls: random states are gathered)."""
 
-    def __init__(self, store: CheckpointStore, every_steps: int = 0, background: bool = False) -> None:
-        self.store = store
-        self.every_steps = every_steps
-        self.writer = BackgroundWriter() if background else None
+    def __init__(self, store: CheckpointStore, contents: Contents, every_steps: int = 0, background: bool = False) -> None:
+        self.store, self.contents, self.every_steps = store, contents, every_steps
+        self.background = BackgroundWriter() if background else None
         self.last_path: Optional[Path] = None  # the newest checkpoint of this run (or the one it resumed from)
         self._staging: Any = None  # the last background copy: its memory is reused once its write ended
 
-    def prepare(self, is_main: bool) -> None:
+    def prepare(self) -> None:
         """Before training: clear what an interrupted save left, and point best.pt where the state says."""
-        if is_main:
+        if self.contents.dist.is_main:
             self.store.remove_temporaries()
             self.store.repair_best()
         barrier()  # no rank looks at best.pt before rank 0 has repaired it
+
+    def resumed_from(self, path: Path, best: Optional[str]) -> None:
+        """A resume from checkpoint ``path``, after which file ``best`` is the best (``Restored.best``)."""
+        self.last_path, self.store.best = path, best
 
     def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
         """Every ``every_steps`` steps inside an epoch (a step that ends the epoch is saved at the epoch's end)."""
         return self.every_steps > 0 and step % self.every_steps == 0 and batch < num_batches
 
-    def save(self, trainer: Any, progress: Progress, final: bool = False) -> Path:
+    def save(self, progress: Progress, final: bool = False) -> Path:
         """The checkpoint of ``progress``; ``final``: the process stops next, so a background write is waited for."""
-        parts = trainer.parts
-        trainer.sync(agree=True)  # a NaN loss since the last sync point stops the run before this checkpoint
-        if not weights_finite(parts.model, parts.ema.module if parts.ema is not None else None):
+        self.contents.sync()
+        objects, dist = self.contents.objects(), self.contents.dist
+        if not weights_finite(objects.model, objects.ema.module if objects.ema is not None else None):
             raise NonFiniteError(
                 f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "
                 + (f"the last good one '{self.last_path}' is kept" if self.last_path else "and none was written before")
@@ -79,16 +97,15 @@ class Checkpointer:
         # One set of replicated buffers (BatchNorm statistics: each rank's last steps updated its own) on every
         # rank before the snapshot: a sharded checkpoint takes them from any rank, and the validation after it
         # scores exactly what it holds; a resume then starts every rank from what the uninterrupted run continues with.
-        broadcast_buffers(parts.model)
+        broadcast_buffers(objects.model)
         self.wait()  # one write in flight at most; and the store is the writer's until it ends
-        meta, dist = trainer.meta, trainer.dist
-        sharded = getattr(self.store, "collective", False)  # a sharded store: every rank writes its shards
-        data = snapshot_training_state(trainer.state_objects(), progress, RunRecord(meta.config, dist.world_size, meta.classes, meta.data), sharded)
+        sharded = self.store.collective  # a sharded store: every rank writes its shards
+        data = snapshot_training_state(objects, progress, self.contents.run, sharded)
         if dist.is_main or sharded:
             self.write(data, progress)
         if dist.is_main:
             log.info("checkpoint %s (epoch %d, batch %d, step %d)%s", path, progress.epoch, progress.batch, progress.step,
-                     "; written in the background" if self.writer is not None else "")
+                     "; written in the background" if self.background is not None else "")
         if final:
             self.wait()
         barrier()
@@ -97,45 +114,55 @@ class Checkpointer:
 
     def write(self, data: Dict[str, Any], progress: Progress) -> None:
         """Write a snapshot (rank 0): at once, or handed to the background writer after a CPU copy."""
-        if self.writer is None:
+        if self.background is None:
             self.store.save(data, progress.epoch, progress.batch)
             return
-        self.writer.wait()  # the staging copy is the writer's until its write ended
+        self.background.wait()  # the staging copy is the writer's until its write ended
         copy = self._staging = cpu_copy(data, reuse=self._staging)  # training changes the live tensors from the next step on
-        self.writer.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
+        self.background.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
 
-    def commit_validation(self, record: Dict[str, Any], is_best: bool, is_main: bool) -> None:
+    def commit_validation(self, validation: Validation) -> None:
         """After the validation of the newest checkpoint: write its record (naming the best file), then link best.pt."""
         self.wait()  # the checkpoint's file exists before its record does
         path = self.last_path
-        if is_best:
+        if validation.is_best:
             self.store.best = path.name
-        if is_main:
+        if self.contents.dist.is_main:
             try:
-                write_record(path, {**record, "best": self.store.best})
-                if is_best:
+                write_record(path, validation.record(self.store.best))
+                if validation.is_best:
                     self.store.link_best(path)
             except OSError as err:  # a full disk: the checkpoint is complete, a resume validates it again
                 raise CheckpointError(
                     f"could not record the validation of '{path}' ({err.strerror or err}); that checkpoint is intact; "
                     "free disk space or fix the folder's permissions and resume with --resume"
                 ) from err
-            if is_best:
+            if validation.is_best:
                 log.info("best.pt links to %s", path)
         barrier()
 
-    def apply_record(self, record: Dict[str, Any]) -> None:
-        """A resume: the best file named by the record of the checkpoint it starts from."""
-        self.store.best = record.get("best")
+    def best_is_epoch(self, epoch: Optional[int]) -> None:
+        """The best is the kept checkpoint whose validation record is of ``epoch`` (a best rebuilt from the
+        recorded validations); none when the rotation removed it, or ``epoch`` is None."""
+        self.store.best = None
+        if epoch is None:
+            return
+        for path in self.store.numbered():
+            record = read_record(path)
+            if record is not None and record.epoch == epoch:
+                self.store.best = path.name
+                return
+        log.warning("the best epoch under the new eval.monitor (%d) has no checkpoint left (train.keep_checkpoints rotated it away); "
+                    "best.pt follows the next improvement", epoch)
 
-    def best_path(self) -> Path:
+    def best_path(self) -> Optional[Path]:
         """The checkpoint a finished run tests (see ``CheckpointStore.best_path``)."""
         return self.store.best_path()
 
     def wait(self) -> None:
         """Block until the background write in flight (if any) is on disk; raise its error."""
-        if self.writer is not None:
-            self.writer.wait()
+        if self.background is not None:
+            self.background.wait()
 
     def finish(self) -> None:
         """The end of training: every write on disk before any rank reads best.pt."""
@@ -153,7 +180,21 @@ class Checkpointer:
         return {"best": self.store.best}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.store.best = state.get("best")
+        # the best file comes with the resume (``resumed_from``): the record's when the checkpoint has one
+        pass
+
+
+@dataclass
+class CheckpointSettings:
+    """The checkpointer as ``main.py`` configures it (``train.keep_checkpoints`` in the store,
+    ``train.checkpoint_every_steps``, ``train.async_checkpoint``); the trainer builds it with its ``Contents``."""
+
+    store: CheckpointStore
+    every_steps: int = 0
+    background: bool = False
+
+    def build(self, contents: Contents) -> Checkpointer:
+        return Checkpointer(self.store, contents, self.every_steps, self.background)
 
 
 class NoCheckpointer:
@@ -161,19 +202,22 @@ class NoCheckpointer:
 
     last_path: Optional[Path] = None
 
-    def prepare(self, is_main: bool) -> None:
+    def prepare(self) -> None:
+        pass
+
+    def resumed_from(self, path: Path, best: Optional[str]) -> None:
         pass
 
     def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
         return False
 
-    def save(self, trainer: Any, progress: Progress, final: bool = False) -> None:
+    def save(self, progress: Progress, final: bool = False) -> None:
         return None
 
-    def commit_validation(self, record: Dict[str, Any], is_best: bool, is_main: bool) -> None:
+    def commit_validation(self, validation: Validation) -> None:
         pass
 
-    def apply_record(self, record: Dict[str, Any]) -> None:
+    def best_is_epoch(self, epoch: Optional[int]) -> None:
         pass
 
     def best_path(self) -> None:

@@ -111,8 +111,8 @@ class EpochMeter:
         return {
             "loss": self.loss_sum / max(self.samples, 1),
             "samples_per_s": self.samples / elapsed if elapsed > 0 else math.nan,
-            "steps": float(self.steps),
-            "skipped_steps": float(skipped_steps),
+            "steps": int(self.steps),  # counts print as counts (steps=19, not 19.0000)
+            "skipped_steps": int(skipped_steps),
         }
 
 

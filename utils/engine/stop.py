@@ -31,11 +31,12 @@ class StopSignal:
     def install(self) -> None:
         self.flag.install()
 
-    def restore(self) -> None:
-        self.flag.restore()
+    def uninstall(self) -> None:
+        """The signal handlers from before ``install``."""
+        self.flag.uninstall()
 
-    def after_step(self) -> None:
-        """Alone, a received signal ends the run after this step; with peers, it waits for the agreement."""
+    def agree_alone(self) -> None:
+        """Alone, a received signal is agreed at once (the run ends after this step); with peers, ``agree`` decides."""
         if self.world_size == 1 and self.requested and self.agreed is None:
             self.agreed = self.requested
 

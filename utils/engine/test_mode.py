@@ -22,7 +22,7 @@ from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_test_size
 from utils.distributed.process_group import DistInfo
-from utils.engine.components import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
 from utils.errors import CheckpointError
 from utils.hook.selection import task_hooks
@@ -97,6 +97,6 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
     try:
         dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
         _check_trained_size(cfg, dataset)
-        return run_test(cfg, run, trainer, dataset, progress.epoch - 1 if progress.batch == 0 else progress.epoch)
+        return run_test(cfg, run, trainer, dataset, progress.trained_epoch)  # the epoch its weights are of, as its validation record names it
     finally:
         trainer.close()

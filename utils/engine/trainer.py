@@ -2,8 +2,9 @@
 
 One run, as ``fit`` reads::
 
-    checkpointer.prepare, before_train; a resumed run first finishes a validation left pending
-    for each epoch from state.epoch (a resume continues inside it, after state.batch batches):
+    checkpointer.prepare, before_train
+    a resumed run first finishes the validation its checkpoint left pending
+    for each epoch from state.epoch (a resume continues inside it, after state.batches_done batches):
         before_epoch
         until the epoch's batches are consumed (or train.iterations is reached):
             run_step       forward + loss + backward over one accumulation group, then the optimizer step
@@ -12,53 +13,50 @@ One run, as ``fit`` reads::
             writer         train/loss and train/lr at log steps
             after_step     hooks
             checkpointer   every train.checkpoint_every_steps steps; when the ranks agreed to stop, then Preempted
-        writer (the epoch's training metrics), after_epoch hooks
+        writer (the epoch's training metrics), after_epoch hooks; the validator marks the epoch pending when due
         checkpointer       the epoch's checkpoint, always BEFORE its validation
-        validator          when due: evaluate, commit (record + best.pt), writer, after_validation hooks;
-                           early stopping
+        validator          the pending validation: evaluate, commit (record + best.pt), writer,
+                           after_validation hooks; early stopping
     checkpointer.finish, after_train; returns a TrainResult (the best checkpoint, its epoch and value)
 
-Hooks (``utils/hook/``) run by priority; they read ``trainer.state``, ``parts``,
-``dist``, ``meta`` and ``writer``. The loop reads no tensor value between sync
-points (``accounting.py``): on a GPU the host queues step after step.
+The services get what they need when the trainer builds them (``Services`` holds their
+settings): the checkpointer the objects a checkpoint holds, the validator the trainer's
+``evaluate``; no service reaches back into the trainer. A resume is applied by
+``start_from``. Hooks (``utils/hook/``) run by priority; they read ``trainer.state``,
+``parts``, ``dist``, ``meta`` and ``writer``. The loop reads no tensor value between
+sync points (``accounting.py``): on a GPU the host queues step after step.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from torch import nn
 
 from utils.amp import ClipOptions, StepResult
+from utils.checkpoint.restore import Restored
 from utils.checkpoint.rng import rng_untouched
-from utils.checkpoint.state import Progress, StateObjects
+from utils.checkpoint.state import Progress, RunRecord, StateObjects
 from utils.data.batch import batch_size_of, to_device
-from utils.data.prefetch import stop_workers
 from utils.distributed.fsdp import gradient_sync_off
+from utils.distributed.ops import decided_by_rank0
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
 from utils.distributed.process_group import DistInfo
 from utils.distributed.unused import unused_parameters_error
 from utils.engine.accounting import StepAccounting
-from utils.engine.components import (
-    LoopOptions,
-    LoopState,
-    Parts,
-    RunMeta,
-    Services,
-    TrainResult,
-)
+from utils.engine.checkpointer import Contents, NoCheckpointer
+from utils.engine.epoch_batches import close_batches, epoch_batches
 from utils.engine.evaluate import evaluate
 from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.stop import StopSignal
+from utils.engine.trainer_types import LoopOptions, LoopState, Parts, RunMeta, Services, TrainResult
+from utils.engine.validator import NoValidator, Scoring
 from utils.hook.hook_list import HookList
 from utils.model.outputs import check_network_outputs, prediction_key
 from utils.optim.schedules import rewind
-
-log = logging.getLogger(__name__)
 
 
 class Trainer:
@@ -69,7 +67,6 @@ class Trainer:
     ) -> None:
         services = services or Services()  # a harness: no files, no checkpoints, no validation
         self.parts, self.options, self.dist, self.meta = parts, loop, dist or DistInfo(), meta or RunMeta()
-        self.writer, self.checkpointer, self.validator = services.writer, services.checkpointer, services.validator
         self.hooks = HookList(hooks)
         self.state = LoopState()
         # taken once: a resumable sampler's len() shrinks while it skips a resumed epoch's first batches
@@ -81,6 +78,12 @@ class Trainer:
         self._batches: Optional[Iterator[Any]] = None
         self._forwards = 0
         self._clip = ClipOptions(loop.clip_grad_norm, loop.clip_grad_value)
+        self.writer = services.writer
+        scoring = Scoring(self.evaluate, parts.model, parts.ema.module if parts.ema is not None else None)
+        self.validator = services.validation.build(scoring) if services.validation is not None else NoValidator()
+        run = RunRecord(self.meta.config, self.dist.world_size, self.meta.classes, self.meta.data)
+        contents = Contents(self.state_objects, run, self.dist, lambda: self.sync(agree=True))
+        self.checkpointer = services.checkpoints.build(contents) if services.checkpoints is not None else NoCheckpointer()
 
     def _watch_skipped_steps(self) -> None:
         """What must take back a step the device skipped, learnt at the next sync point."""
@@ -120,121 +123,117 @@ class Trainer:
         """The mean training loss of the steps since the previous call: what the logs show (one read per step at most)."""
         return self.accounting.read_loss(self.state.step)
 
+    def start_from(self, restored: Restored) -> None:
+        """Continue from a resumed checkpoint (``Resume.restore``): its position, and the validator's and the
+        checkpointer's state as the validation after it left them."""
+        self.state.move_to(restored.progress)
+        record = restored.record
+        if record is not None:
+            self.validator.load_state_dict(record.validator)
+            if not self.writer.recorded("val", record.step):  # a crash between the record and its metrics.jsonl row
+                self.writer.evaluation("val", record.epoch, record.step, record.metrics)
+        self.checkpointer.resumed_from(restored.path, restored.best)
+        if self.validator.retracked:  # another eval.monitor: never compare two metrics
+            self.validator.retrack(decided_by_rank0(lambda: self.writer.evaluations("val")))
+            self.checkpointer.best_is_epoch(self.validator.tracker.epoch)
+
     # -- the loop -----------------------------------------------------------------------------
 
     def fit(self) -> TrainResult:
-        """Train from ``state`` (a fresh start or a restored checkpoint) to the end; the best checkpoint.
+        """Train from ``state`` (a fresh start, or ``start_from`` a checkpoint) to the end; the best checkpoint.
 
-        Raises Preempted after the checkpoint a SIGTERM/SIGINT asked for is written.
+        Finish the validation a resumed checkpoint left pending; then, per epoch, train, checkpoint,
+        validate; then finish. Raises Preempted after the checkpoint a SIGTERM/SIGINT asked for is written.
         """
-        state = self.state
-        self.checkpointer.prepare(self.dist.is_main)
+        self._begin()
+        self._validate()  # a resumed run's: its checkpoint was written before that validation finished
+        while self._epochs_left():
+            self._train_epoch()
+            position = self.state.progress.rolled_over(self.num_batches)  # the next epoch, unless the step budget ended this one
+            self._checkpoint(position)  # BEFORE the validation: a failing one loses no training
+            self._validate()
+            self.state.move_to(position)
+        return self._finish()
+
+    def _begin(self) -> None:
+        self.checkpointer.prepare()
         self.stop.install()
         self.hooks.call("before_train", self)
-        if self.validator.pending is not None:  # resumed from a checkpoint whose validation did not finish
-            position, state.epoch = state.epoch, self.validator.pending  # hooks see the epoch it validates
-            self._validate()
-            state.epoch = position
-        state.stop = state.stop or self.validator.tracker.should_stop  # a resumed run that had stopped early
-        while state.epoch < self.options.epochs and not state.stop and not self.out_of_steps:
-            self._train_epoch()
-            complete = state.batch >= self.num_batches  # else the step budget ended the run inside the epoch
-            self.writer.train_epoch(state.epoch, state.step, state.train_metrics)
-            self.hooks.call("after_epoch", self)
-            last = state.epoch + 1 >= self.options.epochs or self.out_of_steps
-            if self.validator.due(state.epoch, last):
-                self.validator.pending = state.epoch
-            position = Progress(state.epoch + 1, 0, state.step) if complete else Progress(state.epoch, state.batch, state.step)
-            stopping = self.stop.agreed is not None  # agreed at the epoch's last sync: its validation runs after the resume
-            self.checkpointer.save(self, position, final=stopping)
-            if stopping:
-                raise Preempted(self.stop.agreed, str(self.checkpointer.last_path))
-            if self.validator.pending is not None:
-                self._validate()
-            if complete:
-                state.epoch, state.batch = state.epoch + 1, 0
+
+    def _epochs_left(self) -> bool:
+        return self.state.epoch < self.options.epochs and not self.state.stop and not self.out_of_steps
+
+    def _finish(self) -> TrainResult:
         self.checkpointer.finish()
         self.hooks.call("after_train", self)
         tracker = self.validator.tracker
         return TrainResult(self.checkpointer.best_path(), self.validator.monitor, tracker.value, tracker.epoch)
 
     def _train_epoch(self) -> None:
+        """The epoch's steps (those the step budget leaves), its metrics logged; then its validation may be due."""
         state = self._start_epoch()
         try:
-            while state.batch < self.num_batches and not self.out_of_steps:
+            while state.batches_done < self.num_batches and not self.out_of_steps:
                 self.run_step()
-                self.accounting.after_step(state.step)
-                self._after_step()
+                self.accounting.sync_if_due(state.step)
+                self._finish_step()
         finally:
-            self._close_batches()
+            close_batches(self._batches)
+            self._batches = None
         self.sync(agree=True)  # the epoch's last steps: a complete meter, and no NaN loss in its checkpoint
         state.train_metrics = self.accounting.epoch_metrics(self.parts.amp.skipped_steps)
+        self.writer.train_epoch(state.epoch, state.step, state.train_metrics)
+        self.hooks.call("after_epoch", self)
+        self.validator.epoch_trained(state.epoch, last=state.epoch + 1 >= self.options.epochs or self.out_of_steps)
 
-    def _after_step(self) -> None:
+    def _finish_step(self) -> None:
+        """After a step: the EMA follows it, the log line, the hooks' ``after_step``, then a periodic or a preemption's checkpoint."""
         state, p = self.state, self.parts
         if p.ema is not None and state.step_result is not StepResult.SKIPPED:
             p.ema.update(p.model, state.step_skipped)  # ON_DEVICE: the flag keeps a skipped step out, without a read
         if state.step % self.options.log_every == 0:
             self.writer.train_step(state.step, self.read_loss(), p.optimizer.param_groups[0]["lr"])
         self.hooks.call("after_step", self)
+        periodic = self.checkpointer.is_periodic(state.step, state.batches_done, self.num_batches) and not self.out_of_steps  # the run's end saves it
+        if periodic or self.stop.agreed is not None:
+            self._checkpoint(state.progress)
+
+    def _checkpoint(self, position: Progress) -> None:
+        """The checkpoint of ``position``; when the ranks agreed to stop (at the last sync point), Preempted after it."""
         stopping = self.stop.agreed is not None
-        periodic = self.checkpointer.is_periodic(state.step, state.batch, self.num_batches) and not self.out_of_steps  # the run's end saves it
-        if stopping or periodic:
-            self.checkpointer.save(self, Progress(state.epoch, state.batch, state.step), final=stopping)
+        self.checkpointer.save(position, final=stopping)
         if stopping:
             raise Preempted(self.stop.agreed, str(self.checkpointer.last_path))
 
     def _validate(self) -> None:
-        """The pending validation: evaluate, commit its outcome (record, best.pt), then log it and tell the hooks."""
-        with rng_untouched():  # training draws the same after it, whether it ran now or before a resume
-            self._run_validation()
-
-    def _run_validation(self) -> None:
-        validation = self.validator.run(self)
-        record = {"epoch": validation.epoch, "step": self.state.step, "metrics": validation.metrics, "validator": self.validator.state_dict()}
-        self.checkpointer.commit_validation(record, validation.is_best, self.dist.is_main)
-        self.writer.evaluation("val", validation.epoch, self.state.step, validation.metrics)
-        self.hooks.call("after_validation", self, validation.metrics)
-        self.state.stop = self.state.stop or validation.should_stop
+        """The validation the validator has pending, if any: evaluate, commit its outcome (record, best.pt),
+        log it, tell the hooks (which see the epoch it validates); then early stopping."""
+        epoch = self.validator.pending
+        if epoch is not None:
+            with rng_untouched(), self.state.showing_epoch(epoch):  # training draws the same, whether it ran now or before a resume
+                validation = self.validator.run_pending(self.state.step)
+                self.checkpointer.commit_validation(validation)
+                self.writer.evaluation("val", validation.epoch, validation.step, validation.metrics)
+                self.hooks.call("after_validation", self, validation.metrics)
+        self.state.stop = self.state.stop or self.validator.tracker.should_stop  # also a resumed run that had stopped early
 
     def _start_epoch(self) -> LoopState:
         """Point the sampler at the epoch, skip the batches a resume had consumed (without loading them)."""
-        loader, skip = self.parts.train_loader, self.state.batch
-        sampler = getattr(loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(self.state.epoch)
-        batches: Any = loader
-        if skip and hasattr(sampler, "skip_first"):
-            sampler.skip_first(skip * loader.batch_size)
-        elif skip:
-            log.warning("this loader cannot skip samples: reading and dropping %d batches", skip)
-            batches = iter(loader)
-            for _ in range(skip):
-                next(batches)
         self.parts.model.train()
-        self._batches = iter(batches)
+        self._batches = epoch_batches(self.parts.train_loader, self.state.epoch, self.state.batches_done)
         self.accounting.start_epoch()
         self.parts.optimizer.zero_grad(set_to_none=True)
         self.hooks.call("before_epoch", self)
         return self.state
-
-    def _close_batches(self) -> None:
-        # leaving an epoch early (step budget, preemption, an error) must stop a prefetch thread
-        close = getattr(self._batches, "close", None)
-        if close is not None:
-            close()
-        else:
-            stop_workers(self._batches)  # a loader without prefetching: its workers end now, not at garbage collection
-        self._batches = None
 
     def run_step(self) -> None:
         """One optimizer step: forward, loss and backward over the micro-batches of one
         accumulation group (``train.accumulate``), then clip and step under amp. Reads nothing."""
         p, opt, state = self.parts, self.options, self.state
         # groups are aligned to multiples of K within the epoch; a shorter last group is divided by its own size
-        group_start = state.batch - state.batch % opt.accumulate
+        group_start = state.batches_done - state.batches_done % opt.accumulate
         size = min(opt.accumulate, self.num_batches - group_start)
-        count = group_start + size - state.batch
+        count = group_start + size - state.batches_done
         for index in range(count):
             inputs, targets = next(self._batches)
             inputs, targets = to_device(inputs, self.dist.device), to_device(targets, self.dist.device)
@@ -245,7 +244,7 @@ class Trainer:
                     loss = p.criterion(self._forward(inputs), targets)
                 self.accounting.record_micro_batch(loss, batch_size_of(inputs))
                 p.amp.backward(self.accounting.poison_if_nonfinite(loss) / size)  # under skip a NaN loss leaves NaN gradients: the step skips itself
-            state.batch += 1
+            state.batches_done += 1
         outcome = p.amp.apply_step(p.optimizer, self._clip, check_finite=self.nonfinite.skips)
         p.optimizer.zero_grad(set_to_none=True)
         self.accounting.end_step(state.epoch, state.step, outcome)
@@ -284,7 +283,7 @@ class Trainer:
 
     def close(self) -> None:
         """Release files, threads and signal handlers (also after an error)."""
-        self.stop.restore()
+        self.stop.uninstall()
         self.checkpointer.close()
         try:
             self.hooks.close()

@@ -1,100 +1,71 @@
 """The validator: evaluate the model (and its EMA) on the val split, track the best epoch, stop early.
 
-The trainer calls it after an epoch's checkpoint is written (``Trainer.fit``),
-so a failure here never loses the epoch's training: ``pending`` names the
-epoch whose validation is due, is saved in that checkpoint, and a resume runs
-a validation that did not finish before it continues.
+It owns what is pending: at an epoch's end the trainer tells it the epoch was
+trained (``epoch_trained``), and when that epoch is due its validation is
+``pending``. The trainer writes the epoch's checkpoint first (``Trainer.fit``),
+so a failure here never loses the epoch's training: ``pending`` is saved in
+that checkpoint, and a resume runs a validation that did not finish
+(``run_pending``) before it continues.
+
+It evaluates through ``Scoring``: the trainer's ``evaluate``, which also shows
+every batch to the hooks; so the trainer builds it from ``ValidationSettings``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
+from torch import nn
+
+from utils.checkpoint.records import ValidationRecord
 from utils.distributed.parallel import without_ddp
 from utils.distributed.replicas import broadcast_buffers
-from utils.errors import ConfigError
+from utils.engine.best_tracker import BestTracker, monitored_value
+
+__all__ = ["BestTracker", "NoValidator", "Scoring", "Validation", "ValidationSettings", "Validator"]
 
 log = logging.getLogger(__name__)
 
-
-def monitored_value(results: Dict[str, float], monitor: str) -> float:
-    """``results[monitor]``, or a ConfigError that lists what the evaluation reported."""
-    if monitor not in results:
-        raise ConfigError(f"eval.monitor: validation reported no '{monitor}'; it reported {sorted(results)} (eval.use_ema adds the ema_ prefix)")
-    return results[monitor]
+Evaluate = Callable[[nn.Module, Any, str], Dict[str, float]]  # (model, loader, split) -> metrics reduced over all ranks
 
 
-class BestTracker:
-    """Remembers the best value of the monitored metric and counts evaluations since.
+@dataclass
+class Scoring:
+    """What a validation evaluates and how: ``evaluate`` (the trainer's; the hooks see each batch),
+    the model (possibly wrapped in DDP) and the EMA's module (None without ``train.ema``)."""
 
-    With ``patience`` P, training stops after P evaluations in a row without a
-    strict improvement (with ``eval.every`` 1: P epochs).
-    """
-
-    def __init__(self, metric: str, mode: str = "max", patience: Optional[int] = None) -> None:
-        self.metric = metric
-        self.mode = mode
-        self.sign = 1.0 if mode == "max" else -1.0
-        self.patience = patience
-        self.value: Optional[float] = None
-        self.epoch: Optional[int] = None
-        self.evals_since_best = 0
-
-    def update(self, value: float, epoch: int) -> bool:
-        """Record one evaluation; True when it is the new best. A NaN value is never the best (it counts
-        as no improvement), and any number beats a NaN kept by an earlier version."""
-        if math.isnan(value):
-            self.evals_since_best += 1
-            return False
-        if self.value is None or math.isnan(self.value) or self.sign * value > self.sign * self.value:
-            self.value, self.epoch, self.evals_since_best = value, epoch, 0
-            return True
-        self.evals_since_best += 1
-        return False
-
-    @property
-    def should_stop(self) -> bool:
-        return self.patience is not None and self.evals_since_best >= self.patience
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"metric": self.metric, "mode": self.mode, "value": self.value, "epoch": self.epoch, "evals_since_best": self.evals_since_best}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.value, self.epoch = state["value"], state["epoch"]
-        self.evals_since_best = int(state.get("evals_since_best", 0))
-
-    def tracks(self, state: Dict[str, Any]) -> bool:
-        """Whether a saved state tracked what this tracker does (the same metric, in the same direction)."""
-        return state.get("metric", self.metric) == self.metric and state.get("mode", self.mode) == self.mode
-
-    def replay(self, rows: List[Dict[str, Any]]) -> None:
-        """Start again and take the validations ``rows`` (metrics.jsonl rows, in order) one by one:
-        the best of this tracker's metric among them, as if it had been monitored from the start."""
-        self.value, self.epoch, self.evals_since_best = None, None, 0
-        for row in rows:
-            value = row.get(self.metric)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.update(float(value), int(row["epoch"]))
+    evaluate: Evaluate
+    model: nn.Module
+    ema: Optional[nn.Module] = None
 
 
 @dataclass
 class Validation:
-    """One validation's outcome."""
+    """One validation's outcome: the epoch it validated, at ``step``; the validator's ``state`` after it."""
 
     epoch: int
+    step: int
     metrics: Dict[str, float]
     is_best: bool
     should_stop: bool
+    state: Dict[str, Any]
+
+    def record(self, best: Optional[str]) -> ValidationRecord:
+        """What the checkpoint's record keeps of it, with ``best`` the best checkpoint file after it."""
+        return ValidationRecord(self.epoch, self.step, self.metrics, self.state, best)
 
 
 class Validator:
-    """Validates every ``every`` epochs and after the last one; ``use_ema`` monitors ``ema_<monitor>``."""
+    """Validates every ``every`` epochs and after the last one; ``use_ema`` monitors ``ema_<monitor>``.
 
-    def __init__(self, loader: Any, every: int = 1, monitor: str = "top1", mode: str = "max", patience: Optional[int] = None, use_ema: bool = False) -> None:
-        self.loader, self.every = loader, every
+    Without ``scoring`` it only tracks (a resume's records replayed, a test): ``run_pending`` needs it."""
+
+    def __init__(
+        self, loader: Any, every: int = 1, monitor: str = "top1", mode: str = "max", patience: Optional[int] = None, use_ema: bool = False, scoring: Optional[Scoring] = None
+    ) -> None:
+        self.loader, self.every, self.scoring = loader, every, scoring
         self.monitor = ("ema_" if use_ema else "") + monitor
         self.tracker = BestTracker(self.monitor, mode, patience)
         self.pending: Optional[int] = None  # the epoch whose validation is due (saved in its checkpoint)
@@ -104,19 +75,26 @@ class Validator:
         """Every ``every`` epochs, and always after the last epoch (``last``: or the last step)."""
         return (epoch + 1) % self.every == 0 or last
 
-    def run(self, trainer: Any) -> Validation:
-        """Validate the pending epoch: the model's metrics on the val split (and the EMA's, prefixed ``ema_``)."""
-        parts, epoch = trainer.parts, self.pending
-        broadcast_buffers(parts.model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
-        results = trainer.evaluate(without_ddp(parts.model), self.loader, split="val")
-        if parts.ema is not None:
-            ema_results = trainer.evaluate(parts.ema.module, self.loader, split="val_ema")
+    def epoch_trained(self, epoch: int, last: bool) -> None:
+        """Epoch ``epoch``'s training ended (``last``: the run's last): its validation is pending when due."""
+        if self.due(epoch, last):
+            self.pending = epoch
+
+    def run_pending(self, step: int) -> Validation:
+        """Validate the pending epoch at ``step``: the model's metrics on the val split (and the EMA's, prefixed ``ema_``)."""
+        scoring, epoch = self.scoring, self.pending
+        if scoring is None or epoch is None:
+            raise RuntimeError("Validator.run_pending: nothing pending, or built without scoring")  # a caller's bug
+        broadcast_buffers(scoring.model)  # rank 0's BatchNorm statistics, the ones its checkpoint keeps
+        results = scoring.evaluate(without_ddp(scoring.model), self.loader, "val")
+        if scoring.ema is not None:
+            ema_results = scoring.evaluate(scoring.ema, self.loader, "val_ema")
             results.update({f"ema_{k}": v for k, v in ema_results.items()})
         is_best = self.tracker.update(monitored_value(results, self.monitor), epoch)
         self.pending = None
         if self.tracker.should_stop:
             log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, self.monitor, self.tracker.evals_since_best)
-        return Validation(epoch, results, is_best, self.tracker.should_stop)
+        return Validation(epoch, step, results, is_best, self.tracker.should_stop, self.state_dict())
 
     def state_dict(self) -> Dict[str, Any]:
         return {**self.tracker.state_dict(), "pending": self.pending}
@@ -138,20 +116,37 @@ class Validator:
                  self.retracked, self.monitor, self.tracker.mode, len(rows), self.tracker.value, self.tracker.epoch)
 
 
+@dataclass
+class ValidationSettings:
+    """The validator as ``main.py`` configures it (``eval.*``, ``train.patience``); the trainer builds it
+    with its ``Scoring`` (``build``)."""
+
+    loader: Any
+    every: int = 1
+    monitor: str = "top1"
+    mode: str = "max"
+    patience: Optional[int] = None
+    use_ema: bool = False
+
+    def build(self, scoring: Scoring) -> Validator:
+        return Validator(self.loader, self.every, self.monitor, self.mode, self.patience, self.use_ema, scoring)
+
+
 class NoValidator:
     """A run without validation (test mode, a harness): never due, never pending."""
 
     pending: Optional[int] = None
+    retracked: Optional[str] = None
     monitor = ""
 
     def __init__(self) -> None:
         self.tracker = BestTracker("")
 
-    def due(self, epoch: int, last: bool) -> bool:
-        return False
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {}
+    def epoch_trained(self, epoch: int, last: bool) -> None:
+        pass
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         pass
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {}

@@ -2,17 +2,17 @@
 
 This package is the one home of hooks: the protocol and events (here), the
 hook list (``hook_list.py``), the per-task selection (``selection.py``), the
-base of picture hooks (``pictures.py``), and the two hooks every training run
-gets (``progress.py``, ``profiler.py``). It imports no engine code, so plugins
-may use all of it.
+base of picture hooks (``pictures.py``), the two hooks ``main.py`` adds to every
+training run (``progress.py``, ``profiler.py``) and the always-on registered one
+(``run_summary.py``). It imports no engine code, so plugins may use all of it.
 
 A hook is a class registered in ``HOOKS`` (users put theirs in ``hook/``) with
 any of the methods below; subclassing :class:`Hook` is optional and only
 documents them. Each method receives the trainer; what a hook may read of it is
 :class:`TrainerView`:
 
-- ``trainer.state``: where training is (``epoch``, ``batch``, ``step``,
-  ``step_result``, ``loss``, ``train_metrics``); a hook may set ``state.stop``
+- ``trainer.state``: where training is (``epoch``, ``batches_done`` of it (also
+  ``batch``), ``step``, ``step_result``, ``loss``, ``train_metrics``); a hook may set ``state.stop``
   to end training after the current epoch;
 - ``trainer.parts``: model, optimizer, scheduler, amp, criterion, metric, train
   loader, EMA; ``trainer.dist``: ``rank``, ``world_size``, ``device``,
@@ -87,7 +87,7 @@ class EvalBatch:
 class TrainerView(Protocol):
     """What a hook may use of the trainer it is given (``utils/engine/trainer.py`` implements it)."""
 
-    state: Any  # LoopState: epoch, batch, step, step_result, loss, train_metrics, stop
+    state: Any  # LoopState: epoch, batches_done (also read as batch), step, step_result, loss, train_metrics, stop
     parts: Any  # Parts: model, criterion, amp, optimizer, scheduler, train_loader, metric, ema
     dist: Any  # DistInfo: rank, world_size, device, is_main
     meta: Any  # RunMeta: config, classes

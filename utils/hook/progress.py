@@ -24,15 +24,15 @@ class ProgressHook(Hook):
 
     def before_epoch(self, trainer: Any) -> None:
         state = trainer.state
-        self.bar = progress_bar(trainer.num_batches - state.batch, f"epoch {state.epoch}", trainer.dist.is_main)
-        self._shown = state.batch
+        self.bar = progress_bar(trainer.num_batches - state.batches_done, f"epoch {state.epoch}", trainer.dist.is_main)
+        self._shown = state.batches_done
 
     def after_step(self, trainer: Any) -> None:
         if self.bar is None:
             return
         state = trainer.state
-        self.bar.update(state.batch - self._shown)
-        self._shown = state.batch
+        self.bar.update(state.batches_done - self._shown)
+        self._shown = state.batches_done
         if state.step % self.log_every == 0:
             self.bar.set_postfix(loss=f"{trainer.read_loss():.4f}", lr=f"{trainer.parts.optimizer.param_groups[0]['lr']:.2e}")
 

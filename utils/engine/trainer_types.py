@@ -1,25 +1,28 @@
-"""What the Trainer is made of: its collaborators, its built-in services, its settings, its position.
+"""The types a Trainer is built from and hands out: its collaborators, its services' settings, its knobs, its position.
 
 ``Parts`` are the objects a run trains (model, optimizer, loaders, ...);
-``Services`` are the built-in behaviours ``Trainer.fit`` calls in one fixed
-order (run writer, checkpointer, validator); ``LoopOptions`` are the loop's
-knobs; ``RunMeta`` is what a checkpoint records about the run; ``LoopState``
-is where training is and what its last step did. Hooks read all of them
-through the trainer (``utils/hook/__init__.py``).
+``Services`` configure the built-in behaviours ``Trainer.fit`` calls in one
+fixed order (run writer, checkpointer, validator; the trainer builds the last
+two with what they need of it); ``LoopOptions`` are the loop's knobs;
+``RunMeta`` is what a checkpoint records about the run; ``LoopState`` is where
+training is and what its last step did. Hooks read all of them through the
+trainer (``utils/hook/__init__.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 from torch import nn
 
 from utils.amp import Amp, StepResult
-from utils.engine.checkpointer import Checkpointer, NoCheckpointer
-from utils.engine.validator import NoValidator, Validator
+from utils.checkpoint.progress import Progress
+from utils.engine.checkpointer import CheckpointSettings
+from utils.engine.validator import ValidationSettings
 from utils.log import RunWriter
 from utils.metrics.base import Metric
 
@@ -44,11 +47,12 @@ class Parts:
 
 @dataclass
 class Services:
-    """The built-in behaviours, called by ``Trainer.fit`` in the order it shows; null objects where a run has none."""
+    """The built-in behaviours, called by ``Trainer.fit`` in the order it shows; None where a run has none
+    (test mode, a harness: no checkpoints, no validation)."""
 
     writer: RunWriter = field(default_factory=RunWriter.disabled)
-    checkpointer: Union[Checkpointer, NoCheckpointer] = field(default_factory=NoCheckpointer)
-    validator: Union[Validator, NoValidator] = field(default_factory=NoValidator)
+    checkpoints: Optional[CheckpointSettings] = None
+    validation: Optional[ValidationSettings] = None
 
 
 @dataclass
@@ -78,16 +82,41 @@ class RunMeta:
 
 @dataclass
 class LoopState:
-    """Where training is, and what its last step did."""
+    """Where training is, and what its last step did. ``epoch`` means what ``Progress.epoch`` does
+    (``utils/checkpoint/progress.py``), except while a validation runs: then the epoch it validates."""
 
     epoch: int = 0  # the current epoch (0-based)
-    batch: int = 0  # batches of the current epoch consumed so far
+    batches_done: int = 0  # batches of the current epoch consumed so far
     step: int = 0  # optimizer steps so far, skipped ones (overflow, non-finite loss) included
     step_result: StepResult = StepResult.TAKEN  # whether the last step changed the weights (ON_DEVICE: step_skipped says)
     step_skipped: Optional[torch.Tensor] = None  # with ON_DEVICE: 0-dim flag on the device, 1.0 where the update was skipped
     loss: Optional[torch.Tensor] = None  # the last micro-batch's loss, on the device (trainer.read_loss() for logs)
     train_metrics: Dict[str, float] = field(default_factory=dict)  # the last epoch's (after_epoch)
     stop: bool = False  # end training after this epoch (early stopping, or a hook's request)
+
+    @property
+    def batch(self) -> int:
+        """``batches_done``, by the name hooks have read it with."""
+        return self.batches_done
+
+    @property
+    def progress(self) -> Progress:
+        """The point training is at, as a checkpoint names it."""
+        return Progress(self.epoch, self.batches_done, self.step)
+
+    def move_to(self, progress: Progress) -> None:
+        """Continue from ``progress`` (a resume, or the next epoch)."""
+        self.epoch, self.batches_done, self.step = progress.epoch, progress.batch, progress.step
+
+    @contextlib.contextmanager
+    def showing_epoch(self, epoch: int) -> Iterator[None]:
+        """``epoch`` as the current epoch inside: a validation shows the hooks the epoch it validates
+        (a resumed run's pending one is of the epoch before the one it continues in)."""
+        current, self.epoch = self.epoch, epoch
+        try:
+            yield
+        finally:
+            self.epoch = current
 
 
 @dataclass

@@ -1,4 +1,9 @@
-"""Every run: the resolved config as TensorBoard text, and hyperparameters with the final test metrics (HParams tab)."""
+"""Every run: the resolved config as TensorBoard text, and hyperparameters with the final test metrics (HParams tab).
+
+Always on (``tasks = ("*",)``), so it lives with the framework's hooks rather than in the users'
+``hook/`` folder; it is registered in ``HOOKS`` as ``run_summary`` all the same, so a config's
+``hooks: [{name: run_summary, enabled: false}]`` switches it off.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,158 @@
+"""Each built-in service alone, without a Trainer: the checkpointer, the validator, the resume, the validation record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+import torch
+from torch import nn
+
+from utils.amp import Amp
+from utils.checkpoint.records import ValidationRecord, best_as_of, read_record, record_path, write_record
+from utils.checkpoint.restore import Resume
+from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
+from utils.checkpoint.store import CheckpointStore
+from utils.config import AmpConfig
+from utils.distributed.process_group import DistInfo
+from utils.engine.checkpointer import Checkpointer, Contents
+from utils.engine.validator import Scoring, Validation, Validator
+from utils.errors import NonFiniteError
+
+
+class Named:
+    """A stateful loop object (the validator's or checkpointer's place in a checkpoint)."""
+
+    def __init__(self, state: Dict[str, Any]) -> None:
+        self.state = state
+
+    def state_dict(self) -> Dict[str, Any]:
+        return dict(self.state)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.state = dict(state)
+
+
+def objects(seed: int = 0, best: Any = None) -> StateObjects:
+    torch.manual_seed(seed)
+    model = nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
+    loop = {"validator": Named({"pending": 0}), "checkpointer": Named({"best": best})}
+    return StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")), loop=loop)
+
+
+def checkpointer(tmp_path: Path, state: StateObjects, synced: List[int], background: bool = False) -> Checkpointer:
+    contents = Contents(lambda: state, RunRecord({"seed": 0}), DistInfo(), lambda: synced.append(1))
+    return Checkpointer(CheckpointStore(tmp_path), contents, every_steps=4, background=background)
+
+
+def validation(epoch: int, is_best: bool) -> Validation:
+    return Validation(epoch, 10 * (epoch + 1), {"top1": 0.5 + epoch}, is_best, False, {"metric": "top1", "value": 0.5, "pending": None})
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_the_checkpointer_saves_what_its_contents_hold_after_their_sync_point(tmp_path, background):
+    synced: List[int] = []
+    saver = checkpointer(tmp_path, objects(), synced, background)
+    path = saver.save(Progress(1, 0, 8), final=background)
+    saver.finish()
+    assert synced == [1] and path == tmp_path / "epoch0001_batch000000.pt" and saver.last_path == path
+    saved = Checkpoint.load(path)
+    assert saved.progress == Progress(1, 0, 8) and saved.config == {"seed": 0} and saved.loop_state("validator") == {"pending": 0}
+    assert saver.is_periodic(4, 2, 10) and not saver.is_periodic(4, 10, 10) and not saver.is_periodic(3, 2, 10)
+
+
+def test_the_checkpointer_refuses_non_finite_weights(tmp_path):
+    state = objects()
+    with torch.no_grad():
+        state.model.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteError, match="no checkpoint written"):
+        checkpointer(tmp_path, state, []).save(Progress(1, 0, 8))
+    assert not list(tmp_path.glob("*.pt"))
+
+
+def test_a_committed_validation_records_the_best_file_then_links_best_pt(tmp_path):
+    saver = checkpointer(tmp_path, objects(), [])
+    first = saver.save(Progress(1, 0, 10))
+    saver.commit_validation(validation(0, is_best=True))
+    saver.save(Progress(2, 0, 20))
+    saver.commit_validation(validation(1, is_best=False))
+    assert saver.store.best == first.name and saver.best_path().samefile(first)  # best.pt is a link to it
+    second = tmp_path / "epoch0002_batch000000.pt"
+    assert read_record(second) == ValidationRecord(1, 20, {"top1": 1.5}, {"metric": "top1", "value": 0.5, "pending": None}, first.name)
+    assert saver.state_dict() == {"best": first.name}
+    saver.best_is_epoch(1)  # a best rebuilt under another monitor: the file whose record is of that epoch
+    assert saver.store.best == second.name
+
+
+def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_path):
+    checkpoint = tmp_path / "epoch0001_batch000000.pt"
+    record = ValidationRecord(0, 5, {"top1": float("nan")}, {"value": None}, "epoch0001_batch000000.pt")
+    write_record(checkpoint, record)
+    assert list(json.loads(record_path(checkpoint).read_text())) == ["epoch", "step", "metrics", "validator", "best"]
+    back = read_record(checkpoint)
+    assert back.epoch == 0 and back["metrics"].keys() == {"top1"} and back.best == record.best
+    record_path(checkpoint).write_text(json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}}))  # an older version's: no best
+    older = read_record(checkpoint)
+    assert older.best is None and best_as_of(older, {"best": "epoch0003_batch000000.pt"}) == "epoch0003_batch000000.pt"
+    assert best_as_of(None, None) is None and best_as_of(record, {"best": "other.pt"}) == record.best
+    record_path(checkpoint).write_text("{cut short")
+    assert read_record(checkpoint) is None
+
+
+def test_progress_names_the_epoch_to_continue_from_and_the_epoch_its_weights_are_of():
+    assert Progress(2, 0, 20).trained_epoch == 1 and Progress(2, 3, 23).trained_epoch == 2
+    assert Progress(1, 10, 20).rolled_over(10) == Progress(2, 0, 20) and Progress(1, 4, 14).rolled_over(10) == Progress(1, 4, 14)
+
+
+class Evaluations:
+    """A fake ``evaluate``: returns the queued metrics, and records what it evaluated."""
+
+    def __init__(self, *results: Dict[str, float]) -> None:
+        self.results, self.calls = list(results), []
+
+    def __call__(self, model: nn.Module, loader: Any, split: str) -> Dict[str, float]:
+        self.calls.append((model, loader, split))
+        return dict(self.results.pop(0))
+
+
+def test_the_validator_owns_what_is_pending_and_scores_the_model_and_its_ema():
+    model, ema = nn.Linear(2, 2), nn.Linear(2, 2)
+    evaluate = Evaluations({"top1": 0.4}, {"top1": 0.6}, {"top1": 0.3}, {"top1": 0.5})
+    validator = Validator("val loader", every=2, monitor="top1", use_ema=True, scoring=Scoring(evaluate, model, ema))
+    validator.epoch_trained(0, last=False)
+    assert validator.pending is None  # not due: every 2 epochs
+    validator.epoch_trained(1, last=False)
+    assert validator.pending == 1 and validator.state_dict()["pending"] == 1  # saved in the epoch's checkpoint
+    outcome = validator.run_pending(step=8)
+    assert (outcome.epoch, outcome.step, outcome.metrics, outcome.is_best) == (1, 8, {"top1": 0.4, "ema_top1": 0.6}, True)
+    assert [(m, split) for m, _, split in evaluate.calls] == [(model, "val"), (ema, "val_ema")] and validator.pending is None
+    assert outcome.record("epoch0002_batch000000.pt").to_dict()["validator"]["value"] == 0.6
+    validator.epoch_trained(2, last=True)  # the last epoch is always validated
+    assert not validator.run_pending(step=12).is_best and validator.tracker.epoch == 1
+
+
+def test_the_validator_stops_after_patience_evaluations_without_improvement():
+    evaluate = Evaluations({"loss": 1.0}, {"loss": 2.0}, {"loss": 3.0})
+    validator = Validator(None, monitor="loss", mode="min", patience=2, scoring=Scoring(evaluate, nn.Linear(1, 1)))
+    stops = []
+    for epoch in range(3):
+        validator.epoch_trained(epoch, last=False)
+        stops.append(validator.run_pending(step=epoch).should_stop)
+    assert stops == [False, False, True] and validator.tracker.should_stop
+
+
+def test_a_resume_restores_the_objects_and_returns_where_training_continues(tmp_path):
+    source = objects(0, best="epoch0001_batch000000.pt")
+    checkpoint = Checkpoint(snapshot_training_state(source, Progress(2, 3, 23), RunRecord()), tmp_path / "a.pt")
+    target = objects(1)
+    restored = Resume(checkpoint, tmp_path / "a.pt", record=None).restore(target, DistInfo())
+    assert restored.progress == Progress(2, 3, 23) and restored.record is None and restored.path == tmp_path / "a.pt"
+    assert restored.best == "epoch0001_batch000000.pt"  # no record: the best the checkpoint's own state names
+    assert target.loop["validator"].state == {"pending": 0}
+    record = ValidationRecord(1, 20, {"top1": 0.7}, {"pending": None}, "epoch0002_batch000000.pt")
+    moved = Resume(checkpoint, tmp_path / "a.pt", record, same_data=False).restore(objects(2), DistInfo())
+    assert moved.progress == Progress(2, 0, 23) and moved.best == "epoch0002_batch000000.pt" and moved.record is record
