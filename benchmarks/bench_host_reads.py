@@ -7,7 +7,7 @@ or per epoch (start-up, validation, the epoch's checkpoint, the test) cancels.
 The steps differ by a multiple of ``train.log_every`` (10), so log steps are
 counted at their true rate. ``data.batch_size=16`` (instead of 64) only gives
 an epoch enough steps; everything else is the default experiment. Reads made
-by evaluation are not counted (``count_reads.py``). DDP's own gradient
+by evaluation are not counted (``utils/host_reads.py``). DDP's own gradient
 all-reduce runs inside torch and is not a call from the project's files.
 """
 
@@ -21,9 +21,12 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from benchmarks.count_reads import totals
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from utils.host_reads import totals  # noqa: E402
+
 SCRIPT = str(ROOT / "benchmarks" / "count_reads.py")
 TIMEOUT_S = 300
 BASE = ["data.batch_size=16", "train.epochs=1", "data.prefetch=none"]

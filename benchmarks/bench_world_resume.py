@@ -45,7 +45,7 @@ def _env(kill_at: int = 0) -> Dict[str, str]:
 
 
 def _torchrun(nproc: int, out: Path, *extra: str) -> List[str]:
-    from tests.dist_utils import torchrun
+    from tests.fixtures.dist_utils import torchrun
 
     return torchrun(nproc, f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra)
 

@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# One thread for the runs in this process too: main.main() keeps an OMP_NUM_THREADS the user set instead of
+# taking one thread per core, whose OpenMP threads spin on cores the other processes of the suite need.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 

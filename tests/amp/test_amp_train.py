@@ -14,7 +14,7 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.amp import Amp, apex_amp_available
 from utils.checkpoint.files import load_file
 from utils.config import AmpConfig
-from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
 from utils.model.criterion import build_criterion
 from utils.registry import NETWORKS
@@ -29,6 +29,7 @@ def printed_metrics(text: str) -> dict:
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3"])
 def test_each_opt_level_trains_digits_in_bf16(level, out_root, capsys):
     # narrow layers and 10 epochs: bf16 convolutions are slow on CPUs without bf16 instructions
@@ -127,9 +128,10 @@ def test_apex_backend_without_apex_is_one_line_and_exit_2(out_root, capsys):
     assert "apex >= 25.07 has no amp" in errors[0] and "amp.backend=native" in errors[0]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_o2_under_ddp_keeps_the_ranks_masters_and_weights_identical():
-    worker = ROOT / "tests" / "amp" / "amp_ddp_worker.py"
+    worker = ROOT / "tests" / "fixtures" / "amp_ddp_worker.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker), "bfloat16", "float16"]
     result = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=150)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

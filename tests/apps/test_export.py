@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import main
-from tests.apps.outputs import one_error, partial_files, small_disk
+from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.checkpoint.state import Checkpoint
 from utils.config import load_config
 from utils.engine.export import quiet_exporters

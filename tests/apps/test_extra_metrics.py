@@ -7,7 +7,7 @@ import json
 import pytest
 
 import main
-from tests.dist_utils import run, torchrun
+from tests.fixtures.dist_utils import run, torchrun
 from utils.config import load_config
 from utils.errors import ConfigError, RegistryError
 from utils.metrics.extra import snake_case
@@ -29,6 +29,7 @@ def test_names_and_directions():
         check_references(load_config(overrides=["eval.extra_metrics=[{name: MulticlasF1Score}]"]))
 
 
+@pytest.mark.slow
 def test_test_lines_equal_on_one_and_three_ranks_with_an_empty_rank(trained, capsys):
     """2 test samples on 3 ranks: rank 2 holds none; list states (average precision) included."""
     args = ["--mode", "test", "--checkpoint", str(trained["checkpoint"]), EXTRAS]

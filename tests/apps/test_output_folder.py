@@ -12,7 +12,7 @@ from typing import Dict
 import pytest
 
 import main
-from tests.apps.outputs import one_error, partial_files, small_disk
+from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.run_folder import run_holding
 
 

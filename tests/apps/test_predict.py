@@ -6,8 +6,10 @@ import csv
 import re
 from pathlib import Path
 
+import pytest
+
 import main
-from tests.dist_utils import run, torchrun
+from tests.fixtures.dist_utils import run, torchrun
 
 
 def read_csv(path: Path) -> list:
@@ -15,6 +17,7 @@ def read_csv(path: Path) -> list:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_predictions_score_the_test_modes_top1_and_two_ranks_give_the_same_rows(trained, tmp_path, capsys):
     checkpoint, folder = str(trained["checkpoint"]), trained["data"] / "val"
     assert main.main(["--mode", "test", "--checkpoint", checkpoint, "data.test_split=val"]) == 0

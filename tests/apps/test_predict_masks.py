@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import main
-from tests.apps.outputs import one_error, partial_files, small_disk
+from tests.fixtures.outputs import one_error, partial_files, small_disk
 from tests.apps.test_predict import read_csv
 from utils.data.datasets.shapes_sod import render_scene
 from utils.data.predict_inputs import mask_names

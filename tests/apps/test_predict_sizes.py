@@ -13,7 +13,7 @@ import pytest
 
 import main
 from tests.apps.conftest import make_digit_folder
-from tests.apps.outputs import one_error
+from tests.fixtures.outputs import one_error
 from tests.apps.test_predict import read_csv
 
 DIGITS = [0, 1, 2]

@@ -9,7 +9,7 @@ import pytest
 
 import main
 from tests.apps.test_predict import read_csv
-from tests.dist_utils import run, torchrun
+from tests.fixtures.dist_utils import run, torchrun
 from utils.data.datasets.moving_shapes import export_frame_folders
 
 NUM_CLIPS = 2
@@ -31,6 +31,7 @@ def video_checkpoint(tmp_path_factory) -> dict:
     return {"checkpoint": str(out / "v" / "run_001" / "checkpoints" / "best.pt"), "data": data, "out": out}
 
 
+@pytest.mark.slow
 def test_video_predictions_score_the_test_modes_video_top1_on_one_and_two_ranks(video_checkpoint, tmp_path, capsys):
     checkpoint, folder = video_checkpoint["checkpoint"], video_checkpoint["data"] / "test"
     assert main.main(["--mode", "test", "--checkpoint", checkpoint]) == 0

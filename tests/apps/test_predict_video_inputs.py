@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import main
-from tests.apps.outputs import one_error
+from tests.fixtures.outputs import one_error
 from tests.apps.test_predict import read_csv
 from utils.data.datasets.moving_shapes import export_frame_folders
 

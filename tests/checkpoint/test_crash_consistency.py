@@ -19,7 +19,9 @@ from typing import Dict, List, Tuple
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON
+from tests.fixtures.dist_utils import PYTHON
+
+pytestmark = pytest.mark.slow  # runs killed at every write, then resumed, in subprocesses
 
 # 2 epochs, both new bests (val top-1 rises), so the second one replaces an existing best.pt
 SETTINGS = ["train.epochs=2", "threads=1", "model.args.backbone_args={widths: [8, 16]}", "custom_imports=[tests.fixtures.kill_points]"]

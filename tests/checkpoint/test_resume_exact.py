@@ -17,8 +17,10 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, free_port
+from tests.fixtures.dist_utils import PYTHON, free_port
 from utils.distributed.preempt import PREEMPTED_EXIT
+
+pytestmark = pytest.mark.slow  # every test kills and resumes real processes
 
 # Dropout and a random crop draw from the global generators at every step: a resume that
 # did not restore them would diverge. 3 epochs of 22 steps, a checkpoint every 4 steps.

@@ -16,7 +16,7 @@ import pytest
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
-from tests.dist_utils import PYTHON
+from tests.fixtures.dist_utils import PYTHON
 from utils.run_folder import RunFolder, numbered
 
 
@@ -30,6 +30,7 @@ def snapshot(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_resuming_a_run_in_use_stops_at_once_naming_the_holder_and_a_fresh_run_gets_its_own_folder(tmp_path):
     first = start(tmp_path)

@@ -249,7 +249,7 @@ def _copy_corrupt(run: Path, tmp: Path) -> List[str]:
     return fast_overrides(tmp / "out", "broken", epochs=2)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if "loader worker" in c else c for c in sorted(CASES)])  # a worker process
 def test_bad_input_is_one_line_and_exit_code_2(case, tmp_path, trained, capsys):
     make_args, expected = CASES[case]
     args = make_args(tmp_path, trained)

@@ -6,6 +6,14 @@ create (``Create `network/my_net.py`:`` and its code block) are written, shorten
 README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
 sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset)
 are listed in SKIPPED with the reason.
+
+Each command is checked for what it prints, not only for its exit code: a training run prints one
+``test: k=v ...`` line and logs ``best <metric>=<value> at epoch E`` and ``N process(es)``; ``--mode test``
+of an experiment's ``latest/checkpoints/best.pt`` prints the test line that the run ``latest`` points to
+printed (N ranks or one); ``--resume`` logs ``training state restored: epoch E, step S`` in the run it
+continues and prints that run's test line again; a config with ``model.pretrained`` logs ``loaded N tensors
+from PATH``; ``--mode export`` prints the file it wrote. At the end each experiment's folder holds exactly
+the folders the commands named (one per run or mode) and ``latest`` points to its last training run.
 """
 
 from __future__ import annotations
@@ -16,17 +24,20 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import free_port
+from tests.fixtures.dist_utils import free_port
 
 README = ROOT / "README.md"
-QUICK = ["train.iterations=2", "threads=1"]  # "Quick checks" in the README
+ITERATIONS = 2
+QUICK = [f"train.iterations={ITERATIONS}", "threads=1"]  # "Quick checks" in the README
+RANKS = 2  # every --nproc_per_node=N runs as 2 processes on this CPU
 DEMO_DATA = {  # the README's quick sizes of the generated demos
     "configs/video_moving_shapes": ["data.args.videos={train: 12, val: 6, test: 6}"],
     "configs/sod_shapes": ["data.args.counts={train: 16, val: 4, test: 4}"],
@@ -61,7 +72,7 @@ def steps() -> List[Tuple[str, str]]:
 
 def shortened(command: str) -> List[str]:
     args = shlex.split(command)
-    args = ["--nproc_per_node=2" if a.startswith("--nproc_per_node=") else a for a in args]
+    args = [f"--nproc_per_node={RANKS}" if a.startswith("--nproc_per_node=") else a for a in args]
     if args[0] == "torchrun" or "torch.distributed.launch" in args:
         launcher = ["-m", "torch.distributed.run"] if args[0] == "torchrun" else ["-m", "torch.distributed.launch"]
         at = args.index("main.py")
@@ -100,15 +111,118 @@ def own_experiment(command: str, following: str, repo: Path, number: int) -> str
     return f"{command} experiment.name=readme_{number}"
 
 
+TEST_LINE = re.compile(r"^test: (?:\w+=\S+ )*\w+=\S+$")
+
+
+def metrics(line: str) -> Dict[str, str]:
+    """``{"top1": "0.9778", ...}`` from a ``test: k=v ...`` line."""
+    return dict(pair.split("=", 1) for pair in line.split()[1:])
+
+
+def printed_test_lines(stdout: str) -> List[str]:
+    return [line for line in stdout.splitlines() if TEST_LINE.match(line)]
+
+
+@dataclass
+class Run:
+    """A training run as its commands printed it: its folder and its test line."""
+
+    folder: Path
+    test: str
+
+
+@dataclass
+class Chain:
+    """What one experiment's commands printed so far, in README order."""
+
+    repo: Path
+    runs: Dict[str, Run] = field(default_factory=dict)  # experiment folder name -> its latest training run
+    folders: List[Path] = field(default_factory=list)  # every folder a command named as its own
+    printed: Dict[str, str] = field(default_factory=dict)  # command -> the test line it printed first
+
+
+def folder_of(err: str, repo: Path) -> Path:
+    found = re.search(r"run folder (\S+)", err)
+    assert found, "no 'run folder' in the start-up line"
+    path = Path(found.group(1))
+    return path if path.is_absolute() else repo / path
+
+
+def check(command: str, out: str, err: str, seen: Chain) -> None:
+    """What ``command`` (as the README writes it) must have printed: stdout ``out``, the log ``err``."""
+    assert "Traceback" not in err, err[-3000:]
+    if "--help" in command:
+        assert out.startswith("usage:"), out
+        return
+    launched = command.startswith(("torchrun", "python -m torch.distributed"))
+    assert re.search(rf"\b{RANKS if launched else 1} process\(es\)", err), err[-3000:]
+    folder = folder_of(err, seen.repo)
+    mode = re.search(r"--mode (\w+)", command)
+    if mode and mode.group(1) == "export":
+        wrote = re.fullmatch(r"export: format=(\S+) max_abs_difference=(\S+) tolerance=(\S+) file=(\S+)", out.strip())
+        assert wrote, out
+        fmt, difference, tolerance, path = wrote.groups()
+        assert fmt == re.search(r"--format (\S+)", command).group(1) and float(difference) <= float(tolerance)
+        assert Path(path).parent == folder and Path(path).is_file() and folder.name.startswith("export_")
+        seen.folders.append(folder)
+        return
+    if mode and mode.group(1) not in ("train", "test"):  # predict: its summary line
+        assert re.search(rf"^{mode.group(1)}: \w+=", out, re.M), out
+        seen.folders.append(folder)
+        return
+    lines = printed_test_lines(out)
+    assert len(lines) == 1, out
+    seen.printed.setdefault(command, lines[0])
+    if mode and mode.group(1) == "test":  # a checkpoint holds what its run tested, on N ranks as on one
+        experiment = re.search(r"output/([\w.]+)/latest/", command).group(1)
+        assert lines[0] == seen.runs[experiment].test, (command, lines[0], seen.runs[experiment].test)
+        assert folder.name.startswith("test_")
+        seen.folders.append(folder)
+        return
+    assert not mode or mode.group(1) == "train", command
+    best = re.search(r"best (\w+)=(\S+) at epoch (\d+)", err)
+    assert best, err[-3000:]
+    monitor = re.search(r"eval\.monitor=(\w+)", command)
+    assert best.group(1) in {*metrics(lines[0]), *(f"ema_{k}" for k in metrics(lines[0]))}, (best.group(0), lines[0])
+    assert monitor is None or best.group(1) == monitor.group(1), best.group(0)
+    float(best.group(2))
+    pretrained = pretrained_of(command, seen.repo)
+    if pretrained:
+        assert re.search(rf"loaded [1-9]\d* tensors from {re.escape(pretrained)}", err), err[-3000:]
+    experiment = folder.parent.name
+    if "--resume" in command:  # continues the experiment's last run, whose steps are done: it tests again
+        assert re.search(rf"training state restored: epoch \d+, step {ITERATIONS}\b", err), err[-3000:]
+        assert folder == seen.runs[experiment].folder and lines[0] == seen.runs[experiment].test
+    else:
+        assert folder.name.startswith("run_") and folder not in seen.folders, folder
+        seen.folders.append(folder)
+    seen.runs[experiment] = Run(folder, lines[0])
+
+
+def pretrained_of(command: str, repo: Path) -> Optional[str]:
+    """The ``model.pretrained`` a training command's config names, if any."""
+    config = re.search(r"--config (\S+)", command)
+    if not config:
+        return None
+    return (yaml.safe_load((repo / config.group(1)).read_text()).get("model") or {}).get("pretrained")
+
+
+def fresh_copy(repo: Path) -> bool:
+    """The repository's files (tracked and not ignored, as a commit of this tree would hold them) in ``repo``."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is not copied
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    return bool(listed)
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
+def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_say(tmp_path):
     repo = tmp_path / "repo"
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    if not tracked:
+    if not fresh_copy(repo):
         pytest.skip("not a git checkout")
-    for name in tracked:
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, repo / name)
     env = {**subprocess_env(), "PYTHONPATH": str(repo)}
     found = steps()
     for kind, what, code in found:
@@ -120,15 +234,32 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy(tmp_path):
         command = own_experiment(command, following, repo, number)
         chains.setdefault(chain(command, repo), []).append(command)
 
-    def run_chain(commands: List[str]) -> List[str]:
+    def run_chain(commands: List[str]) -> Chain:
+        seen = Chain(repo)
         for command in commands:
             proc = subprocess.run(shortened(command), cwd=repo, env=env, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, f"README command failed: {command}\n{proc.stderr[-3000:]}"
-        return commands
+            try:
+                check(command, proc.stdout, proc.stderr, seen)
+            except (AssertionError, KeyError, AttributeError, ValueError) as err:
+                raise AssertionError(f"README command printed what it should not: {command}\n{err!r}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}") from err
+        return seen
 
     longest_first = sorted(chains.values(), key=len, reverse=True)
     with ThreadPoolExecutor(max_workers=2) as pool:  # one experiment's commands in order; two experiments at once
-        ran = [command for done in pool.map(run_chain, longest_first) for command in done]
+        done = list(pool.map(run_chain, longest_first))
+    ran = [command for commands in longest_first for command in commands]
     assert "python main.py" in ran and len(ran) >= 15, ran
+    # the quick start prints the metrics the README's example line shows
+    example = re.search(r"`(test: [^`]+)`", README.read_text()).group(1)
+    quick = next(seen.printed["python main.py"] for seen in done if "python main.py" in seen.printed)
+    assert set(metrics(example)) == set(metrics(quick)), (example, quick)
+    # one folder per run and per mode, named by its command; latest is the experiment's last training run
+    named = sorted(path for seen in done for path in seen.folders)
+    on_disk = sorted(path for path in (repo / "output").glob("*/*") if path.is_dir() and not path.is_symlink())
+    assert named == on_disk, (named, on_disk)
+    for seen in done:
+        for experiment, run in seen.runs.items():
+            assert (repo / "output" / experiment / "latest").resolve() == run.folder.resolve()
     # the quick start's command twice (it also runs first in the multi-process section): two runs
     assert len(list((repo / "output" / "digits_small_cnn").glob("run_*"))) >= 2

@@ -21,6 +21,7 @@ def printed_metrics(text: str) -> dict:
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
 
 
+@pytest.mark.slow
 def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_root, capsys):
     assert main.main([f"experiment.output_root={out_root}"]) == 0
     trained = printed_metrics(capsys.readouterr().out)

@@ -18,7 +18,9 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import free_port
+from tests.fixtures.dist_utils import free_port
+
+pytestmark = pytest.mark.slow  # main.py in subprocesses on a copy of the repository
 
 LAZY_NET = '''
 from torch import nn

@@ -70,8 +70,8 @@ def test_eval_monitor_loss_alone_selects_the_epoch_with_the_lowest_val_loss(out_
 
 
 def test_a_one_sample_last_batch_under_batchnorm_is_dropped_with_a_log_line(out_root, caplog):
-    # 1257 training digits in batches of 4: 314 full batches and one of 1 sample
-    assert main.main([*fast_overrides(out_root, "single", epochs=1), "data.drop_last=false", "data.batch_size=4", "train.iterations=400"]) == 0
+    # 1257 training digits in batches of 157: 8 full batches and one of 1 sample
+    assert main.main([*fast_overrides(out_root, "single", epochs=1), "data.drop_last=false", "data.batch_size=157", "train.iterations=10"]) == 0
     assert "each epoch's last training batch would hold 1 sample" in caplog.text
     state = torch.load(out_root / "single" / "latest" / "checkpoints" / "last.pt", weights_only=False)
-    assert state["progress"]["step"] == 400 and state["progress"]["epoch"] == 1  # epoch 0 had 314 batches
+    assert state["progress"]["step"] == 10 and state["progress"]["epoch"] == 1  # epoch 0 had 8 batches

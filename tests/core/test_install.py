@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # fresh interpreters
 
 FOLDERS = ("utils", "hook", "loss", "module", "network", "backbone", "main")
 

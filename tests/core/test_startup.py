@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, subprocess_env
+
+pytestmark = pytest.mark.slow  # a fresh interpreter
 
 PROBE = """
 import sys

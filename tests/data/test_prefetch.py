@@ -40,7 +40,7 @@ def _batches(loader):
     return [(x.clone(), y.clone()) for x, y in loader]
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])  # 2: worker processes
 def test_train_loader_yields_the_same_batches_in_order_as_without_prefetch(num_workers):
     overrides = ["data.batch_size=32", f"data.num_workers={num_workers}"]
     plain_cfg = load_config(None, overrides + ["data.prefetch=none"])
@@ -69,7 +69,7 @@ def test_auto_mode_is_thread_on_cpu_and_cuda_needs_a_gpu():
 
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("fail_at", [0, 9])
-@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])  # 2: worker processes
 def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_workers):
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=fail_at), batch_size=4, num_workers=num_workers), "thread", depth=2)
     seen = []
@@ -91,7 +91,7 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
 def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine.components import LoopOptions, Parts
+    from utils.engine.trainer_types import LoopOptions, Parts
     from utils.engine.trainer import Trainer
 
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=10, delay=0.001), batch_size=4), "thread", depth=2)

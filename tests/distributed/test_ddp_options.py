@@ -8,7 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from tests.dist_utils import spawn
+from tests.fixtures.dist_utils import spawn
+
+pytestmark = pytest.mark.slow  # spawned gloo processes
 
 
 def grads_in_buckets(rank: int, world_size: int) -> List[Dict[str, object]]:

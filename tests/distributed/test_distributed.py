@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 import main
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, free_port, launch, run, torchrun
+from tests.fixtures.dist_utils import PYTHON, free_port, launch, run, torchrun
 from utils.amp import Amp
 from utils.checkpoint.files import load_file
 from utils.config import DistConfig, load_config
@@ -72,11 +72,13 @@ def launched(tmp_path_factory) -> Path:
     return out / "launch" / "run_001"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_launch_trains_digits_on_two_ranks(launched):
     assert (launched / "checkpoints" / "best.pt").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_torchrun_trains_digits_with_cpu_sync_bn(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", "experiment.name=syncbn", "model.sync_bn=true", *TRAIN))
@@ -102,6 +104,7 @@ def padded_control(checkpoint: Path, world_size: int) -> Dict[str, float]:
     return {"top1": correct / count, "loss": loss_sum / count, "samples": count}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_evaluation_on_2_and_3_ranks_equals_one_process_on_an_odd_split(launched, tmp_path):
     best = launched / "checkpoints" / "best.pt"
@@ -126,6 +129,7 @@ def test_evaluation_on_2_and_3_ranks_equals_one_process_on_an_odd_split(launched
         assert max(abs(control["top1"] - single["top1"]), abs(control["loss"] - single["loss"])) > 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_path):
     """``torchrun --nnodes=2 --node_rank=K --master_addr --master_port`` on loopback: the two
@@ -157,6 +161,7 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["progress"]["epoch"] == epochs + 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_failing_rank_ends_the_job_instead_of_hanging(tmp_path):
     """Rank 1 raises at its third step while a non-daemon thread of it is still running
@@ -170,6 +175,7 @@ def test_a_failing_rank_ends_the_job_instead_of_hanging(tmp_path):
     assert "injected failure on rank 1 at step 3" in proc.stderr  # and run() raised no TimeoutExpired
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_rank_with_bad_input_is_named_as_the_root_cause_by_torchrun(tmp_path):
     """Only rank 1's data folder is missing. Its peer fails a moment later in a collective

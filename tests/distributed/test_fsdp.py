@@ -26,8 +26,10 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 from utils.checkpoint.state import Checkpoint
+
+pytestmark = pytest.mark.slow  # torchrun jobs shared by every test
 
 GLOBAL = 24
 SETTINGS = [

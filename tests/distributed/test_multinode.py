@@ -23,7 +23,7 @@ from typing import List
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 
 SETTINGS = ["model.args.backbone_args={widths: [8, 16]}", "data.global_batch_size=24", "train.iterations=20", "train.log_every=50", "data.prefetch=none"]
 TIMEOUT = 180
@@ -33,7 +33,10 @@ def _can_make_namespaces() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("ip") is not None
 
 
-pytestmark = pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and iproute2 (ip netns) for two network-namespace hosts")
+pytestmark = [
+    pytest.mark.slow,  # torchrun agents in two network namespaces
+    pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and iproute2 (ip netns) for two network-namespace hosts"),
+]
 
 
 def ip(*args: str) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
-from tests.dist_utils import free_port
+from tests.fixtures.dist_utils import free_port
 from utils.distributed.launcher import Launch, resolve_launch
 from utils.distributed.join import join_store, join_wait_s
 from utils.errors import ConfigError
@@ -72,6 +72,7 @@ def test_bad_launch_environment_is_one_line_and_exit_code_2(case, clean_env, tmp
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_stray_launcher_variables_say_what_they_wait_for_then_fail(clean_env, tmp_path, capsys, caplog):
     """RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT left over from another launch: before, the process waited
@@ -134,6 +135,7 @@ def slurm_jobs(tmp_path_factory) -> Dict[str, Tuple[float, List[subprocess.Compl
         return dict(zip(SLURM_CASES, pool.map(timed, SLURM_CASES)))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", sorted(SLURM_CASES))
 def test_slurm_tasks_missing_are_named_within_seconds(case, slurm_jobs):

@@ -52,6 +52,7 @@ def free_job_port() -> int:
     raise RuntimeError("no free port in 15000-24999")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_two_srun_style_processes_train_one_epoch_together_and_agree_on_the_replicas(out_root):
     job_id = str(free_job_port() - 15000 + 90000)  # the job's port is 15000 + its id's last 4 digits

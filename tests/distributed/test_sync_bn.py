@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.dist_utils import spawn
+from tests.fixtures.dist_utils import spawn
 from utils.distributed.ops import all_reduce_sums
 from utils.distributed.sync_bn import CPUSyncBatchNorm, convert_batchnorm
 
@@ -82,6 +82,7 @@ def reference(case: int) -> Dict[str, Any]:
     return run_bn(plain_bn(p), p, 0, p["bounds"][-1])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{s[0]}+{s[1]}" for s, _, _ in CASES])
 def test_two_ranks_equal_one_batchnorm_over_the_global_batch(ranks, case):
@@ -110,6 +111,7 @@ def test_two_ranks_equal_one_batchnorm_over_the_global_batch(ranks, case):
         assert not torch.allclose(local(p["xs"][0][:hi]), ref["steps"][0]["y"][:hi], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_a_rank_with_no_sums_still_takes_part_in_the_reduction(ranks):
     for r in ranks:
         assert set(r["sums"]) == {"count", "hist"}

@@ -9,13 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-from tests.dist_utils import run, spawn, torchrun
+from tests.fixtures.dist_utils import run, spawn, torchrun
 from utils.distributed.unused import reduced_parameter_names, unused_parameters_error
 
 SPARE = ["experiment.name=spare", "custom_imports=[tests.fixtures.unused_net]", "model.name=spare_layer_classifier", "model.args.backbone_args={widths: [8]}",
          "data.batch_size=32", "train.iterations=3", "train.log_every=1"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_unused_parameters_under_ddp_are_one_line_naming_them_and_the_fix(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", *SPARE), timeout=180)
@@ -31,6 +32,7 @@ def test_unused_parameters_under_ddp_are_one_line_naming_them_and_the_fix(tmp_pa
     assert not re.search(r"\[rank\d\] failed", proc.stderr), proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_the_same_run_trains_with_find_unused_parameters(tmp_path):
     proc = run(torchrun(2, f"experiment.output_root={tmp_path}", *SPARE, "dist.find_unused_parameters=true"), timeout=180)
@@ -58,6 +60,7 @@ def ddp_names(rank: int, world_size: int) -> Tuple[List[str], bool]:
     return names, len(names) == len(reduced) and all(by_name[n] is p for n, p in zip(names, reduced))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_parameter_indices_are_named_in_ddp_s_own_order(tmp_path):
     names, same_order = spawn(ddp_names, 2, tmp_path)[0]

@@ -19,10 +19,12 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.data.datasets.digits import Digits
+
+pytestmark = pytest.mark.slow  # torchrun jobs on several world sizes
 
 GLOBAL = 24
 EVERY = 10  # a checkpoint every 10 steps

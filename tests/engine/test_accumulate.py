@@ -8,10 +8,10 @@ import torch
 from torch import nn
 
 from tests.conftest import ROOT, subprocess_env
-from tests.engine import accumulate_worker as worker
+from tests.fixtures import accumulate_worker as worker
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
 
 
@@ -54,10 +54,11 @@ def test_a_shorter_last_group_is_the_mean_of_its_micro_batches():
     assert_same_weights(accumulated, reference)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_accumulation_under_two_process_ddp_syncs_once_per_step(tmp_path):
     out = tmp_path / "ddp.pt"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "tests" / "engine" / "accumulate_worker.py"), str(out)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "tests" / "fixtures" / "accumulate_worker.py"), str(out)]
     proc = subprocess.run(cmd, env=subprocess_env(), cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = torch.load(out, weights_only=False)

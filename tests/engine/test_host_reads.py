@@ -1,6 +1,6 @@
 """The training loop reads no tensor value between sync points (log steps, checkpoints, the epoch's end).
 
-Counted as ``benchmarks/bench_host_reads.py`` counts: every ``item``/``tolist``/``bool(t)``/...
+Counted by ``utils/host_reads.py``, as ``benchmarks/bench_host_reads.py`` counts: every ``item``/``tolist``/``bool(t)``/...
 whose caller is a file of the project.
 """
 
@@ -13,12 +13,12 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks.count_reads import counting, totals
 from utils.amp import Amp
 from utils.config import AmpConfig, OptimConfig
-from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
 from utils.errors import NonFiniteError
+from utils.host_reads import counting, totals
 from utils.optim.optimizers import build_optimizer
 from utils.hook.progress import ProgressHook
 

@@ -10,7 +10,7 @@ import torch
 
 import main
 from tests.conftest import fast_overrides
-from tests.dist_utils import run, torchrun
+from tests.fixtures.dist_utils import run, torchrun
 from utils.checkpoint.store import CheckpointStore, load_verified
 
 NAN = ["custom_imports=[tests.fixtures.nan_net]", "model.name=nan_classifier"]
@@ -58,6 +58,7 @@ def test_nan_weights_are_never_written_over_the_last_good_checkpoint(out_root, c
     assert [p.name for p in store.numbered()] == ["epoch0000_batch000004.pt"] and finite(load_verified(store.numbered()[0]))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ranks_agree_to_skip_a_step_only_one_of_them_saw_as_nan(tmp_path):
     args = "model.args={num_classes: 10, backbone_args: {widths: [8, 16]}, nan_at: [3], nan_rank: 1}"

@@ -7,10 +7,11 @@ import subprocess
 from pathlib import Path
 from typing import List
 
+import pytest
 import torch
 
 from tests.conftest import ROOT, fast_overrides, subprocess_env
-from tests.dist_utils import PYTHON
+from tests.fixtures.dist_utils import PYTHON
 from utils.amp import Amp
 from utils.checkpoint.state import Checkpoint, Progress, StateObjects, RunRecord, snapshot_training_state
 from utils.config import AmpConfig, ScheduleConfig
@@ -30,6 +31,7 @@ def reads(record: Path) -> List[int]:
     return [int(line) for line in Path(f"{record}.rank0").read_text().split()]
 
 
+@pytest.mark.slow
 def test_a_5_step_run_resumed_to_30_steps_reads_every_batch_once_and_takes_30_steps(tmp_path):
     train(tmp_path, "short", tmp_path / "short", "train.iterations=5")
     last = torch.load(tmp_path / "short" / "latest" / "checkpoints" / "last.pt", weights_only=False)

@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import torch
 
-from tests.dist_utils import spawn
-from tests.hooks.harness import run_with
+from tests.fixtures.dist_utils import spawn
+from tests.fixtures.harness import run_with
 from utils.amp import Amp
 from utils.config import AmpConfig
 from utils.data.samplers import ShardSampler
 from utils.distributed.process_group import DistInfo
-from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
 from utils.hook import Hook
 from utils.metrics import build_metric
@@ -61,6 +62,7 @@ def _both_sizes(rank: int, world_size: int) -> list:
     return [_confusion_on_shards(rank, world_size, samples) for samples in (2, 11)]
 
 
+@pytest.mark.slow
 def test_confusion_counts_over_three_ranks_one_of_them_empty_equal_one_process(tmp_path: Path):
     alone = [_confusion_on_shards(0, 1, samples) for samples in (2, 11)]  # no process group: one process
     assert [a[0] for a in alone] == [2, 11] and [sum(map(sum, a[1])) for a in alone] == [2, 11]

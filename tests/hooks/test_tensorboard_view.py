@@ -18,7 +18,7 @@ from PIL import Image
 
 import main
 from tests.conftest import fast_overrides, subprocess_env
-from tests.dist_utils import free_port
+from tests.fixtures.dist_utils import free_port
 
 pytest.importorskip("tensorboard")
 
@@ -79,6 +79,7 @@ def wait_for(url: str, expected: str, seconds: float) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 def test_chromium_renders_the_cards_and_their_images_from_a_tensorboard_server(runs, tmp_path):

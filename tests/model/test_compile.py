@@ -22,12 +22,12 @@ from torch import nn
 
 import main
 from tests.conftest import fast_overrides
-from tests.dist_utils import run, torchrun
+from tests.fixtures.dist_utils import run, torchrun
 from utils.amp import Amp
 from utils.checkpoint.store import load_verified
 from utils.config import AmpConfig, OptimConfig
 from utils.config_rules import COMPILE_DEFAULTS
-from utils.engine.components import LoopOptions, Parts
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
 from utils.model.compile import compile_model
 from utils.optim.optimizers import build_optimizer
@@ -66,6 +66,7 @@ def losses_of(compiled: bool, level: str, grad_checkpointing: bool, steps: int =
     return recorder.values, model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level, grad_checkpointing, tol", [("O0", False, FP32_TOL), ("O1", True, BF16_TOL), ("O2", False, BF16_TOL)])
 def test_compiled_losses_equal_eager_over_a_few_steps(level, grad_checkpointing, tol):
     compiled, model = losses_of(True, level, grad_checkpointing)
@@ -101,6 +102,7 @@ def runs(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_compiled_epoch_trains_like_an_eager_one(runs):
     assert list(runs["compiled"]["model"]) == list(runs["eager"]["model"])  # no _orig_mod. prefix
     assert not any("_orig_mod" in key for key in runs["compiled"]["model"])
@@ -110,6 +112,7 @@ def test_a_compiled_epoch_trains_like_an_eager_one(runs):
     assert first_val["compiled"] == pytest.approx(first_val["eager"], rel=1e-3)
 
 
+@pytest.mark.slow
 def test_a_compiled_run_resumes_into_an_eager_one_and_back(runs):
     assert runs["then_eager"]["progress"]["epoch"] == 2 and runs["then_compiled"]["progress"]["epoch"] == 3
     assert runs["then_compiled"]["progress"]["step"] == runs["eager3"]["progress"]["step"]
@@ -117,6 +120,7 @@ def test_a_compiled_run_resumes_into_an_eager_one_and_back(runs):
     assert tests["compiled"] == pytest.approx(tests["eager3"], rel=1e-2)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_compiled_under_two_rank_ddp_trains_like_eager_over_a_few_steps(tmp_path):
     weights, losses = {}, {}

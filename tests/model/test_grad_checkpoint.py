@@ -100,6 +100,7 @@ def _ddp_run(out_root, name: str, *extra: str):
     return torch.load(out_root / name / "latest" / "checkpoints" / "last.pt", map_location="cpu", weights_only=False)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(440)
 def test_grad_checkpointing_under_ddp_trains_like_plain_ddp(out_root):
     checkpointed = _ddp_run(out_root, "gc_ddp", "model.grad_checkpointing=true")

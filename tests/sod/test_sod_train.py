@@ -10,6 +10,8 @@ import main
 from tests.cli.test_train import printed_metrics, read_rows
 from utils.data.datasets.shapes_sod import render_scene, write_split
 
+pytestmark = pytest.mark.slow  # trains the SOD demo
+
 SOD_NAMES = {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f"}
 
 
