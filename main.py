@@ -16,27 +16,30 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple
+
+# OpenMP reads how long a waiting thread spins once, when torch loads it: briefly, then it sleeps instead of
+# taking a core another process needs (7x slower beside another torch job otherwise: utils/threads.py)
+if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):  # a user's own setting stays
+    os.environ["GOMP_SPINCOUNT"] = "3000"
 
 import torch
 
 from utils import __version__
-from utils.amp import Amp, resolve_policy
+from utils.amp import Amp
 from utils.checkpoint.guard import ResumeChoices, check_resume
-from utils.checkpoint.records import read_record
+from utils.checkpoint.records import ValidationRecord
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
-from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.sharded import open_store
 from utils.config import Config, load_config, save_config, to_dict
-from utils.config_rules import compile_options
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.data.identity import data_identity
 from utils.data.input_shape import check_input_shape
-from utils.distributed.ops import decided_by_rank0, is_dist
-from utils.distributed.fsdp import check_fsdp_combination, shard_model
+from utils.distributed.ops import is_dist
+from utils.distributed.fsdp import shard_model
 from utils.distributed.parallel import convert_sync_bn, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
 from utils.distributed.process_group import (
@@ -48,15 +51,15 @@ from utils.distributed.process_group import (
 )
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
-from utils.engine.checkpointer import Checkpointer
+from utils.engine.checkpointer import CheckpointSettings
 from utils.engine.cli import command_line
-from utils.engine.components import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
 from utils.engine.export import export_checkpoint
 from utils.engine.predict import dataset_check_view, predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
-from utils.engine.validator import Validator
+from utils.engine.validator import ValidationSettings
 from utils.errors import RegistryError, UserError, one_line
 from utils.hook.profiler import ProfilerHook
 from utils.hook.progress import ProgressHook
@@ -65,7 +68,7 @@ from utils.log import RunWriter, format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.metrics.extra import check_extra_classes
 from utils.model.build import build_network
-from utils.model.compile import check_compile_combination, compile_model
+from utils.model.compile import compile_model
 from utils.model.criterion import build_criterion
 from utils.model.memory_format import to_channels_last
 from utils.model.summary import has_batchnorm, log_summary
@@ -73,10 +76,10 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
-from utils.references import check_references, import_custom, monitor_mode
+from utils.references import check_references, import_custom
 from utils.run_folder import RunFolder
-from utils.run_folder import create as create_run
-from utils.run_folder import named as named_run
+from utils.start import StartPlan, open_run, plan_start
+from utils.threads import apply_threads, choose_threads, describe
 
 log = logging.getLogger("main")
 
@@ -100,32 +103,6 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     return cfg
 
 
-def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str], output: Optional[str] = None) -> Tuple[RunFolder, Optional[Path], Optional[Dict[str, Any]]]:
-    """The run's folder (a new one, or the training run to continue, locked by rank 0), the checkpoint
-    to resume and its validation record; rank 0 decides, every rank gets its answer (or its error)."""
-    experiment, kind = cfg.experiment_dir, "run" if mode == "train" else mode
-    opened: List[RunFolder] = []  # rank 0's folder: it knows whether this process made it (``RunFolder.abandon``)
-
-    def decide() -> Tuple[str, Optional[str], Optional[Dict[str, Any]]]:
-        run, start_from = run_to_continue(experiment, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
-        run = run or (named_run(Path(output)) if output else create_run(experiment, kind))
-        opened.append(run)
-        if mode != "train":
-            return str(run.path), None, None
-        run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
-        found = checkpoint_to_resume(run, start_from, required=bool(resume))
-        return str(run.path), None if found is None else str(found), None if found is None else read_record(found)
-
-    try:
-        path, found, record = decided_by_rank0(decide)
-    except UserError:
-        for run in opened:
-            run.abandon()  # a folder made for this start goes again
-            run.release()
-        raise
-    return (opened[0] if opened else RunFolder(Path(path))), None if found is None else Path(found), record
-
-
 def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
     """The progress bar and the profiler (training), then the task's default hooks and the users'
     as ``cfg.hooks`` sets them (order: utils/hook/)."""
@@ -135,13 +112,13 @@ def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
     return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
-def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int]) -> Services:
-    """The run writer, the checkpointer and the validator, from their config keys."""
+def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int], direction: str) -> Services:
+    """The run writer, the checkpointer and the validator, from their config keys (``direction``: ``StartPlan.monitor_mode``)."""
     store = open_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
-        checkpointer=Checkpointer(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
-        validator=Validator(val_loader, cfg.eval.every, cfg.eval.monitor, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.eval.extra_metrics), cfg.train.patience, cfg.eval.use_ema),
+        checkpoints=CheckpointSettings(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
+        validation=ValidationSettings(val_loader, cfg.eval.every, cfg.eval.monitor, direction, cfg.train.patience, cfg.eval.use_ema),
     )
 
 
@@ -161,11 +138,10 @@ def run_meta(cfg: Config, data: Any) -> RunMeta:
     return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None), data_identity(data))
 
 
-def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[Dict[str, Any]]], choices: ResumeChoices = ResumeChoices()) -> Dict[str, float]:
-    compiling, sharding = compile_options(cfg.train.compile), cfg.dist.mode == "fsdp"
-    policy = resolve_policy(cfg.amp, info.device, sharding)
-    check_compile_combination(compiling, policy.backend, cfg.dist.mode)
-    check_fsdp_combination(cfg, policy.backend, policy.loss_scale)
+def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[ValidationRecord]],
+          choices: ResumeChoices = ResumeChoices(), plan: Optional[StartPlan] = None) -> Dict[str, float]:
+    plan = plan or plan_start(cfg, info, "train")  # main() made it before the run folder existed
+    compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
     train_data = with_process_batch(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
     if cfg.train.overwrite:
         log.warning("train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path)
@@ -195,7 +171,7 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     model = shard_model(model, cfg, policy, info.distributed)  # dist.mode=fsdp: before the optimizer sees the parameters
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
     ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
-    amp = Amp(cfg.amp, info.device, sharding)
+    amp = Amp(cfg.amp, info.device, sharding, policy)
     model, optimizer = amp.initialize(model, optimizer)
     model = compile_model(model, compiling)  # in place, before DDP (PyTorch's advice)
     model = wrap_model(model, cfg.dist, info)
@@ -205,11 +181,11 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     epochs, total_steps = training_length(cfg.train, epoch_steps, resumed.checkpoint.progress if resumed is not None else None)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes), ema)
-    services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None)
+    services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None, plan.monitor_mode)
     trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta)
     try:
         if resumed is not None:
-            resumed.restore(trainer)
+            trainer.start_from(resumed.restore(trainer.state_objects(), info))
             del resumed  # the optimizer state it held is copied; free it before training
         if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
             save_config(cfg, run.config)
@@ -229,17 +205,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
         checkpoint = Checkpoint.load(args.checkpoint) if args.mode != "train" else None
         cfg = resolve_config(args, checkpoint)
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)  # on a busy CPU, fewer threads stop OpenMP from waiting on each other
+        threads = choose_threads(cfg.threads)
+        apply_threads(threads)
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(None, info.rank)  # the console, until the run's folder is known
-        run, resume_path, record = open_run(cfg, info, args.mode, args.resume, args.output if args.mode in ("predict", "export") else None)
+        plan = plan_start(cfg, info, args.mode)  # the config's own rules, before any folder is made
+        opened = open_run(cfg, info, args.mode, args.resume, args.output if args.mode in ("predict", "export") else None)
+        run = opened.folder
         setup_logging(run.log, info.rank)
-        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s; run folder %s", __version__, torch.__version__, info.world_size, info.launcher, info.device, run.path)
+        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s, %s; run folder %s",
+                 __version__, torch.__version__, info.world_size, info.launcher, info.device, describe(threads), run.path)
         if not_imported(checkpoint, cfg):
             log.warning("%s", how_to_import(not_imported(checkpoint, cfg), args.mode))
         if args.mode == "train":
-            results = train(cfg, info, run, (resume_path, record), ResumeChoices(args.resume_force, args.reset_optimizer))
+            results = train(cfg, info, run, (opened.checkpoint, opened.record), ResumeChoices(args.resume_force, args.reset_optimizer), plan)
         elif args.mode == "test":
             results = test_checkpoint(cfg, info, run, checkpoint)
         else:

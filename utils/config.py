@@ -158,7 +158,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     seed: int = field(default=0, metadata=rule(lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy and the samplers take 32-bit seeds)") | MATCH)
     device: Literal["auto", "cpu", "cuda"] = field(default="auto", metadata=APPLY)
-    threads: Optional[int] = field(default=None, metadata=at_least(1, null=True) | INERT)  # CPU intra-op threads per process (None: torch's default, one per core)
+    threads: Optional[int] = field(default=None, metadata=at_least(1, null=True) | INERT)  # CPU intra-op threads per process (None: the cores it may use, shared by a node's processes: utils/threads.py)
     custom_imports: List[str] = field(default_factory=list, metadata=APPLY)
     hooks: List[Dict[str, Any]] = field(default_factory=list, metadata=APPLY)  # users' hooks: [{name: my_hook, <its arguments>}]
     data: DataConfig = field(default_factory=DataConfig)

@@ -51,18 +51,32 @@ def _check(registry: Registry, name: str, key: str, args: Dict[str, Any], fixed:
     return obj
 
 
+def _names_a_backbone(params: Any) -> bool:
+    """Whether a network's ``backbone`` argument is a name in the backbone registry: it takes
+    ``backbone_args`` too (the framework's networks), or its default is a registered backbone (a
+    user's network that builds ``BACKBONES.build(backbone)`` itself, as the README's ``MyNet``)."""
+    if "backbone" not in params:
+        return False
+    default = params["backbone"].default
+    return "backbone_args" in params or (isinstance(default, str) and default in BACKBONES)
+
+
 def _check_network(model: Any) -> None:
-    """The network's arguments, and its backbone's (``model.args.backbone_args``) through the backbone
-    registry; a backbone may refuse combinations of its arguments (``check_arguments``) and ``model.input_size``
-    (``check_input_size``) before anything is built."""
+    """The network's arguments, and its backbone's name and arguments (``model.args.backbone``,
+    ``model.args.backbone_args``) through the backbone registry; a backbone may refuse combinations of its
+    arguments (``check_arguments``) and ``model.input_size`` (``check_input_size``) before anything is built."""
     network = _check(NETWORKS, model.name, "model.args", model.args)
     try:
         params = inspect.signature(network).parameters
     except (TypeError, ValueError):  # no signature to read: Registry.check let it pass too
         return
-    if "backbone" not in params or "backbone_args" not in params:
+    if not _names_a_backbone(params):
         return
     backbone = model.args.get("backbone", params["backbone"].default)
+    if "backbone_args" not in params:  # the network passes its own arguments: the name is what can be checked
+        if isinstance(backbone, str):
+            BACKBONES.get(backbone)  # RegistryError: the known names and the closest
+        return
     backbone_args = model.args.get("backbone_args") or {}
     if not isinstance(backbone, str) or not isinstance(backbone_args, dict):
         return  # a type the network's own annotations refused above, or a plugin's own convention
@@ -95,9 +109,7 @@ def check_references(cfg: Config) -> None:
         from utils.metrics.extra import check_extras
 
         check_extras(extras, cfg.eval.metric, cfg.model.args.get("num_classes"))
-    check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)
-    if cfg.eval.monitor_mode is None:  # the metric must declare the direction (a set mode is taken as it is)
-        monitor_mode(cfg.eval.metric, cfg.eval.monitor, None, extras)
+    check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)  # its direction: monitor_mode, once (utils/start.py)
 
 
 def _extra_directions(extras: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]]:

@@ -35,8 +35,10 @@ __all__ = ["Amp", "AmpPolicy", "ClipOptions", "LossScaler", "StepOutcome", "Step
 class Amp:
     """The precision of one run, selected by ``cfg.opt_level``; delegates to the chosen backend."""
 
-    def __init__(self, cfg: AmpConfig, device: torch.device, cast_by_wrapper: bool = False) -> None:
-        self.policy = resolve_policy(cfg, device, cast_by_wrapper)
+    def __init__(self, cfg: AmpConfig, device: torch.device, cast_by_wrapper: bool = False, policy: Optional[AmpPolicy] = None) -> None:
+        """``policy``: one ``resolve_policy`` already made of the same arguments (main.py checks it before the run
+        folder exists), used as it is."""
+        self.policy = policy or resolve_policy(cfg, device, cast_by_wrapper)
         self.backend: Union[NativeAmp, ApexAmp] = ApexAmp(self.policy) if self.policy.backend == "apex" else NativeAmp(self.policy)
 
     def initialize(self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:

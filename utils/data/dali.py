@@ -3,7 +3,7 @@
 CPU pipelines (decode -> resize -> crop-mirror-normalize), so they also run
 without a GPU; each rank reads its own shard (``shard_id``/``num_shards``).
 DALI is optional: ``pip install -e ".[dali]"`` (package nvidia-dali-cuda130);
-it is imported only when this loader is built.
+it is imported only when a run asks for this loader (``check_dali`` before the run starts, then to build it).
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ def _import_dali() -> Any:
             f'data.loader=dali needs NVIDIA DALI, which is not installed ({err}); run pip install -e ".[dali]" or use data.loader=torch'
         ) from err
     return dali
+
+
+def check_dali() -> None:
+    """ConfigError when DALI is not importable: ``main.plan_start`` asks before a run folder is made or any data read."""
+    _import_dali()
 
 
 @dataclass

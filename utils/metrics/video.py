@@ -97,5 +97,5 @@ class VideoAccuracy(Metric):
         hits = self._hits(scores, labels) if len(labels) else {k: torch.zeros(0, dtype=torch.bool) for k in self.topk}
         for k in self.topk:
             results[f"video_top{k}"] = hits[k].double().sum().item() / max(len(labels), 1)
-        results["videos"] = float(len(labels))
+        results["videos"] = len(labels)  # a count: printed videos=6, not 6.0000
         return results

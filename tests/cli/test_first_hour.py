@@ -1,0 +1,87 @@
+"""What a new user meets in the first hour: the CPU threads a run chooses and says it chose, counts printed
+as counts, and the README's DALI line accepted as written up to the point where DALI itself is needed."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import main
+from tests.conftest import ROOT, fast_overrides, subprocess_env
+from utils.log import format_metrics
+from utils.registry import METRICS
+from utils.threads import choose_threads, usable_cores
+
+
+def test_threads_come_from_the_setting_then_omp_num_threads_then_the_usable_cores():
+    assert choose_threads(3, {}).count == 3
+    assert choose_threads(None, {"OMP_NUM_THREADS": "1"}) == (torch.get_num_threads(), "OMP_NUM_THREADS=1")  # torch read it already
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(usable_cores() + 3)  # more than the process may use: the usable cores
+        assert choose_threads(None, {}) == (usable_cores(), f"{usable_cores()} usable cores")
+        torch.set_num_threads(1)  # chosen by the program that calls main() (as tests/conftest.py does): kept
+        assert choose_threads(None, {}).count == 1
+    finally:
+        torch.set_num_threads(before)
+    shared = choose_threads(None, {"LOCAL_WORLD_SIZE": str(usable_cores() * 2)})  # more processes than cores: one each
+    assert shared.count == 1 and shared.source.endswith(f"/ {usable_cores() * 2} processes")
+
+
+def spin_settings(**env_values):
+    """GOMP_SPINCOUNT and OMP_WAIT_POLICY as ``import main`` leaves them in a fresh process started with ``env_values``."""
+    env = {k: v for k, v in subprocess_env().items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    code = "import os, sys; import main; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, **env_values}, capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.split()
+
+
+@pytest.mark.slow  # three fresh processes
+def test_main_makes_waiting_threads_sleep_soon_unless_the_user_chose():
+    """OpenMP's threads spinning while they waited made the quick start 7x slower beside another torch job."""
+    assert spin_settings() == ["3000", "None", "True"]  # set before torch (imported by main) loaded OpenMP
+    assert spin_settings(OMP_WAIT_POLICY="ACTIVE") == ["None", "ACTIVE", "True"]
+    assert spin_settings(GOMP_SPINCOUNT="50") == ["50", "None", "True"]
+
+
+def test_the_start_line_names_the_threads_and_counts_print_as_counts(tmp_path, caplog, monkeypatch):
+    caplog.set_level(logging.INFO)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    threads = torch.get_num_threads()  # tests/conftest.py's 1: what main() keeps when threads is not set
+    assert main.main([*fast_overrides(tmp_path, "t", epochs=1), "train.iterations=2"]) == 0
+    assert torch.get_num_threads() == threads
+    cores = usable_cores()
+    assert f"{threads} CPU thread{'s' if threads > 1 else ''} ({cores} usable cores; " in caplog.text
+    assert re.search(r"epoch 0 train: .* steps=2 skipped_steps=0$", caplog.text, re.M), caplog.text  # was steps=2.0000
+
+
+def test_the_number_of_videos_prints_as_a_whole_number():
+    metric = METRICS.build("video")
+    metric.update(torch.randn(4, 3), {"label": torch.tensor([0, 0, 1, 1]), "video": torch.tensor([0, 0, 1, 1])})
+    assert " videos=2" in " " + format_metrics(metric.result())  # was videos=2.0000
+
+
+def test_the_readme_dali_line_is_accepted_up_to_dali_itself(tmp_path, capsys):
+    """As written it failed on its literal '...' and on model.input_size's single channel; now only a missing
+    DALI stops it, before any data is read or any folder made."""
+    try:
+        import nvidia.dali  # noqa: F401
+
+        pytest.skip("DALI is installed: this machine would train on /data/imagenet")
+    except ImportError:
+        pass
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```bash\n(python main\.py data\.name=image_folder[^`]*data\.loader=dali[^`]*)```", readme)
+    assert block, "the README's DALI example"
+    args = shlex.split(block.group(1).replace("\\\n", " "))[2:]
+    assert main.main([*args, f"experiment.output_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: data.loader=dali needs NVIDIA DALI, which is not installed") and line.endswith('or use data.loader=torch'), line
+    assert "run folder" not in err and not any(tmp_path.iterdir())

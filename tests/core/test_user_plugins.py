@@ -1,0 +1,66 @@
+"""A user's own plugin never fails the suite: the README's "Add a network" and "Add a hook" files, written
+as a user would, go through the registry test (tests/core/test_registered_items.py) built with their defaults.
+
+Following those two sections made ``test_registered_items`` fail with ``add an example for network/my_net
+to EXAMPLES``, although the README says that no other file changes."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.core import test_registered_items as registered
+from utils.registry import HOOKS, NETWORKS
+
+
+def readme_file(path: str) -> str:
+    """The code block the README gives for ``Create `path`:``."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(rf"Create `{re.escape(path)}`:\s*```python\n(.*?)```", text, re.S)
+    assert found, f"the README no longer creates {path}"
+    return found.group(1)
+
+
+@pytest.fixture
+def user_plugins(tmp_path, monkeypatch):
+    """The README's network/my_net.py and hook/lr_printer.py imported from a user's folder, registered in copies of
+    the registries (the real ones stay as they were for the other tests)."""
+    for registry in (NETWORKS, HOOKS):
+        registry.names()  # the framework's own items imported first, as a run would
+        monkeypatch.setattr(registry, "_items", dict(registry._items))
+    folder = tmp_path / "user_code"
+    folder.mkdir()
+    (folder / "readme_my_net.py").write_text(readme_file("network/my_net.py"))
+    (folder / "readme_lr_printer.py").write_text(readme_file("hook/lr_printer.py"))
+    monkeypatch.syspath_prepend(str(folder))
+    names = ("readme_my_net", "readme_lr_printer")
+    for name in names:
+        importlib.import_module(name)
+    yield folder
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_the_readme_s_network_and_hook_pass_the_registry_test_with_their_defaults(user_plugins, tmp_path):
+    assert "my_net" in registered.framework_items(NETWORKS) and "lr_printer" in registered.framework_items(HOOKS)
+    registered.test_network("my_net")  # built with num_classes filled in, run on grey images (small_cnn's input)
+    registered.test_hook("lr_printer", tmp_path / "hook")  # two epochs and a test of the harness
+
+
+def test_a_plugin_that_needs_arguments_is_skipped_with_what_to_add(user_plugins):
+    class NeedsSizes:  # a required argument the test cannot guess
+        def __init__(self, sizes: list) -> None:
+            self.sizes = sizes
+
+    NETWORKS.register("needs_sizes")(NeedsSizes)
+    with pytest.raises(pytest.skip.Exception, match=r"NeedsSizes needs \['sizes'\]: add an example to EXAMPLES"):
+        registered.test_network("needs_sizes")
+
+
+def test_the_readme_s_network_uses_its_width(user_plugins):
+    narrow, wide = NETWORKS.build("my_net", num_classes=10, width=4), NETWORKS.build("MyNet", num_classes=10, width=32)
+    assert sum(p.numel() for p in wide.head.parameters()) > sum(p.numel() for p in narrow.head.parameters())
