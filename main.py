@@ -32,14 +32,14 @@ from utils.checkpoint.records import ValidationRecord
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
-from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.sharded import open_store
+from utils.checkpoint.state import Checkpoint
 from utils.config import Config, load_config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.data.identity import data_identity
 from utils.data.input_shape import check_input_shape
-from utils.distributed.ops import is_dist
 from utils.distributed.fsdp import shard_model
+from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, wrap_model
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted
 from utils.distributed.process_group import (
@@ -53,12 +53,12 @@ from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.checkpointer import CheckpointSettings
 from utils.engine.cli import command_line
-from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
-from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
 from utils.engine.export import export_checkpoint
 from utils.engine.predict import dataset_check_view, predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
+from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
 from utils.engine.validator import ValidationSettings
 from utils.errors import RegistryError, UserError, one_line
 from utils.hook.profiler import ProfilerHook

@@ -85,7 +85,7 @@ def measure(images: int, size: int, rounds: int) -> Dict[str, List[float]]:
         framework(checkpoint, base / "bench", base / "warm")
         out: Dict[str, List[float]] = {"framework": [], "plain": []}
         for r in range(rounds):  # interleaved, so drifting machine load hits both alike
-            timed = {"plain": lambda: plain_loop(checkpoint, paths), "framework": lambda: framework(checkpoint, base / "bench", base / f"pred{r}")}
+            timed = {"plain": lambda: plain_loop(checkpoint, paths), "framework": lambda r=r: framework(checkpoint, base / "bench", base / f"pred{r}")}
             for name in (("plain", "framework") if r % 2 == 0 else ("framework", "plain")):
                 out[name].append(len(paths) / timed[name]())
         return out

@@ -21,14 +21,14 @@ from utils.amp import Amp
 from utils.config import load_config
 from utils.data import build_dataset, build_eval_loader
 from utils.distributed.process_group import DistInfo
-from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.hook.selection import default_hook_names, task_hooks
 from utils.log import RunWriter
-from utils.run_folder import RunFolder
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
+from utils.run_folder import RunFolder
 
 DEVICE = torch.device("cpu")
 # (title, config, overrides of the full run, overrides of a --quick run): the demo configs' val splits

@@ -74,8 +74,8 @@ def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Op
     from utils.amp import Amp
     from utils.config import AmpConfig
     from utils.distributed.process_group import DistInfo
-    from utils.engine.trainer_types import LoopOptions, Parts
     from utils.engine.trainer import Trainer
+    from utils.engine.trainer_types import LoopOptions, Parts
     from utils.hook.progress import ProgressHook
     from utils.model.criterion import build_criterion
 

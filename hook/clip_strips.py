@@ -8,10 +8,19 @@ import torch
 
 from utils.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
+from utils.hook.pictures import EvaluationPictures
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
-from utils.hook.pictures import EvaluationPictures
-from utils.visual.images import caption, class_names, grid, input_tensor, label_name, loader_normalization, to_display, to_tiles
+from utils.visual.images import (
+    caption,
+    class_names,
+    grid,
+    input_tensor,
+    label_name,
+    loader_normalization,
+    to_display,
+    to_tiles,
+)
 
 
 def frame_indices(length: int, frames: int) -> List[int]:

@@ -8,10 +8,20 @@ import torch
 
 from utils.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
+from utils.hook.pictures import EvaluationPictures
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
-from utils.hook.pictures import EvaluationPictures
-from utils.visual.images import as_images, caption, chunks, class_names, grid, label_name, loader_normalization, to_display, to_tiles
+from utils.visual.images import (
+    as_images,
+    caption,
+    chunks,
+    class_names,
+    grid,
+    label_name,
+    loader_normalization,
+    to_display,
+    to_tiles,
+)
 
 Mistake = Tuple[float, torch.Tensor, int, int]  # confidence, display image [3, H, W], true, predicted
 

@@ -6,13 +6,13 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from utils.distributed.ops import all_reduce_sums
 from utils.arguments import EvalSplits
+from utils.distributed.ops import all_reduce_sums
 from utils.hook import EvalBatch
+from utils.hook.pictures import EvaluationPictures
 from utils.metrics.base import target_labels
 from utils.registry import HOOKS
 from utils.visual.confusion import confusion_image
-from utils.hook.pictures import EvaluationPictures
 from utils.visual.images import class_names
 
 

@@ -6,10 +6,10 @@ from typing import Any, Dict, List
 
 from utils.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
+from utils.hook.pictures import EvaluationPictures
 from utils.metrics.base import target_mask
 from utils.metrics.sod import saliency_logits
 from utils.registry import HOOKS
-from utils.hook.pictures import EvaluationPictures
 from utils.visual.images import grid, input_tensor, loader_normalization, text_tile, to_display, to_tiles
 
 ROWS = ("image", "ground truth", "prediction")

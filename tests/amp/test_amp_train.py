@@ -14,8 +14,8 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.amp import Amp, apex_amp_available
 from utils.checkpoint.files import load_file
 from utils.config import AmpConfig
-from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.model.criterion import build_criterion
 from utils.registry import NETWORKS
 
@@ -25,7 +25,7 @@ def read_rows(path):
 
 
 def printed_metrics(text: str) -> dict:
-    line = [l for l in text.splitlines() if l.startswith("test: ")][-1]
+    line = [row for row in text.splitlines() if row.startswith("test: ")][-1]
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
 
 

@@ -36,8 +36,8 @@ def test_test_lines_equal_on_one_and_three_ranks_with_an_empty_rank(trained, cap
     three = run(torchrun(3, *args), timeout=180)
     assert three.returncode == 0, three.stderr[-2000:]
     assert main.main(args) == 0
-    line = [l for l in capsys.readouterr().out.splitlines() if l.startswith("test: ")]
-    assert line == [l for l in three.stdout.splitlines() if l.startswith("test: ")]
+    line = [row for row in capsys.readouterr().out.splitlines() if row.startswith("test: ")]
+    assert line == [row for row in three.stdout.splitlines() if row.startswith("test: ")]
     assert "multiclass_f1_score=" in line[0] and "multiclass_average_precision=" in line[0] and "samples=2" in line[0]
     rows = [json.loads(r) for r in (trained["out"] / "apps" / "test_002" / "metrics.jsonl").read_text().splitlines()]
     assert "multiclass_average_precision" in rows[-1]

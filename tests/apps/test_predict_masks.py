@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 import main
-from tests.fixtures.outputs import one_error, partial_files, small_disk
 from tests.apps.test_predict import read_csv
+from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.data.datasets.shapes_sod import render_scene
 from utils.data.predict_inputs import mask_names
 

@@ -13,8 +13,8 @@ import pytest
 
 import main
 from tests.apps.conftest import make_digit_folder
-from tests.fixtures.outputs import one_error
 from tests.apps.test_predict import read_csv
+from tests.fixtures.outputs import one_error
 
 DIGITS = [0, 1, 2]
 

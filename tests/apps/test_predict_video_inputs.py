@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 import main
-from tests.fixtures.outputs import one_error
 from tests.apps.test_predict import read_csv
+from tests.fixtures.outputs import one_error
 from utils.data.datasets.moving_shapes import export_frame_folders
 
 # 10 frames, clips of 6, 2 clips per video: clip 0 reads frames 1-6, clip 1 frames 3-8 (0-based)

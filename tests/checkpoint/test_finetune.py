@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 from utils.amp import Amp
 from utils.checkpoint.restore import load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
-from utils.checkpoint.state import Progress, StateObjects, RunRecord, snapshot_training_state
+from utils.checkpoint.state import Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.config import AmpConfig, ModelConfig
 from utils.errors import CheckpointError
 from utils.registry import NETWORKS

@@ -27,8 +27,8 @@ from utils.data.images import open_image, read_pixels
 from utils.data.mask_encoding import read_mask
 from utils.errors import CheckpointError
 from utils.plain_tree import tree_problem
-from utils.typed_merge import load_yaml
 from utils.registry import BACKBONES
+from utils.typed_merge import load_yaml
 
 SMALL = "model.args.backbone_args={widths: [8, 16]}"
 

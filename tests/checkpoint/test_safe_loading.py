@@ -32,6 +32,7 @@ from utils.checkpoint.weights import MinShare, load_weights
 from utils.errors import CheckpointError
 from utils.registry import BACKBONES, NETWORKS
 
+
 class RunsCommand:
     """An entry whose unpickling runs a shell command (what a crafted checkpoint carries)."""
 

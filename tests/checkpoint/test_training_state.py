@@ -7,7 +7,15 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.checkpoint.state import FORMAT, Checkpoint, Progress, StateObjects, network_weights_of, RunRecord, snapshot_training_state
+from utils.checkpoint.state import (
+    FORMAT,
+    Checkpoint,
+    Progress,
+    RunRecord,
+    StateObjects,
+    network_weights_of,
+    snapshot_training_state,
+)
 from utils.config import AmpConfig
 from utils.errors import CheckpointError
 from utils.optim.ema import ModelEma

@@ -9,7 +9,6 @@ import pytest
 
 import main
 
-
 # option -> a mode that does not read it (each refused by parse_args with one error line, exit code 2)
 OTHER_MODE_OPTIONS = {
     "--checkpoint in train mode": (["--checkpoint", "x.pt"], r"--checkpoint does nothing in --mode train: it is for --mode test/predict/export; training never starts from it: "

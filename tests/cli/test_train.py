@@ -17,7 +17,7 @@ def read_rows(path):
 
 
 def printed_metrics(text: str) -> dict:
-    line = [l for l in text.splitlines() if l.startswith("test: ")][-1]
+    line = [row for row in text.splitlines() if row.startswith("test: ")][-1]
     return {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
 
 

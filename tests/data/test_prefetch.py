@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import multiprocessing
+import threading
 import time
 
 import pytest
@@ -91,8 +91,8 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
 def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
     from utils.amp import Amp
     from utils.config import AmpConfig
-    from utils.engine.trainer_types import LoopOptions, Parts
     from utils.engine.trainer import Trainer
+    from utils.engine.trainer_types import LoopOptions, Parts
 
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=10, delay=0.001), batch_size=4), "thread", depth=2)
     model = torch.nn.Linear(2, 40)
@@ -141,7 +141,7 @@ def test_cuda_prefetch_yields_the_same_batches_on_the_gpu():
     source = DataLoader(Numbers(n=20), batch_size=4, pin_memory=True)
     loader = PrefetchLoader(source, "cuda", 2, torch.device("cuda", 0))
     stream = loader.cuda.stream
-    for epoch in range(2):
+    for _epoch in range(2):
         for (xa, ya), (xb, yb) in zip(source, loader):
             assert xb.is_cuda and torch.equal(xa, xb.cpu()) and torch.equal(ya, yb.cpu())
     assert loader.cuda.stream is stream  # one stream per loader

@@ -9,8 +9,8 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 import pytest
@@ -18,8 +18,8 @@ import pytest
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.dist_utils import free_port
-from utils.distributed.launcher import Launch, resolve_launch
 from utils.distributed.join import join_store, join_wait_s
+from utils.distributed.launcher import Launch, resolve_launch
 from utils.errors import ConfigError
 
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_RUN_ID",

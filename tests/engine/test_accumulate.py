@@ -11,8 +11,8 @@ from tests.conftest import ROOT, subprocess_env
 from tests.fixtures import accumulate_worker as worker
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts
 
 
 def run_epoch(model, batches, accumulate=1, lr=0.5, momentum=0.9, **kwargs) -> int:

@@ -15,12 +15,12 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.config import AmpConfig, OptimConfig
-from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.errors import NonFiniteError
+from utils.hook.progress import ProgressHook
 from utils.host_reads import counting, totals
 from utils.optim.optimizers import build_optimizer
-from utils.hook.progress import ProgressHook
 
 STEPS, LOG_EVERY = 25, 10
 

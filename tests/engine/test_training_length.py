@@ -13,7 +13,7 @@ import torch
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
 from utils.amp import Amp
-from utils.checkpoint.state import Checkpoint, Progress, StateObjects, RunRecord, snapshot_training_state
+from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.config import AmpConfig, ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 

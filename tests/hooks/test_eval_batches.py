@@ -14,8 +14,8 @@ from utils.amp import Amp
 from utils.config import AmpConfig
 from utils.data.samplers import ShardSampler
 from utils.distributed.process_group import DistInfo
-from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.hook import Hook
 from utils.metrics import build_metric
 from utils.model.criterion import build_criterion

@@ -27,8 +27,8 @@ from utils.amp import Amp
 from utils.checkpoint.store import load_verified
 from utils.config import AmpConfig, OptimConfig
 from utils.config_rules import COMPILE_DEFAULTS
-from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.model.compile import compile_model
 from utils.optim.optimizers import build_optimizer
 from utils.registry import NETWORKS

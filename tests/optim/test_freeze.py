@@ -8,8 +8,8 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.config import AmpConfig, OptimConfig
-from utils.engine.trainer_types import LoopOptions, Parts
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts
 from utils.errors import ConfigError
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer

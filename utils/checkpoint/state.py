@@ -51,10 +51,22 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.formats import FORMAT, upgrade_format_1, upgrade_format_2
+from utils.checkpoint.optimizer_state import (
+    check_sharded_layout,
+    hyperparameters,
+    keep_hyperparameters,
+    layout_of,
+    restore_optimizer,
+)
 from utils.checkpoint.progress import Progress
-from utils.checkpoint.optimizer_state import check_sharded_layout, hyperparameters, keep_hyperparameters, layout_of, restore_optimizer
 from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
-from utils.checkpoint.sharded import load_full, load_sharded_optimizer, looks_sharded, numbered_optimizer_state, read_state
+from utils.checkpoint.sharded import (
+    load_full,
+    load_sharded_optimizer,
+    looks_sharded,
+    numbered_optimizer_state,
+    read_state,
+)
 from utils.checkpoint.store import load_verified
 from utils.checkpoint.structure import check_structure
 from utils.distributed.ops import all_gather_objects

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 
 from utils.distributed.device import need_cuda
-from utils.distributed.launcher import Launch, export_launch, resolve_launch
 from utils.distributed.join import join_store, join_wait_s
+from utils.distributed.launcher import Launch, export_launch, resolve_launch
 
 log = logging.getLogger(__name__)
 

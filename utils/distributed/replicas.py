@@ -9,8 +9,8 @@ from typing import Dict, List, Mapping, Tuple
 import torch
 import torch.distributed as dist
 
-from utils.distributed.ops import all_gather_objects, is_dist
 from utils.distributed.fsdp import is_sharded
+from utils.distributed.ops import all_gather_objects, is_dist
 from utils.distributed.parallel import unwrap
 
 log = logging.getLogger(__name__)

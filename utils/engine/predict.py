@@ -158,7 +158,7 @@ def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path
 
     rows = []
     for saliency, target in zip(saliency_maps(prediction, [tuple(s) for s in sizes.tolist()]), targets):
-        write_atomic(target, lambda tmp: _save_png(saliency, tmp), PREDICT_ADVICE)
+        write_atomic(target, lambda tmp, saliency=saliency: _save_png(saliency, tmp), PREDICT_ADVICE)  # saliency bound now
         rows.append({"mask": str(target), "mean_saliency": f"{saliency.mean() / 255.0:.6f}"})
     return rows
 

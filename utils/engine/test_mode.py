@@ -22,8 +22,8 @@ from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_test_size
 from utils.distributed.process_group import DistInfo
-from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.engine.trainer import Trainer
+from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
 from utils.errors import CheckpointError
 from utils.hook.selection import task_hooks
 from utils.log import RunWriter
