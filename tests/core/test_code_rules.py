@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 PLUGIN_FOLDERS = ("backbone", "module", "network", "loss", "hook")
 # imports only the standard library, yaml and each other: usable by everything, depending on nothing
-LEAVES = ("utils/registry.py", "utils/config.py", "utils/config_resume.py", "utils/config_rules.py", "utils/errors.py", "utils/typed_merge.py", "utils/plain_tree.py", "utils/hook/__init__.py")
+LEAVES = ("utils/registry.py", "utils/config.py", "utils/config_resume.py", "utils/config_rules.py", "utils/errors.py", "utils/typed_merge.py", "utils/yaml_load.py", "utils/plain_tree.py", "utils/hook/__init__.py")
 MAX_PARAMETERS = 8
 MAX_LINES = 300
 
