@@ -16,7 +16,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # OpenMP reads how long a waiting thread spins once, when torch loads it: briefly, then it sleeps instead of
 # taking a core another process needs (7x slower beside another torch job otherwise: utils/threads.py)
@@ -31,12 +31,10 @@ from utils.checkpoint.guard import ResumeChoices, check_resume
 from utils.checkpoint.records import ValidationRecord
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.safe_load import trust_files
-from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
-from utils.checkpoint.sharded import open_store
+from utils.checkpoint.saved_config import how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
-from utils.config import Config, load_config, save_config, to_dict
+from utils.config import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
-from utils.data.identity import data_identity
 from utils.data.input_shape import check_input_shape
 from utils.distributed.fsdp import shard_model
 from utils.distributed.ops import is_dist
@@ -51,20 +49,16 @@ from utils.distributed.process_group import (
 )
 from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
-from utils.engine.checkpointer import CheckpointSettings
-from utils.engine.cli import command_line
+from utils.engine.cli import command_line, resolve_config
 from utils.engine.export import export_checkpoint
-from utils.engine.predict import dataset_check_view, predict_checkpoint
+from utils.engine.predict import predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
-from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
+from utils.engine.trainer_setup import build_hooks, build_services, loop_options, run_meta
+from utils.engine.trainer_types import Parts
 from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
-from utils.engine.validator import ValidationSettings
-from utils.errors import RegistryError, UserError, one_line
-from utils.hook.profiler import ProfilerHook
-from utils.hook.progress import ProgressHook
-from utils.hook.selection import task_hooks
-from utils.log import RunWriter, format_metrics, setup_logging
+from utils.errors import UserError, one_line
+from utils.log import format_metrics, setup_logging
 from utils.metrics import build_metric
 from utils.metrics.extra import check_extra_classes
 from utils.model.build import build_network
@@ -76,7 +70,6 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
-from utils.references import check_references, import_custom
 from utils.run_folder import RunFolder
 from utils.start import StartPlan, open_run, plan_start
 from utils.threads import apply_threads, choose_threads, describe
@@ -86,56 +79,6 @@ log = logging.getLogger("main")
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return command_line(argv, __doc__)
-
-
-def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -> Config:
-    """Test, predict and export start from the config saved in the checkpoint (``checkpoint_base``); the file and
-    overrides apply on top. Only the user's ``custom_imports`` are imported."""
-    cfg = load_config(args.config, args.overrides, base=checkpoint_base(checkpoint) if checkpoint is not None else None)
-    import_custom(cfg.custom_imports)
-    try:  # the registries know the custom imports' names now; predict reads data.args.on_bad_sample itself, whatever the dataset takes
-        check_references(dataset_check_view(cfg) if args.mode == "predict" else cfg)
-    except RegistryError as err:
-        left_out = not_imported(checkpoint, cfg)
-        if not left_out:
-            raise
-        raise RegistryError(f"{one_line(err)}; {how_to_import(left_out, args.mode)}") from None
-    return cfg
-
-
-def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
-    """The progress bar and the profiler (training), then the task's default hooks and the users'
-    as ``cfg.hooks`` sets them (order: utils/hook/)."""
-    hooks: List[Any] = [ProgressHook(cfg.train.log_every)] if training else []
-    if training and cfg.train.profile:
-        hooks.append(ProfilerHook(str(run.profile), **cfg.train.profile))
-    return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
-
-
-def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int], direction: str) -> Services:
-    """The run writer, the checkpointer and the validator, from their config keys (``direction``: ``StartPlan.monitor_mode``)."""
-    store = open_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
-    return Services(
-        writer=RunWriter(run, info.is_main, resumed_step),
-        checkpoints=CheckpointSettings(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
-        validation=ValidationSettings(val_loader, cfg.eval.every, cfg.eval.monitor, direction, cfg.train.patience, cfg.eval.use_ema),
-    )
-
-
-def loop_options(cfg: Config, epochs: int, total_steps: int) -> LoopOptions:
-    """The loop's settings from the config: length, accumulation, clipping, the non-finite policy."""
-    # A step budget only when the length is given in steps: an epoch-based run resumed with
-    # another train.accumulate has a different step count per epoch and still runs its epochs.
-    return LoopOptions(
-        epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
-        clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
-        max_nonfinite_skips=cfg.train.max_nonfinite_skips, log_every=cfg.train.log_every, sync_every=cfg.train.sync_every,
-    )
-
-
-def run_meta(cfg: Config, data: Any) -> RunMeta:
-    """The resolved config, the training ``data``'s classes and identity: what checkpoints keep."""
-    return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None), data_identity(data))
 
 
 def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[ValidationRecord]],

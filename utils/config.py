@@ -17,8 +17,9 @@ import yaml
 
 from utils.config_resume import APPLY, INERT, MATCH
 from utils.config_rules import PATH, above, at_least, expand_paths, plain_name, rule, validate
-from utils.errors import ConfigError, OutputError
-from utils.typed_merge import apply_override, load_yaml, merge_into, parse_value, read_config_text
+from utils.errors import OutputError
+from utils.typed_merge import apply_override, merge_into, parse_override
+from utils.yaml_load import read_config_file
 
 
 @dataclass
@@ -187,26 +188,9 @@ def load_config(
     if base:
         merge_into(cfg, copy.deepcopy(base), "")
     if path is not None:
-        path = Path(path)
-        text = read_config_text(path)  # a missing file names the closest one; not UTF-8 is one line
-        try:
-            data = load_yaml(text) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file '{path}' is not valid YAML: {err}") from err
-        except ConfigError as err:  # a key twice, a mapping without spaces
-            raise ConfigError(f"config file '{path}': {err}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file '{path}' must hold a mapping of sections, got {type(data).__name__}")
-        merge_into(cfg, data, "")
+        merge_into(cfg, read_config_file(Path(path)), "")
     for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}' must look like key.sub=value")
-        key, text = item.split("=", 1)
-        try:
-            value = parse_value(text)
-        except ConfigError as err:
-            raise ConfigError(f"override '{item}': {err}") from None
-        apply_override(cfg, key.strip(), value)
+        apply_override(cfg, *parse_override(item))
     expand_paths(cfg)
     validate(cfg)
     return cfg

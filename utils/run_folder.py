@@ -14,10 +14,8 @@ and inside each of them the files of ``RunFolder`` below. A folder written by
 framework 0.2 and older (checkpoints directly under ``<experiment>/``) is a run
 folder too: ``--resume`` continues it in place.
 
-One process at a time trains in a run folder: rank 0 holds an exclusive
-``fcntl.flock`` on its ``.lock`` for the whole run. The kernel releases it when
-the process ends, however it ends (``kill -9`` included), so a stale lock never
-blocks a later run.
+One process at a time trains in a run folder: rank 0 holds an exclusive lock on its
+``.lock`` for the whole run (``utils/run_lock.py``: a stale lock never blocks a later run).
 
 A start that bad input stops before its folder holds a result leaves no folder behind:
 ``RunFolder.abandon`` takes back what ``create`` or ``named`` made (and ``latest``).
@@ -25,17 +23,15 @@ A start that bad input stops before its folder holds a result leaves no folder b
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
 import re
 import shutil
-import socket
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
+from utils.run_lock import release_lock, take_lock
 
 LATEST = "latest"
 _NUMBERED = re.compile(r"^(run|test|predict|export)_(\d+)$")
@@ -127,42 +123,14 @@ class RunFolder:
     # -- one process per run --------------------------------------------------------------------
 
     def lock(self) -> None:
-        """Take the run's lock and write this process's PID and host into it; ConfigError when another process holds it,
-        OutputError when the lock cannot be opened (a read-only folder)."""
-        try:
-            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:  # a read-only or foreign folder: training could not write its checkpoints there either
-            raise OutputError(
-                f"cannot take the lock '{self.lock_file}' of run folder '{self.path}' ({err.strerror or err}); "
-                "make the folder writable (or copy the run somewhere writable and resume the copy)"
-            ) from err
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(fd)
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            raise ConfigError(
-                f"run folder '{self.path}' is in use by another run ({self._holder()}; lock '{self.lock_file}'); "
-                "wait until that run ends and continue it with --resume, or start a fresh run (without --resume)"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()}\nhost {socket.gethostname()}\n".encode())
-        os.fsync(fd)
-        self._fd = fd
-
-    def _holder(self) -> str:
-        try:
-            fields = dict(line.split(" ", 1) for line in self.lock_file.read_text().splitlines() if " " in line)
-        except OSError:
-            fields = {}
-        return f"pid {fields.get('pid', '?')} on host {fields.get('host', '?')}"
+        """Take the run's lock and write this process's PID and host into it (``utils/run_lock.py``); ConfigError
+        when another process holds it, OutputError when the lock cannot be opened (a read-only folder)."""
+        self._fd = take_lock(self.lock_file, self.path)
 
     def release(self) -> None:
         """Let the next process in (the file stays: removing it would race with one taking it)."""
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
+            release_lock(self._fd)
             self._fd = None
 
 

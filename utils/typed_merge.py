@@ -2,7 +2,8 @@
 
 Used by ``utils/config.py``; kept apart so the schema (the dataclasses) reads on
 its own. An unknown key or a wrong type is a ``ConfigError`` that names the key
-and the closest valid one.
+and the closest valid one. The YAML itself (files, override values) is read by
+``utils/yaml_load.py``.
 """
 
 from __future__ import annotations
@@ -10,92 +11,20 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import difflib
-import re
 import types
 import typing
-from pathlib import Path
-from typing import Annotated, Any, Dict, List, Literal, Mapping, Union
+from typing import Annotated, Any, Dict, List, Literal, Mapping, Tuple, Union
 
 import yaml
 
 from utils.config_rules import MAPPING_EXAMPLES
 from utils.errors import ConfigError
-from utils.plain_tree import plain_document
-
-# A number in exponent form: YAML 1.1 (PyYAML) reads 1e-3 and 5E+2 as strings, it wants 1.0e-3.
-_EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
-
-
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, with numbers in exponent form (``1e-3``, ``5E+2``) read as floats, as YAML 1.2 does."""
-
-
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789."))
-
-
-def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
-    """A mapping whose keys are unique: YAML would keep the last of two equal keys without a word
-    (a second ``optim:`` block silently replacing the first). A merge key (``<<: *base``) brings keys that those beside it override."""
-    lines: Dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=deep)
-        line = key_node.start_mark.line + 1
-        if key in lines:
-            raise ConfigError(f"key '{key}' appears twice in one mapping (lines {lines[key]} and {line}); YAML would keep only the second: merge them into one")
-        lines[key] = line
-    return loader.construct_mapping(node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-
-# ``{num_classes:10}``: without a space after the colon, YAML reads one key "num_classes:10" with no value
-_GLUED = re.compile(r"^[A-Za-z_][\w.]*:[^\s:]")
-
-
-def _glued_keys(value: Any) -> List[str]:
-    """Keys of ``value``'s mappings (at any depth) that are ``key:value`` written without the space YAML needs."""
-    if isinstance(value, dict):
-        glued = [k for k, v in value.items() if isinstance(k, str) and v is None and _GLUED.match(k)]
-        return glued + [k for v in value.values() for k in _glued_keys(v)]
-    if isinstance(value, list):
-        return [k for v in value for k in _glued_keys(v)]
-    return []
-
-
-def load_yaml(text: str) -> Any:
-    """Parse YAML as users type it: ``lr: 1e-3`` is the float 0.001, everywhere (config files, overrides,
-    plugin arguments). A key given twice in a mapping, and ``{key:value}`` without the space after the
-    colon, are ConfigErrors that say so, and so is a document that is no plain tree (``utils/plain_tree.py``)."""
-    data = plain_document(lambda: yaml.load(text, Loader=_Loader))
-    glued = _glued_keys(data)
-    if glued:
-        fixed = re.sub(r"(?<=[\w\]}'\"]):(?=[^\s/])", ": ", text.strip())
-        raise ConfigError(f"'{glued[0]}' reads as one key without a value: YAML needs a space after ':' in a mapping; write {fixed}")
-    return data
-
-
-def read_config_text(path: Path) -> str:
-    """The text of the config file ``path``; ConfigError for a missing file (naming the closest file
-    beside it) or one that is not UTF-8 text."""
-    if not path.is_file():
-        try:
-            near = difflib.get_close_matches(path.name, sorted(p.name for p in path.parent.iterdir() if p.is_file()), n=1, cutoff=0.6)
-        except OSError:  # no folder to look in (or not readable): no suggestion
-            near = []
-        fix = f"did you mean '{path.parent / near[0]}'?" if near else "pass an existing YAML file to --config"
-        raise ConfigError(f"config file '{path}' does not exist; {fix}")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"config file '{path}' is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}: {err.reason}); "
-                          "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 old.yaml > new.yaml)") from None
+from utils.yaml_load import EXPONENT, load_yaml
 
 
 def _as_number(value: Any) -> Any:
     """A string in exponent form (from a mapping not parsed by ``load_yaml``) as a float; anything else unchanged."""
-    return float(value) if isinstance(value, str) and _EXPONENT.match(value.strip()) else value
+    return float(value) if isinstance(value, str) and EXPONENT.match(value.strip()) else value
 
 
 def _checks(tp: Any) -> List[Any]:
@@ -298,3 +227,16 @@ def parse_value(text: str) -> Any:
         return load_yaml(text)
     except yaml.YAMLError:
         return text
+
+
+def parse_override(item: str) -> Tuple[str, Any]:
+    """The key and the value of the override ``key.sub=value`` (the value parsed by ``parse_value``); ConfigError
+    for an item without ``=`` or a value YAML refuses (a key twice, a mapping without spaces)."""
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' must look like key.sub=value")
+    key, text = item.split("=", 1)
+    try:
+        value = parse_value(text)
+    except ConfigError as err:
+        raise ConfigError(f"override '{item}': {err}") from None
+    return key.strip(), value

@@ -10,7 +10,8 @@ from typing import Callable, Optional
 from torch import nn
 
 from utils.checkpoint.records import ValidationRecord, best_as_of
-from utils.checkpoint.state import Checkpoint, Progress, StateObjects
+from utils.checkpoint.snapshot import StateObjects
+from utils.checkpoint.state import Checkpoint, Progress
 from utils.checkpoint.weights import PRETRAINED_WAY_OUT, MinShare, load_weights, weight_mismatch
 from utils.config import ModelConfig
 from utils.distributed.process_group import DistInfo

@@ -25,7 +25,8 @@ from typing import Optional, Tuple, Union
 from utils.checkpoint.records import best_as_of, read_record, record_path
 from utils.checkpoint.sharded import is_sharded_checkpoint, looks_sharded, open_store, verify_dir
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.store import CheckpointStore, is_numbered, numbered_file_linked_by
+from utils.checkpoint.store import CheckpointStore
+from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
 from utils.run_folder import RunFolder, newest_run, numbered, owning_run, run_holding
 

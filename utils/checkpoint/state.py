@@ -1,4 +1,6 @@
-"""What a checkpoint holds: the one module that writes its entries (``snapshot_training_state``) and reads them (``Checkpoint``).
+"""What a checkpoint holds: its format, and ``Checkpoint``, the one reader of its entries.
+
+``snapshot.py`` writes them (``snapshot_training_state``, from the run's ``StateObjects`` and ``RunRecord``).
 
 Format 3, a dict saved with ``torch.save``::
 
@@ -40,14 +42,11 @@ loading, resume guards and test mode never index the dict themselves.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 import torch
-from torch import nn
 
 from utils import __version__
 from utils.checkpoint.formats import FORMAT, upgrade_format_1, upgrade_format_2
@@ -59,7 +58,7 @@ from utils.checkpoint.optimizer_state import (
     restore_optimizer,
 )
 from utils.checkpoint.progress import Progress
-from utils.checkpoint.rng import capture_rng, reseed_rank, restore_rank_rng
+from utils.checkpoint.rng import reseed_rank, restore_rank_rng
 from utils.checkpoint.sharded import (
     load_full,
     load_sharded_optimizer,
@@ -67,74 +66,16 @@ from utils.checkpoint.sharded import (
     numbered_optimizer_state,
     read_state,
 )
-from utils.checkpoint.store import load_verified
+from utils.checkpoint.snapshot import RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.structure import check_structure
-from utils.distributed.ops import all_gather_objects
+from utils.checkpoint.verified import load_verified
 from utils.errors import CheckpointError
 from utils.optim.schedules import follow_optimizer, recompute_lr
 
+# the writer's names are importable from here too, beside the reader (tests, code written before snapshot.py)
+__all__ = ["FORMAT", "Checkpoint", "Progress", "RunRecord", "StateObjects", "is_training_checkpoint", "network_weights_of", "snapshot_training_state"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StateObjects:
-    """The objects whose state a checkpoint holds; each has ``state_dict``/``load_state_dict``."""
-
-    model: nn.Module  # unwrapped (no DDP)
-    optimizer: Any
-    scheduler: Any
-    amp: Any
-    ema: Optional[Any] = None
-    loop: Dict[str, Any] = field(default_factory=dict)  # the trainer's stateful components, by name
-    hooks: Dict[str, Any] = field(default_factory=dict)  # hooks that keep state, by name
-
-
-def _state_of(obj: Any) -> Any:
-    return obj.state_dict() if obj is not None and hasattr(obj, "state_dict") else None
-
-
-@dataclass
-class RunRecord:
-    """What a checkpoint records about the run besides the objects' states."""
-
-    config: Dict[str, Any] = field(default_factory=dict)  # the resolved config
-    world_size: int = 1
-    classes: Optional[List[Any]] = None  # the training data's class list
-    data: Optional[Dict[str, Any]] = None  # the training split's identity (utils/data/identity.py)
-
-
-def snapshot_training_state(objects: StateObjects, progress: Progress, run: RunRecord, sharded: bool = False) -> Dict[str, Any]:
-    """The checkpoint of ``progress``: every object's state, the config, class list and data identity, the random states of all ranks.
-
-    A collective (the random states are gathered): every rank calls it. ``sharded``: the model's and
-    the optimizer's entries keyed by parameter name, each rank's shards (for a sharded store).
-    """
-    rng = all_gather_objects(capture_rng())
-    if sharded:
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
-
-        model, optimizer = get_model_state_dict(objects.model), get_optimizer_state_dict(objects.model, objects.optimizer)
-    else:
-        model, optimizer = objects.model.state_dict(), objects.optimizer.state_dict()
-    return {
-        "format": FORMAT,
-        "framework": __version__,
-        "config": run.config,
-        "classes": None if run.classes is None else list(run.classes),
-        "data": run.data,
-        "world_size": run.world_size,
-        "progress": dataclasses.asdict(progress),
-        "param_layout": layout_of(objects.optimizer),
-        "sharded": sharded,
-        "model": model,
-        "ema": _state_of(objects.ema),
-        "optimizer": optimizer,
-        "scheduler": objects.scheduler.state_dict(),
-        "amp": objects.amp.state_dict(),
-        "rng": rng,
-        "loop": {name: obj.state_dict() for name, obj in objects.loop.items()},
-        "hooks": {name: hook.state_dict() for name, hook in objects.hooks.items()},
-    }
 
 
 def is_training_checkpoint(data: Mapping[str, Any]) -> bool:

@@ -21,7 +21,7 @@ warning). The name of the best file is part of the training state itself
 (``best``, saved by the checkpointer, and named again by each validation record), so a crash between any two of these
 steps leaves a folder where the resumed state names its best file and
 ``repair_best`` points ``best.pt`` at it again. Loading tries the newest file
-first; one that fails its checksum or does not load is skipped with a warning
+first; one that fails its checksum (``verified.py``) or does not load is skipped with a warning
 and the one before it is used.
 """
 
@@ -30,79 +30,25 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from utils.checkpoint.files import (
-    file_digest,
-    fsync_dir,
-    load_file,
-    missing,
-    newest_first,
-    sidecar,
-    write_checkpoint,
-)
+from utils.checkpoint.files import fsync_dir, load_file, newest_first, sidecar, write_checkpoint
 from utils.checkpoint.records import SUFFIX, record_path
 from utils.checkpoint.safe_load import UnsafeFileError
+from utils.checkpoint.verified import NUMBERED, load_verified, verify
 from utils.errors import CheckpointError
+
+# load_verified (verified.py) is importable from here too, where code written before verified.py imports it
+__all__ = ["BEST", "LAST", "CheckpointStore", "load_verified"]
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^epoch(\d+)_batch(\d+)\.pt$")
 LAST = "last.pt"
 BEST = "best.pt"
 # errors that mean "this file system has no hard links" (a copy then does instead)
 _NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
-
-
-def is_numbered(name: str) -> bool:
-    """Whether ``name`` is a numbered checkpoint's file name (``epoch<E>_batch<B>.pt``), not a link's (``last.pt``)."""
-    return _NAME.match(name) is not None
-
-
-def numbered_file_linked_by(path: Path) -> Optional[Path]:
-    """The numbered checkpoint that ``path`` (``last.pt``, ``best.pt``) is a hard link to, if any."""
-    if _NAME.match(path.name):
-        return None
-    try:
-        inode = path.stat()
-        for other in path.parent.iterdir():
-            if _NAME.match(other.name) and os.path.samestat(other.stat(), inode):
-                return other
-    except OSError:  # a file removed while looking: no twin
-        pass
-    return None
-
-
-def verify(path: Path) -> Optional[str]:
-    """None when ``path`` matches its stored checksum (or has none), else what is wrong.
-
-    A link's checksum is its numbered file's, so a crash between renaming a link
-    and writing its own ``.sha256`` does not make it look corrupt.
-    """
-    side = sidecar(numbered_file_linked_by(path) or path)
-    if not side.is_file():
-        side = sidecar(path)
-        if not side.is_file():
-            return None
-    expected = side.read_text().strip()
-    actual = file_digest(path)
-    return None if actual == expected else f"checksum mismatch (stored {expected[:12]}..., file {actual[:12]}...): the file is truncated or corrupt"
-
-
-def load_verified(path: Path) -> Dict[str, Any]:
-    """Load ``path`` after checking its checksum; CheckpointError when either fails."""
-    path = Path(path)
-    if path.is_dir():
-        raise CheckpointError(f"checkpoint '{path}' is a folder, not a checkpoint file nor a sharded checkpoint directory (.dcp); give a checkpoint file (e.g. <run>/checkpoints/best.pt) or a .dcp directory")
-    if not path.is_file():
-        raise missing(path)
-    problem = verify(path)
-    if problem:
-        raise CheckpointError(f"checkpoint '{path}': {problem}; use an earlier checkpoint of the run, or delete its .sha256 if you changed the file on purpose")
-    return load_file(path)
 
 
 class CheckpointStore:
@@ -122,7 +68,7 @@ class CheckpointStore:
 
     def numbered(self) -> List[Path]:
         """The numbered checkpoints, newest (furthest into training) first."""
-        return newest_first(self.directory, _NAME)
+        return newest_first(self.directory, NUMBERED)
 
     def candidates(self) -> List[Path]:
         """Files to resume from, in the order to try: numbered newest first, then a lone ``last.pt``."""

@@ -31,7 +31,8 @@ import torch
 
 from utils.checkpoint.background import BackgroundWriter, cpu_copy
 from utils.checkpoint.records import read_record, write_record
-from utils.checkpoint.state import Progress, RunRecord, StateObjects, snapshot_training_state
+from utils.checkpoint.snapshot import RunRecord, StateObjects, snapshot_training_state
+from utils.checkpoint.state import Progress
 from utils.checkpoint.store import CheckpointStore
 from utils.distributed.ops import any_rank, barrier
 from utils.distributed.process_group import DistInfo

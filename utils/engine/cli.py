@@ -1,4 +1,4 @@
-"""The command line of ``main.py``: its options, the modes that read each, and the checks between them."""
+"""The command line of ``main.py``: its options, the modes that read each, the checks between them, and the config they name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
+from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
+from utils.checkpoint.state import Checkpoint
+from utils.config import Config, load_config
 from utils.engine.export import FORMATS as EXPORT_FORMATS
+from utils.engine.predict import dataset_check_view
+from utils.errors import RegistryError, one_line
+from utils.references import check_references, import_custom
 
 # each option and the modes that read it; what to do instead, where the option would mislead
 MODE_OPTIONS = {"checkpoint": ("test", "predict", "export"), "input": ("predict",), "output": ("predict", "export"), "format": ("export",), "resume": ("train",), "resume_force": ("train",), "reset_optimizer": ("train",)}
@@ -49,3 +55,18 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
     if args.mode != "train" and not args.checkpoint:
         parser.error(f"--mode {args.mode} needs --checkpoint PATH")
     return args
+
+
+def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -> Config:
+    """Test, predict and export start from the config saved in the checkpoint (``checkpoint_base``); the file and
+    overrides apply on top. Only the user's ``custom_imports`` are imported."""
+    cfg = load_config(args.config, args.overrides, base=checkpoint_base(checkpoint) if checkpoint is not None else None)
+    import_custom(cfg.custom_imports)
+    try:  # the registries know the custom imports' names now; predict reads data.args.on_bad_sample itself, whatever the dataset takes
+        check_references(dataset_check_view(cfg) if args.mode == "predict" else cfg)
+    except RegistryError as err:
+        left_out = not_imported(checkpoint, cfg)
+        if not left_out:
+            raise
+        raise RegistryError(f"{one_line(err)}; {how_to_import(left_out, args.mode)}") from None
+    return cfg

@@ -29,33 +29,29 @@ sync points (``accounting.py``): on a GPU the host queues step after step.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from torch import nn
 
-from utils.amp import ClipOptions, StepResult
+from utils.amp import StepResult
 from utils.checkpoint.restore import Restored
 from utils.checkpoint.rng import rng_untouched
-from utils.checkpoint.state import Progress, RunRecord, StateObjects
-from utils.data.batch import batch_size_of, to_device
-from utils.distributed.fsdp import gradient_sync_off
+from utils.checkpoint.snapshot import RunRecord, StateObjects
+from utils.checkpoint.state import Progress
 from utils.distributed.ops import decided_by_rank0
 from utils.distributed.parallel import unwrap, without_ddp
 from utils.distributed.preempt import Preempted
 from utils.distributed.process_group import DistInfo
-from utils.distributed.unused import unused_parameters_error
 from utils.engine.accounting import StepAccounting
 from utils.engine.checkpointer import Contents, NoCheckpointer
 from utils.engine.epoch_batches import close_batches, epoch_batches
 from utils.engine.evaluate import evaluate
-from utils.engine.input_check import check_output_classes, input_error
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.stop import StopSignal
+from utils.engine.train_step import TrainStep
 from utils.engine.trainer_types import LoopOptions, LoopState, Parts, RunMeta, Services, TrainResult
 from utils.engine.validator import NoValidator, Scoring
 from utils.hook.hook_list import HookList
-from utils.model.outputs import check_network_outputs, prediction_key
 from utils.optim.schedules import rewind
 
 
@@ -76,8 +72,7 @@ class Trainer:
         self.accounting = StepAccounting(self.nonfinite, self.stop, loop.log_every, loop.sync_every or 0, parts.amp.scales_loss)
         self._watch_skipped_steps()
         self._batches: Optional[Iterator[Any]] = None
-        self._forwards = 0
-        self._clip = ClipOptions(loop.clip_grad_norm, loop.clip_grad_value)
+        self.train_step = TrainStep(parts, loop, self.dist, self.meta, self.accounting, self.nonfinite)
         self.writer = services.writer
         scoring = Scoring(self.evaluate, parts.model, parts.ema.module if parts.ema is not None else None)
         self.validator = services.validation.build(scoring) if services.validation is not None else NoValidator()
@@ -228,46 +223,8 @@ class Trainer:
 
     def run_step(self) -> None:
         """One optimizer step: forward, loss and backward over the micro-batches of one
-        accumulation group (``train.accumulate``), then clip and step under amp. Reads nothing."""
-        p, opt, state = self.parts, self.options, self.state
-        # groups are aligned to multiples of K within the epoch; a shorter last group is divided by its own size
-        group_start = state.batches_done - state.batches_done % opt.accumulate
-        size = min(opt.accumulate, self.num_batches - group_start)
-        count = group_start + size - state.batches_done
-        for index in range(count):
-            inputs, targets = next(self._batches)
-            inputs, targets = to_device(inputs, self.dist.device), to_device(targets, self.dist.device)
-            # DDP and FSDP reduce gradients on the group's last backward only
-            last = index == count - 1
-            with contextlib.nullcontext() if last else gradient_sync_off(p.model):
-                with p.amp.autocast():
-                    loss = p.criterion(self._forward(inputs), targets)
-                self.accounting.record_micro_batch(loss, batch_size_of(inputs))
-                p.amp.backward(self.accounting.poison_if_nonfinite(loss) / size)  # under skip a NaN loss leaves NaN gradients: the step skips itself
-            state.batches_done += 1
-        outcome = p.amp.apply_step(p.optimizer, self._clip, check_finite=self.nonfinite.skips)
-        p.optimizer.zero_grad(set_to_none=True)
-        self.accounting.end_step(state.epoch, state.step, outcome)
-        state.step_result, state.step_skipped = outcome.result, outcome.found_inf if outcome.result is StepResult.ON_DEVICE else None
-        if outcome.result is not StepResult.SKIPPED:
-            p.scheduler.step()  # a step the device skipped is taken back at the next sync point (accounting.py)
-        state.step += 1
-        state.loss = loss.detach()
-
-    def _forward(self, inputs: Any) -> Any:
-        self._forwards += 1
-        first = self._forwards == 1
-        try:
-            outputs = self.parts.model(inputs)
-        except RuntimeError as err:  # bad input a forward finds: a channel mismatch (the first), DDP's unused parameters (later)
-            converted = input_error(err) if first else unused_parameters_error(err, self.parts.model)
-            if converted is err:
-                raise
-            raise converted from err
-        if first:
-            prediction = check_network_outputs(outputs, unwrap(self.parts.model), prediction_key(self.parts.criterion))
-            check_output_classes(prediction, self.meta.num_classes, self.meta.classes)
-        return outputs
+        accumulation group (``train.accumulate``), then clip and step under amp (``train_step.py``). Reads nothing."""
+        self.train_step.run(self.state, self._batches, self.num_batches)
 
     def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
         """Evaluate the current weights on ``loader`` (the test split) as those of epoch ``epoch``;
