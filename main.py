@@ -81,37 +81,67 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return command_line(argv, __doc__)
 
 
-def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Path], Optional[ValidationRecord]],
-          choices: ResumeChoices = ResumeChoices(), plan: Optional[StartPlan] = None) -> Dict[str, float]:
+def train(
+    cfg: Config,
+    info: DistInfo,
+    run: RunFolder,
+    resume: Tuple[Optional[Path], Optional[ValidationRecord]],
+    choices: ResumeChoices = ResumeChoices(),
+    plan: Optional[StartPlan] = None,
+) -> Dict[str, float]:
     plan = plan or plan_start(cfg, info, "train")  # main() made it before the run folder existed
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
-    train_data = with_process_batch(cfg.data, info.world_size)  # the batch of one process (data.global_batch_size / world size)
+    train_data = with_process_batch(
+        cfg.data, info.world_size
+    )  # the batch of one process (data.global_batch_size / world size)
     if cfg.train.overwrite:
-        log.warning("train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path)
+        log.warning(
+            "train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path
+        )
     datasets = {"train": build_dataset(cfg.data, "train")}
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
-    check_input_shape(datasets["val"], cfg.model.input_size)  # a sample's dimensions and channels against model.input_size
-    check_extra_classes(cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None))  # an entry's own num_classes against the data's
+    check_input_shape(
+        datasets["val"], cfg.model.input_size
+    )  # a sample's dimensions and channels against model.input_size
+    check_extra_classes(
+        cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None)
+    )  # an entry's own num_classes against the data's
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
     model = build_network(cfg.model)
     log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
     channels_last, batchnorm = cfg.model.channels_last, has_batchnorm(model)
-    train_loader = build_train_loader(datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last, batchnorm)
-    check_takes_steps(len(train_loader), len(getattr(train_loader, "sampler", datasets["train"])), train_data.batch_size, cfg.data.drop_last, batchnorm)
+    train_loader = build_train_loader(
+        datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last, batchnorm
+    )
+    check_takes_steps(
+        len(train_loader),
+        len(getattr(train_loader, "sampler", datasets["train"])),
+        train_data.batch_size,
+        cfg.data.drop_last,
+        batchnorm,
+    )
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
     # a changed model, data or optimizer type is refused before any weight is loaded (guard.py)
-    resumed = load_initial_weights(model, cfg.model, *resume, lambda ckpt: check_resume(ckpt, meta.config, meta.data, info.world_size, choices), choices.reset_optimizer)
+    resumed = load_initial_weights(
+        model,
+        cfg.model,
+        *resume,
+        lambda ckpt: check_resume(ckpt, meta.config, meta.data, info.world_size, choices),
+        choices.reset_optimizer,
+    )
     model.to(info.device)
     if cfg.model.channels_last:
         to_channels_last(model)
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
-    model = shard_model(model, cfg, policy, info.distributed)  # dist.mode=fsdp: before the optimizer sees the parameters
+    model = shard_model(
+        model, cfg, policy, info.distributed
+    )  # dist.mode=fsdp: before the optimizer sees the parameters
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
     ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
     amp = Amp(cfg.amp, info.device, sharding, policy)
@@ -121,11 +151,26 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device)
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
-    epochs, total_steps = training_length(cfg.train, epoch_steps, resumed.checkpoint.progress if resumed is not None else None)
+    epochs, total_steps = training_length(
+        cfg.train, epoch_steps, resumed.checkpoint.progress if resumed is not None else None
+    )
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
-    parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader, build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes), ema)
-    services = build_services(cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None, plan.monitor_mode)
-    trainer = Trainer(parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta)
+    parts = Parts(
+        model,
+        criterion,
+        amp,
+        optimizer,
+        scheduler,
+        train_loader,
+        build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes),
+        ema,
+    )
+    services = build_services(
+        cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None, plan.monitor_mode
+    )
+    trainer = Trainer(
+        parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta
+    )
     try:
         if resumed is not None:
             trainer.start_from(resumed.restore(trainer.state_objects(), info))
@@ -134,7 +179,9 @@ def train(cfg: Config, info: DistInfo, run: RunFolder, resume: Tuple[Optional[Pa
             save_config(cfg, run.config)
         result = trainer.fit()
         check_replicas(model)
-        log.info("best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path)
+        log.info(
+            "best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path
+        )
         load_eval_weights(model, result.best_path)
         return run_test(cfg, run, trainer, datasets["test"], result.best_epoch)
     finally:
@@ -153,19 +200,40 @@ def main(argv: Optional[List[str]] = None) -> int:
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
         setup_logging(None, info.rank)  # the console, until the run's folder is known
         plan = plan_start(cfg, info, args.mode)  # the config's own rules, before any folder is made
-        opened = open_run(cfg, info, args.mode, args.resume, args.output if args.mode in ("predict", "export") else None)
+        opened = open_run(
+            cfg, info, args.mode, args.resume, args.output if args.mode in ("predict", "export") else None
+        )
         run = opened.folder
         setup_logging(run.log, info.rank)
-        log.info("framework %s, torch %s, %d process(es) (launcher: %s), device %s, %s; run folder %s",
-                 __version__, torch.__version__, info.world_size, info.launcher, info.device, describe(threads), run.path)
+        log.info(
+            "framework %s, torch %s, %d process(es) (launcher: %s), device %s, %s; run folder %s",
+            __version__,
+            torch.__version__,
+            info.world_size,
+            info.launcher,
+            info.device,
+            describe(threads),
+            run.path,
+        )
         if not_imported(checkpoint, cfg):
             log.warning("%s", how_to_import(not_imported(checkpoint, cfg), args.mode))
         if args.mode == "train":
-            results = train(cfg, info, run, (opened.checkpoint, opened.record), ResumeChoices(args.resume_force, args.reset_optimizer), plan)
+            results = train(
+                cfg,
+                info,
+                run,
+                (opened.checkpoint, opened.record),
+                ResumeChoices(args.resume_force, args.reset_optimizer),
+                plan,
+            )
         elif args.mode == "test":
             results = test_checkpoint(cfg, info, run, checkpoint)
         else:
-            results = (predict_checkpoint(cfg, info, run, checkpoint, args.input) if args.mode == "predict" else export_checkpoint(cfg, run, checkpoint, args.format))
+            results = (
+                predict_checkpoint(cfg, info, run, checkpoint, args.input)
+                if args.mode == "predict"
+                else export_checkpoint(cfg, run, checkpoint, args.format)
+            )
         if info.is_main:
             print(f"{'test' if args.mode == 'train' else args.mode}: {format_metrics(results)}", flush=True)
     except Preempted as stop:

@@ -32,8 +32,11 @@ LOCAL_WAY = (
 # what timm.create_model gets from the backbone itself, and why
 SETS_ITSELF = {"features_only": "it always builds timm's features_only model, whose feature maps the network reads"}
 # what would make timm read or fetch a file itself, past the framework's loader (utils/checkpoint/safe_load.py)
-LOADS_FILES = {"checkpoint_path": "makes timm load that file itself", "cache_dir": "is where timm downloads files to",
-               "pretrained_*": "configures the weights timm would download itself"}
+LOADS_FILES = {
+    "checkpoint_path": "makes timm load that file itself",
+    "cache_dir": "is where timm downloads files to",
+    "pretrained_*": "configures the weights timm would download itself",
+}
 Rate = Annotated[float, in_range(0, 1, high_open=True)]  # drop_rate, drop_path_rate, ...: the probability of dropping
 
 
@@ -54,12 +57,16 @@ class TimmBackbone(Backbone):
         import timm
 
         if pretrained is True:
-            raise ConfigError(f"backbone timm: timm's own pretrained weights are not downloaded here; {LOCAL_WAY.format(name=model_name)}")
+            raise ConfigError(
+                f"backbone timm: timm's own pretrained weights are not downloaded here; {LOCAL_WAY.format(name=model_name)}"
+            )
         if not timm.is_model(model_name.split(".")[0]):  # "resnet18.a1_in1k": a model and its weights' tag
             import difflib
 
             close = difflib.get_close_matches(model_name, timm.list_models(), n=3, cutoff=0.6)
-            raise ConfigError(f"backbone timm: unknown model_name '{model_name}'; {'did you mean ' + ', '.join(close) + '?' if close else 'see timm.list_models()'}")
+            raise ConfigError(
+                f"backbone timm: unknown model_name '{model_name}'; {'did you mean ' + ', '.join(close) + '?' if close else 'see timm.list_models()'}"
+            )
         self.check_arguments({"in_chans": in_chans, "in_channels": in_channels, **timm_args})
         if out_indices is not None:
             timm_args["out_indices"] = tuple(out_indices)
@@ -71,7 +78,9 @@ class TimmBackbone(Backbone):
             from utils.checkpoint.weights import BACKBONE_WAY_OUT, MinShare, load_weights
 
             # the classifier's keys are logged as unexpected and ignored; a .safetensors file loads too, nothing runs code
-            load_weights(self.model, str(pretrained), minimum=MinShare(way_out=BACKBONE_WAY_OUT.format(prefix="backbone.model.")))
+            load_weights(
+                self.model, str(pretrained), minimum=MinShare(way_out=BACKBONE_WAY_OUT.format(prefix="backbone.model."))
+            )
 
     @staticmethod
     def check_input_size(input_size: List[int], args: Dict[str, Any]) -> None:
@@ -101,16 +110,22 @@ class TimmBackbone(Backbone):
         ``in_channels`` that disagree, and for a rate (``*_rate``, which goes on to timm unannotated) outside [0, 1)."""
         for name in SETS_ITSELF:
             if name in args:
-                raise ConfigError(f"backbone timm: {name} is set by the backbone itself ({SETS_ITSELF[name]}); remove it from model.args.backbone_args")
+                raise ConfigError(
+                    f"backbone timm: {name} is set by the backbone itself ({SETS_ITSELF[name]}); remove it from model.args.backbone_args"
+                )
         for name in args:
             why = LOADS_FILES.get("pretrained_*" if name.startswith("pretrained_") else name)
             if why is not None:
-                raise ConfigError(f"backbone timm: {name} {why}, past the framework's loader (which never runs code); remove it and give a local "
-                                  "weights file as the backbone's pretrained (model.args.backbone_args.pretrained=FILE.pth)")
+                raise ConfigError(
+                    f"backbone timm: {name} {why}, past the framework's loader (which never runs code); remove it and give a local "
+                    "weights file as the backbone's pretrained (model.args.backbone_args.pretrained=FILE.pth)"
+                )
         chans, channels = args.get("in_chans"), args.get("in_channels")
         if chans is not None and channels is not None and chans != channels:
-            raise ConfigError(f"backbone timm: in_chans={chans!r} and in_channels={channels!r} disagree (both give the input's channel count; one would be ignored); "
-                              "give the count once, as in_channels (in model.args.backbone_args, or model.args.in_channels for a network that passes it)")
+            raise ConfigError(
+                f"backbone timm: in_chans={chans!r} and in_channels={channels!r} disagree (both give the input's channel count; one would be ignored); "
+                "give the count once, as in_channels (in model.args.backbone_args, or model.args.in_channels for a network that passes it)"
+            )
         for name, value in args.items():
             if name.endswith("_rate"):
                 check_value("backbone 'timm'", "model.args.backbone_args", name, value, Rate)
@@ -153,19 +168,29 @@ def _create(model_name: str, in_chans: int, timm_args: Dict[str, Any]) -> Any:
         unknown = [key for key in timm_args if f"unexpected keyword argument '{key}'" in str(err)]
         if not unknown:
             raise
-        raise ConfigError(f"backbone timm: {model_name} got an argument it does not take, '{unknown[0]}' ({err}); "
-                          f"remove it from model.args.backbone_args{_takes(model_name, str(err))}") from None
+        raise ConfigError(
+            f"backbone timm: {model_name} got an argument it does not take, '{unknown[0]}' ({err}); "
+            f"remove it from model.args.backbone_args{_takes(model_name, str(err))}"
+        ) from None
     except (IndexError, AssertionError):
         indices = timm_args.get("out_indices")
         if indices is None:
             raise
-        probe = timm.create_model(model_name, features_only=True, pretrained=False, in_chans=in_chans, **{k: v for k, v in timm_args.items() if k != "out_indices"})
+        probe = timm.create_model(
+            model_name,
+            features_only=True,
+            pretrained=False,
+            in_chans=in_chans,
+            **{k: v for k, v in timm_args.items() if k != "out_indices"},
+        )
         stages = len(probe.feature_info.info)
         outside = [i for i in indices if not -stages <= i < stages]
         if not outside:
             raise
-        raise ConfigError(f"backbone timm: out_indices {list(indices)} are out of range for {model_name}, which has {stages} feature stages; "
-                          f"give indices from 0 to {stages - 1} (or -{stages} to -1) in model.args.backbone_args.out_indices") from None
+        raise ConfigError(
+            f"backbone timm: out_indices {list(indices)} are out of range for {model_name}, which has {stages} feature stages; "
+            f"give indices from 0 to {stages - 1} (or -{stages} to -1) in model.args.backbone_args.out_indices"
+        ) from None
 
 
 def _takes(model_name: str, message: str) -> str:

@@ -23,14 +23,18 @@ class VideoResNetBackbone(Backbone):
         super().__init__()
         # mc3_18 keeps full time in layers 2-4 (2D convolutions there); the others halve it.
         temporal = [1, 1, 1, 1, 1] if arch == "mc3_18" else [1, 1, 2, 4, 8]
-        net = getattr(importlib.import_module("torchvision.models.video"), arch)(weights=None)  # imported here: about 1 s
+        net = getattr(importlib.import_module("torchvision.models.video"), arch)(
+            weights=None
+        )  # imported here: about 1 s
         if pretrained:
             from utils.checkpoint.weights import load_weights
 
             load_weights(net, pretrained)  # torchvision's keys: load before the net is split into stages
         if in_channels != 3:
             first = net.stem[0]
-            net.stem[0] = nn.Conv3d(in_channels, first.out_channels, first.kernel_size, first.stride, first.padding, bias=False)
+            net.stem[0] = nn.Conv3d(
+                in_channels, first.out_channels, first.kernel_size, first.stride, first.padding, bias=False
+            )
         self.stages.extend([net.stem, net.layer1, net.layer2, net.layer3, net.layer4])
         self.out_channels = [64, 64, 128, 256, 512]
         self.strides = [2, 2, 4, 8, 16]  # spatial

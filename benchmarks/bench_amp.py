@@ -97,10 +97,22 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
     model = f"resnet18 {size}x{size} batch {batch}, AdamW"
     rows = []
     for level in LEVELS[1:]:
-        rows.append(row("4 amp on CPU", f"step time {level} bf16 / O0 fp32", ratios(times[level], times["O0"]),
-                        note=f"{model}; O0 step {statistics.median(times['O0']) * 1e3:.0f} ms"))
-        rows.append(row("4 amp on CPU", f"bytes saved for backward {level} / O0", [memory[level][0] / memory["O0"][0]],
-                        note=f"O0 {memory['O0'][0] / 2**20:.1f} MiB; {level} also keeps {memory[level][1] / 2**20:.1f} MiB of weight copies"))
+        rows.append(
+            row(
+                "4 amp on CPU",
+                f"step time {level} bf16 / O0 fp32",
+                ratios(times[level], times["O0"]),
+                note=f"{model}; O0 step {statistics.median(times['O0']) * 1e3:.0f} ms",
+            )
+        )
+        rows.append(
+            row(
+                "4 amp on CPU",
+                f"bytes saved for backward {level} / O0",
+                [memory[level][0] / memory["O0"][0]],
+                note=f"O0 {memory['O0'][0] / 2**20:.1f} MiB; {level} also keeps {memory[level][1] / 2**20:.1f} MiB of weight copies",
+            )
+        )
     return rows
 
 

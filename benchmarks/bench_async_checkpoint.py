@@ -36,7 +36,9 @@ class Points:
     """Successive checkpoint points of one checkpointer; ``background`` as ``train.async_checkpoint``."""
 
     def __init__(self, folder: Path, state: Dict, background: bool) -> None:
-        unused = Contents(objects=lambda: None, run=RunRecord(), dist=DistInfo(), sync=lambda: None)  # write() takes a ready snapshot
+        unused = Contents(
+            objects=lambda: None, run=RunRecord(), dist=DistInfo(), sync=lambda: None
+        )  # write() takes a ready snapshot
         self.checkpointer = Checkpointer(CheckpointStore(folder, keep=2), unused, background=background)
         self.state, self.epoch = state, 0
         self.write_s: List[float] = []  # the background thread's time, waited for outside the timed region
@@ -60,9 +62,15 @@ def run(quick: bool = False) -> List[dict]:
         shutil.rmtree(folder, ignore_errors=True)
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     return [
-        row(BENCHMARK, "training-thread seconds per checkpoint point, async / sync", ratios(times["async"], times["sync"]), "<= 0.25", lambda m: m <= 0.25,
+        row(
+            BENCHMARK,
+            "training-thread seconds per checkpoint point, async / sync",
+            ratios(times["async"], times["sync"]),
+            "<= 0.25",
+            lambda m: m <= 0.25,
             f"resnet50 + AdamW state, {state_megabytes(state):.0f} MB: blocks {median(times['async']):.2f} s (CPU copy) vs {median(times['sync']):.2f} s; "
-            f"the background write then takes {median(background.write_s):.2f} s"),
+            f"the background write then takes {median(background.write_s):.2f} s",
+        ),
     ]
 
 

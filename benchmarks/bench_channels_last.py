@@ -45,10 +45,26 @@ def run(quick: bool = False) -> List[dict]:
     x, y = torch.randn(batch, 3, 64, 64, generator=g), torch.randint(0, 10, (batch,), generator=g)
     with torch.no_grad():
         diff = (plain.eval()(x) - nhwc.eval()(inputs_channels_last(x))).abs().max().item()
-    times = interleaved({"nchw": _stepper(plain, x, y, steps), "nhwc": _stepper(nhwc, inputs_channels_last(x), y, steps)}, rounds)
+    times = interleaved(
+        {"nchw": _stepper(plain, x, y, steps), "nhwc": _stepper(nhwc, inputs_channels_last(x), y, steps)}, rounds
+    )
     nchw_ms = sorted(times["nchw"])[len(times["nchw"]) // 2] * 1e3
     return [
-        row("10 channels_last", "step time channels_last / contiguous, CPU", ratios(times["nhwc"], times["nchw"]), "", None,
-            f"resnet18 64x64 batch {batch}, AdamW, O0; contiguous step {nchw_ms:.0f} ms"),
-        row("10 channels_last", "max abs output diff channels_last vs contiguous", [diff], "allclose (~1e-5)", lambda m: m <= 1e-4, "eval mode, same weights and batch", fmt="{:.1e}"),
+        row(
+            "10 channels_last",
+            "step time channels_last / contiguous, CPU",
+            ratios(times["nhwc"], times["nchw"]),
+            "",
+            None,
+            f"resnet18 64x64 batch {batch}, AdamW, O0; contiguous step {nchw_ms:.0f} ms",
+        ),
+        row(
+            "10 channels_last",
+            "max abs output diff channels_last vs contiguous",
+            [diff],
+            "allclose (~1e-5)",
+            lambda m: m <= 1e-4,
+            "eval mode, same weights and batch",
+            fmt="{:.1e}",
+        ),
     ]

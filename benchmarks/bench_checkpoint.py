@@ -99,8 +99,14 @@ def child(mode: str) -> None:
 def peak_step_kib(mode: str) -> float:
     """Run ``child(mode)`` in a fresh interpreter. A fixed mmap threshold makes glibc return freed
     tensors to the system, so resident memory follows live tensors instead of the heap's high-water mark."""
-    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_checkpoint", mode], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"})
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_checkpoint", mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"},
+    )
     if out.returncode != 0:
         raise RuntimeError(f"memory probe failed: {out.stderr[-2000:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["step_kib"])
@@ -113,18 +119,52 @@ def run(quick: bool = False) -> List[dict]:
     # Gradients of one step from the same weights.
     _step(plain, x, y), _step(ckpt, x, y)
     grad_diff = max(float((p.grad - q.grad).abs().max()) for p, q in zip(plain.parameters(), ckpt.parameters()))
-    grads_close = all(torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5) for p, q in zip(plain.parameters(), ckpt.parameters()))
+    grads_close = all(
+        torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-5) for p, q in zip(plain.parameters(), ckpt.parameters())
+    )
     bytes_ratio = saved_bytes(ckpt, x, y) / saved_bytes(plain, x, y)
     plain_mib = saved_bytes(plain, x, y) / 2**20
-    times = interleaved({"plain": lambda: timed(lambda: _step(plain, x, y)), "ckpt": lambda: timed(lambda: _step(ckpt, x, y))}, rounds)
-    rss = interleaved({"plain": lambda: peak_step_kib("plain"), "ckpt": lambda: peak_step_kib("ckpt")}, rss_rounds, warmup=False)
+    times = interleaved(
+        {"plain": lambda: timed(lambda: _step(plain, x, y)), "ckpt": lambda: timed(lambda: _step(ckpt, x, y))}, rounds
+    )
+    rss = interleaved(
+        {"plain": lambda: peak_step_kib("plain"), "ckpt": lambda: peak_step_kib("ckpt")}, rss_rounds, warmup=False
+    )
     net = f"{DEPTH} stages x {BLOCKS} conv-bn-relu, width {WIDTH}, batch {BATCH} at {SIZE}x{SIZE}"
     return [
-        row("3 grad checkpointing", "bytes saved for backward, ckpt / plain", [bytes_ratio], "<= 0.40", lambda m: m <= 0.40, f"{net}; plain {plain_mib:.1f} MiB"),
-        row("3 grad checkpointing", "peak RSS of a step (fresh process), ckpt / plain", ratios(rss["ckpt"], rss["plain"]), "<= 0.40", lambda m: m <= 0.40,
-            f"plain step {statistics.median(rss['plain']) / 1024:.1f} MiB above the RSS before it"),
-        row("3 grad checkpointing", "step time ckpt / plain", ratios(times["ckpt"], times["plain"]), "<= 1.4", lambda m: m <= 1.4, "one recomputed forward per stage"),
-        row("3 grad checkpointing", "max abs grad diff ckpt vs plain", [grad_diff], "allclose", lambda m: grads_close, "rtol 1e-4, atol 1e-5", fmt="{:.1e}"),
+        row(
+            "3 grad checkpointing",
+            "bytes saved for backward, ckpt / plain",
+            [bytes_ratio],
+            "<= 0.40",
+            lambda m: m <= 0.40,
+            f"{net}; plain {plain_mib:.1f} MiB",
+        ),
+        row(
+            "3 grad checkpointing",
+            "peak RSS of a step (fresh process), ckpt / plain",
+            ratios(rss["ckpt"], rss["plain"]),
+            "<= 0.40",
+            lambda m: m <= 0.40,
+            f"plain step {statistics.median(rss['plain']) / 1024:.1f} MiB above the RSS before it",
+        ),
+        row(
+            "3 grad checkpointing",
+            "step time ckpt / plain",
+            ratios(times["ckpt"], times["plain"]),
+            "<= 1.4",
+            lambda m: m <= 1.4,
+            "one recomputed forward per stage",
+        ),
+        row(
+            "3 grad checkpointing",
+            "max abs grad diff ckpt vs plain",
+            [grad_diff],
+            "allclose",
+            lambda m: grads_close,
+            "rtol 1e-4, atol 1e-5",
+            fmt="{:.1e}",
+        ),
     ]
 
 

@@ -40,7 +40,11 @@ def resnet50_state() -> Dict[str, Any]:
     for p in model.parameters():
         p.grad = torch.randn_like(p) * 1e-3
     optimizer.step()
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "progress": {"epoch": 1, "batch": 0, "step": 1}}
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "progress": {"epoch": 1, "batch": 0, "step": 1},
+    }
 
 
 def bare_save(state: Dict[str, Any], path: Path) -> None:
@@ -88,15 +92,34 @@ def run(quick: bool = False) -> List[dict]:
         point = CheckpointPoints(folder / "checkpoints", state)
         bare = folder / "bare.pt"
         fresh = FreshFiles(folder, state)
-        times = interleaved({"store": lambda: timed(point), "bare": lambda: timed(lambda: bare_save(state, bare)), "fresh": lambda: timed(fresh)}, rounds)
+        times = interleaved(
+            {
+                "store": lambda: timed(point),
+                "bare": lambda: timed(lambda: bare_save(state, bare)),
+                "fresh": lambda: timed(fresh),
+            },
+            rounds,
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     per_point = sorted(times["store"])[len(times["store"]) // 2]
     return [
-        row(BENCHMARK, "seconds per best-epoch checkpoint point / one bare torch.save + fsync", ratios(times["store"], times["bare"]), "<= 1.15", lambda m: m <= 1.15,
-            f"resnet50 + AdamW state, {megabytes:.0f} MB; one point: {per_point:.2f} s (numbered file hashed while written, .sha256, last.pt and best.pt hard links, rotation)"),
-        row(BENCHMARK, "seconds per best-epoch checkpoint point / bare torch.save + fsync to a new file, the one before last deleted", ratios(times["store"], times["fresh"]), "", None,
-            "the same bytes as a new file per point: the file system frees and allocates blocks; the store overwrites the file its rotation retires"),
+        row(
+            BENCHMARK,
+            "seconds per best-epoch checkpoint point / one bare torch.save + fsync",
+            ratios(times["store"], times["bare"]),
+            "<= 1.15",
+            lambda m: m <= 1.15,
+            f"resnet50 + AdamW state, {megabytes:.0f} MB; one point: {per_point:.2f} s (numbered file hashed while written, .sha256, last.pt and best.pt hard links, rotation)",
+        ),
+        row(
+            BENCHMARK,
+            "seconds per best-epoch checkpoint point / bare torch.save + fsync to a new file, the one before last deleted",
+            ratios(times["store"], times["fresh"]),
+            "",
+            None,
+            "the same bytes as a new file per point: the file system frees and allocates blocks; the store overwrites the file its rotation retires",
+        ),
     ]
 
 

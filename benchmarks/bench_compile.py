@@ -26,7 +26,10 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import ratios, row  # noqa: E402
 
-CASES = {"small_cnn": ({"backbone": "small_cnn", "backbone_args": {"widths": [16, 32, 64]}}, (1, 16, 16), 32), "resnet18": ({"backbone": "resnet18"}, (3, 64, 64), 16)}
+CASES = {
+    "small_cnn": ({"backbone": "small_cnn", "backbone_args": {"widths": [16, 32, 64]}}, (1, 16, 16), 32),
+    "resnet18": ({"backbone": "resnet18"}, (3, 64, 64), 16),
+}
 
 
 def _stepper(model, x, y) -> Callable[[], float]:
@@ -66,7 +69,7 @@ def child(name: str, rounds: int) -> Dict[str, object]:
     compiled_step()  # a second call can still settle guards
     times: Dict[str, List[float]] = {"eager": [], "compiled": []}
     for r in range(rounds):
-        for case in (("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")):
+        for case in ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager"):
             times[case].append((eager_step if case == "eager" else compiled_step)())
     return {"compile_s": first - warm_eager, "times": times, "batch": batch}
 
@@ -74,7 +77,14 @@ def child(name: str, rounds: int) -> Dict[str, object]:
 def _run_child(name: str, rounds: int) -> Dict[str, object]:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TORCHINDUCTOR_CACHE_DIR=cache)
-        proc = subprocess.run([sys.executable, __file__, name, str(rounds)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [sys.executable, __file__, name, str(rounds)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr[-2000:])
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -82,13 +92,31 @@ def _run_child(name: str, rounds: int) -> Dict[str, object]:
 
 def run(quick: bool = False) -> List[dict]:
     rows = []
-    for name in (("small_cnn",) if quick else tuple(CASES)):
+    for name in ("small_cnn",) if quick else tuple(CASES):
         out = _run_child(name, 3 if quick else 15)
         times = out["times"]
         eager_ms = sorted(times["eager"])[len(times["eager"]) // 2] * 1e3
-        rows.append(row("9 torch.compile", f"compile time (s), {name}", [out["compile_s"]], "", None, "first compiled step minus an eager step, empty inductor cache", fmt="{:.1f}"))
-        rows.append(row("9 torch.compile", f"step time compiled / eager, {name}", ratios(times["compiled"], times["eager"]), "", None,
-                        f"CPU, batch {out['batch']}, mode=default, inductor; eager step {eager_ms:.1f} ms; no CPU goal (GPUs are where it pays)"))
+        rows.append(
+            row(
+                "9 torch.compile",
+                f"compile time (s), {name}",
+                [out["compile_s"]],
+                "",
+                None,
+                "first compiled step minus an eager step, empty inductor cache",
+                fmt="{:.1f}",
+            )
+        )
+        rows.append(
+            row(
+                "9 torch.compile",
+                f"step time compiled / eager, {name}",
+                ratios(times["compiled"], times["eager"]),
+                "",
+                None,
+                f"CPU, batch {out['batch']}, mode=default, inductor; eager step {eager_ms:.1f} ms; no CPU goal (GPUs are where it pays)",
+            )
+        )
     return rows
 
 

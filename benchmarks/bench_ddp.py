@@ -33,8 +33,16 @@ GLOBAL_BATCH = 64
 def _network() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+        nn.Conv2d(1, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
     )
 
 
@@ -71,7 +79,7 @@ def _figures(rank: int, world: int, steps: int, rounds: int) -> dict:
     init = _network()
     full = batches(steps, GLOBAL_BATCH, (1, 16, 16))
     half = GLOBAL_BATCH // world
-    local = [(x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]) for x, y in full]
+    local = [(x[rank * half : (rank + 1) * half], y[rank * half : (rank + 1) * half]) for x, y in full]
     times: Dict[str, List[float]] = {"single": [], "ddp": [], "framework": [], "hand": []}
     diffs: List[float] = []
     hand_diffs: List[float] = []
@@ -130,12 +138,38 @@ def run(quick: bool = False) -> List[dict]:
     speedup = ratios(out["times"]["single"], out["times"]["ddp"])
     diff = max(out["diffs"])
     return [
-        row("5 DDP", "speed-up 2 proc x 1 thread / 1 proc x 1 thread", speedup, ">= 1.35", lambda m: m >= 1.35,
-            f"gloo, global batch {GLOBAL_BATCH}, {steps} steps per round, framework loop"),
-        row("5 DDP", f"max abs weight diff DDP vs full batch, {steps} steps", [diff], "allclose (~1e-6)", lambda m: m <= 1e-5,
-            "no BatchNorm: averaged gradients = full-batch gradient", fmt="{:.1e}"),
-        row("5 DDP", "samples/s framework 2-rank step / hand-written 2-rank DDP loop", ratios(out["times"]["hand"], out["times"]["framework"]), ">= 0.97",
-            lambda m: m >= 0.97, f"gloo, {GLOBAL_BATCH // 2} per rank, {steps} steps per round; framework: wrap_model (gradient_as_bucket_view) + Trainer with its hooks"),
-        row("5 DDP", f"max abs weight diff framework vs hand DDP, {steps} steps", [max(out["hand_diffs"])], "0", lambda m: m == 0.0,
-            "same init, batches and optimizer", fmt="{:.1e}"),
+        row(
+            "5 DDP",
+            "speed-up 2 proc x 1 thread / 1 proc x 1 thread",
+            speedup,
+            ">= 1.35",
+            lambda m: m >= 1.35,
+            f"gloo, global batch {GLOBAL_BATCH}, {steps} steps per round, framework loop",
+        ),
+        row(
+            "5 DDP",
+            f"max abs weight diff DDP vs full batch, {steps} steps",
+            [diff],
+            "allclose (~1e-6)",
+            lambda m: m <= 1e-5,
+            "no BatchNorm: averaged gradients = full-batch gradient",
+            fmt="{:.1e}",
+        ),
+        row(
+            "5 DDP",
+            "samples/s framework 2-rank step / hand-written 2-rank DDP loop",
+            ratios(out["times"]["hand"], out["times"]["framework"]),
+            ">= 0.97",
+            lambda m: m >= 0.97,
+            f"gloo, {GLOBAL_BATCH // 2} per rank, {steps} steps per round; framework: wrap_model (gradient_as_bucket_view) + Trainer with its hooks",
+        ),
+        row(
+            "5 DDP",
+            f"max abs weight diff framework vs hand DDP, {steps} steps",
+            [max(out["hand_diffs"])],
+            "0",
+            lambda m: m == 0.0,
+            "same init, batches and optimizer",
+            fmt="{:.1e}",
+        ),
     ]

@@ -73,8 +73,29 @@ def run(quick: bool = False) -> List[dict]:
     diff = max_abs_diff(framework_run(init, data, schedule).state_dict(), plain_run(init, data, schedule).state_dict())
     plain_sps = statistics.median(steps * BATCH / t for t in times["plain"])
     return [
-        row("1 framework step", "samples/s framework / plain", speed, ">= 0.98", lambda m: m >= 0.98,
-            f"small_cnn classifier, {steps} steps of batch {BATCH} per round; plain loop {plain_sps:.0f} samples/s"),
-        row("1 framework step", "A/A control: plain / plain", control, "1.00 +- noise", None, "the same plain loop timed twice per round"),
-        row("1 framework step", f"max abs weight diff after {steps} steps, O0", [diff], "0", lambda m: m == 0.0, "framework vs plain, same init and batches", fmt="{:.1e}"),
+        row(
+            "1 framework step",
+            "samples/s framework / plain",
+            speed,
+            ">= 0.98",
+            lambda m: m >= 0.98,
+            f"small_cnn classifier, {steps} steps of batch {BATCH} per round; plain loop {plain_sps:.0f} samples/s",
+        ),
+        row(
+            "1 framework step",
+            "A/A control: plain / plain",
+            control,
+            "1.00 +- noise",
+            None,
+            "the same plain loop timed twice per round",
+        ),
+        row(
+            "1 framework step",
+            f"max abs weight diff after {steps} steps, O0",
+            [diff],
+            "0",
+            lambda m: m == 0.0,
+            "framework vs plain, same init and batches",
+            fmt="{:.1e}",
+        ),
     ]

@@ -100,13 +100,18 @@ def _ddp_bytes(data: List) -> int:
 
 
 def _full(model: nn.Module) -> Dict[str, torch.Tensor]:
-    return {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone() for k, v in model.state_dict().items()}
+    return {
+        k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone() for k, v in model.state_dict().items()
+    }
 
 
 def _figures(rank: int, world: int, steps: int, rounds: int) -> dict:
     """This rank's part of the measurement, in the process group; rank 0's figures are the result."""
     half = GLOBAL_BATCH // world
-    local = [(x[rank * half : (rank + 1) * half], y[rank * half : (rank + 1) * half]) for x, y in batches(steps, GLOBAL_BATCH, (WIDTH,))]
+    local = [
+        (x[rank * half : (rank + 1) * half], y[rank * half : (rank + 1) * half])
+        for x, y in batches(steps, GLOBAL_BATCH, (WIDTH,))
+    ]
     _framework(local[:2]), _hand(local[:2])  # warm-up
     times: Dict[str, List[float]] = {"framework": [], "hand": []}
     diffs, sharded = [], 0
@@ -132,12 +137,31 @@ def run(quick: bool = False) -> List[dict]:
     out = measure(steps, rounds)
     millions = out["params"] / 1e6
     return [
-        row("14 FSDP2", "samples/s framework 2-rank FSDP step / hand-written FSDP2 loop", ratios(out["times"]["hand"], out["times"]["framework"]), ">= 0.97",
-            lambda m: m >= 0.97, f"gloo, {GLOBAL_BATCH // 2} per rank, {steps} AdamW steps per round, {millions:.1f}M parameters in {BLOCKS + 1} sharded blocks"),
-        row("14 FSDP2", f"max abs weight diff framework vs hand FSDP2, {steps} steps", [max(out["diffs"])], "0", lambda m: m == 0.0,
-            "same init, batches and optimizer; gathered full weights", fmt="{:.1e}"),
-        row("14 FSDP2", "bytes per rank of parameters + gradients + AdamW state, FSDP / DDP", [out["sharded"] / out["replicated"]], "<= 0.6",
-            lambda m: m <= 0.6, f"2 ranks, {millions:.1f}M parameters; DDP {out['replicated'] / 2**20:.0f} MiB per rank, FSDP {out['sharded'] / 2**20:.0f} MiB"),
+        row(
+            "14 FSDP2",
+            "samples/s framework 2-rank FSDP step / hand-written FSDP2 loop",
+            ratios(out["times"]["hand"], out["times"]["framework"]),
+            ">= 0.97",
+            lambda m: m >= 0.97,
+            f"gloo, {GLOBAL_BATCH // 2} per rank, {steps} AdamW steps per round, {millions:.1f}M parameters in {BLOCKS + 1} sharded blocks",
+        ),
+        row(
+            "14 FSDP2",
+            f"max abs weight diff framework vs hand FSDP2, {steps} steps",
+            [max(out["diffs"])],
+            "0",
+            lambda m: m == 0.0,
+            "same init, batches and optimizer; gathered full weights",
+            fmt="{:.1e}",
+        ),
+        row(
+            "14 FSDP2",
+            "bytes per rank of parameters + gradients + AdamW state, FSDP / DDP",
+            [out["sharded"] / out["replicated"]],
+            "<= 0.6",
+            lambda m: m <= 0.6,
+            f"2 ranks, {millions:.1f}M parameters; DDP {out['replicated'] / 2**20:.0f} MiB per rank, FSDP {out['sharded'] / 2**20:.0f} MiB",
+        ),
     ]
 
 

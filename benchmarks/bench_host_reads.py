@@ -51,11 +51,28 @@ def _port() -> int:
 def count(tmp: Path, name: str, steps: int, ranks: int, extra: List[str]) -> Dict[str, int]:
     """Per-site counts of one run (rank 0's under torchrun, where rank 0 is the busiest)."""
     out = tmp / f"{name}_{steps}.json"
-    args = [f"experiment.output_root={tmp}", f"experiment.name={name}_{steps}", f"train.iterations={steps}", "threads=1", *BASE, *extra]
+    args = [
+        f"experiment.output_root={tmp}",
+        f"experiment.name={name}_{steps}",
+        f"train.iterations={steps}",
+        "threads=1",
+        *BASE,
+        *extra,
+    ]
     if ranks == 1:
         cmd = [sys.executable, SCRIPT, str(out), *args]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1", f"--master_port={_port()}", SCRIPT, str(out), *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={ranks}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={_port()}",
+            SCRIPT,
+            str(out),
+            *args,
+        ]
     proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     if proc.returncode != 0:
         raise RuntimeError(f"{name} ({steps} steps) failed: {proc.stderr[-2000:]}")
@@ -63,7 +80,9 @@ def count(tmp: Path, name: str, steps: int, ranks: int, extra: List[str]) -> Dic
     return json.loads(path.read_text())["sites"]
 
 
-def per_step(tmp: Path, name: str, steps: Tuple[int, int], ranks: int, extra: List[str]) -> Tuple[Dict[str, float], Dict[str, float]]:
+def per_step(
+    tmp: Path, name: str, steps: Tuple[int, int], ranks: int, extra: List[str]
+) -> Tuple[Dict[str, float], Dict[str, float]]:
     """({read, collective} per step, per-site counts per step) from two runs of ``steps`` steps."""
     short, long = (count(tmp, name, n, ranks, extra) for n in steps)
     span = steps[1] - steps[0]
@@ -90,12 +109,25 @@ def run(quick: bool = False) -> List[dict]:
             steps = (10, 30) if quick else ((10, 70) if ranks == 1 else (5, 35))
             name = label.split(",")[0].replace(" ", "_") + f"_{ranks}"
             kinds, sites = per_step(Path(tmp), name, steps, ranks, extra)
-            for kind, measure in (("read", "host reads per training step"), ("collective", "collectives per training step")):
-                mine = sorted(((site.split(" ", 1)[1], n) for site, n in sites.items() if site.startswith(kind)), key=lambda kv: -kv[1])
+            for kind, measure in (
+                ("read", "host reads per training step"),
+                ("collective", "collectives per training step"),
+            ):
+                mine = sorted(
+                    ((site.split(" ", 1)[1], n) for site, n in sites.items() if site.startswith(kind)),
+                    key=lambda kv: -kv[1],
+                )
                 where = ", ".join(f"{site} {n:.2f}" for site, n in mine[:4]) or "none"
                 rows.append(_row(label, measure, kinds[kind], f"steps {steps[0]} vs {steps[1]}; per step: {where}"))
     return rows
 
 
 def _row(label: str, measure: str, value: float, note: str) -> dict:
-    return {"benchmark": "8 host reads", "measure": f"{measure}, {label}", "value": f"{value:.3f}", "goal": "<= 0.1", "ok": value <= 0.1, "note": note}
+    return {
+        "benchmark": "8 host reads",
+        "measure": f"{measure}, {label}",
+        "value": f"{value:.3f}",
+        "goal": "<= 0.1",
+        "ok": value <= 0.1,
+        "note": note,
+    }

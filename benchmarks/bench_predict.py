@@ -45,7 +45,10 @@ def plain_loop(checkpoint: Path, paths: list, batch: int = 64) -> float:
     model.eval()
     with torch.no_grad():
         for at in range(0, len(paths), batch):
-            images = [torch.from_numpy(np.asarray(Image.open(p).convert("L"), dtype=np.float32) / 255.0)[None] for p in paths[at : at + batch]]
+            images = [
+                torch.from_numpy(np.asarray(Image.open(p).convert("L"), dtype=np.float32) / 255.0)[None]
+                for p in paths[at : at + batch]
+            ]
             model(torch.stack(images)).softmax(dim=1).topk(3, dim=1)
     return time.perf_counter() - start
 
@@ -61,14 +64,32 @@ def enlarged_digits(folder: Path, images: int, size: int) -> List[Path]:
     folder.mkdir(parents=True)
     for n in range(images):
         i = keep[n % len(keep)]
-        Image.fromarray((pixels[i] * 15.9).astype(np.uint8), mode="L").resize((size, size), Image.BICUBIC).save(folder / f"{n:05d}.png")
+        Image.fromarray((pixels[i] * 15.9).astype(np.uint8), mode="L").resize((size, size), Image.BICUBIC).save(
+            folder / f"{n:05d}.png"
+        )
     return sorted(folder.glob("*.png"))
 
 
 def framework(checkpoint: Path, folder: Path, out: Path) -> float:
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main.main(["--mode", "predict", "--checkpoint", str(checkpoint), "--input", str(folder), "--output", str(out), "data.eval_batch_size=64", "threads=1"]) == 0
+        assert (
+            main.main(
+                [
+                    "--mode",
+                    "predict",
+                    "--checkpoint",
+                    str(checkpoint),
+                    "--input",
+                    str(folder),
+                    "--output",
+                    str(out),
+                    "data.eval_batch_size=64",
+                    "threads=1",
+                ]
+            )
+            == 0
+        )
     return time.perf_counter() - start
 
 
@@ -78,15 +99,29 @@ def measure(images: int, size: int, rounds: int) -> Dict[str, List[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         data = make_digit_folder(base / "data", {"train": 30, "val": 6, "test": 2})
-        with contextlib.redirect_stdout(io.StringIO()):  # a fully convolutional network: trained at 8x8, it predicts any size
-            assert main.main([*folder_overrides(base / "out", data), "train.iterations=1", "model.args.backbone_args.widths=[16, 32]"]) == 0
+        with contextlib.redirect_stdout(
+            io.StringIO()
+        ):  # a fully convolutional network: trained at 8x8, it predicts any size
+            assert (
+                main.main(
+                    [
+                        *folder_overrides(base / "out", data),
+                        "train.iterations=1",
+                        "model.args.backbone_args.widths=[16, 32]",
+                    ]
+                )
+                == 0
+            )
         checkpoint = base / "out" / "apps" / "run_001" / "checkpoints" / "best.pt"
         paths = enlarged_digits(base / "bench", images, size)
         framework(checkpoint, base / "bench", base / "warm")
         out: Dict[str, List[float]] = {"framework": [], "plain": []}
         for r in range(rounds):  # interleaved, so drifting machine load hits both alike
-            timed = {"plain": lambda: plain_loop(checkpoint, paths), "framework": lambda r=r: framework(checkpoint, base / "bench", base / f"pred{r}")}
-            for name in (("plain", "framework") if r % 2 == 0 else ("framework", "plain")):
+            timed = {
+                "plain": lambda: plain_loop(checkpoint, paths),
+                "framework": lambda r=r: framework(checkpoint, base / "bench", base / f"pred{r}"),
+            }
+            for name in ("plain", "framework") if r % 2 == 0 else ("framework", "plain"):
                 out[name].append(len(paths) / timed[name]())
         return out
 
@@ -95,9 +130,17 @@ def run(quick: bool = False, images: int = 2000, size: int = 64, rounds: int = 5
     if quick:
         images, rounds = 200, 2
     out = measure(images, size, rounds)
-    return [row("15 predict", "images/s --mode predict over a folder / hand-written inference loop", ratios(out["framework"], out["plain"]), ">= 0.95",
-                lambda m: m >= 0.95, f"{images} {size}x{size} grey PNGs, small CNN, batch 64, 1 thread, whole runs from the checkpoint file; "
-                f"plain loop {statistics.median(out['plain']):.0f} images/s")]
+    return [
+        row(
+            "15 predict",
+            "images/s --mode predict over a folder / hand-written inference loop",
+            ratios(out["framework"], out["plain"]),
+            ">= 0.95",
+            lambda m: m >= 0.95,
+            f"{images} {size}x{size} grey PNGs, small CNN, batch 64, 1 thread, whole runs from the checkpoint file; "
+            f"plain loop {statistics.median(out['plain']):.0f} images/s",
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -71,7 +71,28 @@ def run(quick: bool = False) -> List[dict]:
     ideal = [max(a, b) for a, b in zip(times["load"], times["compute"])]
     note = f"{steps} batches, load {1e3 * compute_per_batch:.1f} ms/batch, compute {1e3 * statistics.median(times['compute']) / steps:.1f} ms/batch"
     return [
-        row("2 prefetch", "efficiency max(load, compute) / time, prefetch=thread", ratios(ideal, times["thread"]), ">= 0.95", lambda m: m >= 0.95, note),
-        row("2 prefetch", "efficiency max(load, compute) / time, prefetch=none", ratios(ideal, times["none"]), "(baseline, ~0.5)", None, "load and compute in turn"),
-        row("2 prefetch", "speed-up thread / none", ratios(times["none"], times["thread"]), "", None, "same loader and model"),
+        row(
+            "2 prefetch",
+            "efficiency max(load, compute) / time, prefetch=thread",
+            ratios(ideal, times["thread"]),
+            ">= 0.95",
+            lambda m: m >= 0.95,
+            note,
+        ),
+        row(
+            "2 prefetch",
+            "efficiency max(load, compute) / time, prefetch=none",
+            ratios(ideal, times["none"]),
+            "(baseline, ~0.5)",
+            None,
+            "load and compute in turn",
+        ),
+        row(
+            "2 prefetch",
+            "speed-up thread / none",
+            ratios(times["none"], times["thread"]),
+            "",
+            None,
+            "same loader and model",
+        ),
     ]

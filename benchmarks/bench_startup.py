@@ -35,12 +35,29 @@ def _fresh(code: str) -> Callable[[], float]:
 def run(quick: bool = False) -> List[dict]:
     rounds = 2 if quick else 7
     times = interleaved(
-        {"torch": _fresh("import torch"), "main": _fresh("import main"), "help": _fresh("import sys, main; sys.argv = ['main.py', '--help']; main.parse_args()")},
+        {
+            "torch": _fresh("import torch"),
+            "main": _fresh("import main"),
+            "help": _fresh("import sys, main; sys.argv = ['main.py', '--help']; main.parse_args()"),
+        },
         rounds,
     )
     torch_s = sorted(times["torch"])[len(times["torch"]) // 2]
     return [
-        row("11 start-up", "import main / import torch (fresh processes)", ratios(times["main"], times["torch"]), "<= 1.3", lambda m: m <= 1.3,
-            f"import torch alone {torch_s:.2f} s"),
-        row("11 start-up", "main.py --help / import torch", ratios(times["help"], times["torch"]), "", None, "parse the arguments and print the help"),
+        row(
+            "11 start-up",
+            "import main / import torch (fresh processes)",
+            ratios(times["main"], times["torch"]),
+            "<= 1.3",
+            lambda m: m <= 1.3,
+            f"import torch alone {torch_s:.2f} s",
+        ),
+        row(
+            "11 start-up",
+            "main.py --help / import torch",
+            ratios(times["help"], times["torch"]),
+            "",
+            None,
+            "parse the arguments and print the help",
+        ),
     ]

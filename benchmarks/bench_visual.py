@@ -35,7 +35,12 @@ DEVICE = torch.device("cpu")
 DEMOS = [
     ("digits", None, [], ["data.args={val_fraction: 0.05}"]),
     ("sod_shapes", "configs/sod_shapes.yaml", [], ["data.args.counts={train: 16, val: 16, test: 1}"]),
-    ("video_moving_shapes", "configs/video_moving_shapes.yaml", ["data.args.videos={train: 12, val: 60, test: 6}"], ["data.args.videos={train: 12, val: 12, test: 6}"]),
+    (
+        "video_moving_shapes",
+        "configs/video_moving_shapes.yaml",
+        ["data.args.videos={train: 12, val: 60, test: 6}"],
+        ["data.args.videos={train: 12, val: 12, test: 6}"],
+    ),
 ]
 
 
@@ -48,7 +53,14 @@ def validation(cfg, out: Path, with_pictures: bool):
     parts = Parts(model, build_criterion(cfg.loss), Amp(cfg.amp, DEVICE), metric=build_metric(cfg.eval.metric))
     hooks = task_hooks(cfg.eval.metric, []) if with_pictures else []
     services = Services(writer=RunWriter(RunFolder(out), enabled=True))
-    trainer = Trainer(parts, LoopOptions(), services, hooks, DistInfo(device=DEVICE), RunMeta(config={"experiment": cfg.experiment.name}))
+    trainer = Trainer(
+        parts,
+        LoopOptions(),
+        services,
+        hooks,
+        DistInfo(device=DEVICE),
+        RunMeta(config={"experiment": cfg.experiment.name}),
+    )
 
     def run() -> float:
         def once() -> None:
@@ -67,7 +79,9 @@ def run(quick: bool = False) -> List[dict]:
     out_rows: List[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for title, config, full, small in DEMOS:
-            cfg = load_config(config, [*(small if quick else full), f"experiment.output_root={tmp}", f"experiment.name={title}"])
+            cfg = load_config(
+                config, [*(small if quick else full), f"experiment.output_root={tmp}", f"experiment.name={title}"]
+            )
             plain, plain_trainer, samples = validation(cfg, Path(tmp) / title / "plain", False)
             pictures, picture_trainer, _ = validation(cfg, Path(tmp) / title / "pictures", True)
             times: Dict[str, List[float]] = interleaved({"plain": plain, "pictures": pictures}, rounds)
@@ -76,6 +90,24 @@ def run(quick: bool = False) -> List[dict]:
             added = [p - b for p, b in zip(times["pictures"], times["plain"])]
             hooks = ", ".join(default_hook_names(cfg.eval.metric))
             base = sorted(times["plain"])[len(times["plain"]) // 2]
-            out_rows.append(row("6 TensorBoard pictures", f"added s per validation, {title}", added, "", None, f"{samples} val samples ({hooks}); validation alone {base:.3f} s"))
-            out_rows.append(row("6 TensorBoard pictures", f"validation time with / without, {title}", ratios(times["pictures"], times["plain"]), "", None, "same model, loader and split, interleaved"))
+            out_rows.append(
+                row(
+                    "6 TensorBoard pictures",
+                    f"added s per validation, {title}",
+                    added,
+                    "",
+                    None,
+                    f"{samples} val samples ({hooks}); validation alone {base:.3f} s",
+                )
+            )
+            out_rows.append(
+                row(
+                    "6 TensorBoard pictures",
+                    f"validation time with / without, {title}",
+                    ratios(times["pictures"], times["plain"]),
+                    "",
+                    None,
+                    "same model, loader and split, interleaved",
+                )
+            )
     return out_rows

@@ -57,7 +57,14 @@ def _first_step(killed: Path, nproc: int, resume: bool = True) -> float:
         shutil.copytree(killed, out, dirs_exist_ok=True, symlinks=True)
     start = time.time()
     args = ["--resume"] if resume else []
-    proc = subprocess.run(_torchrun(nproc, out, *args, "hooks=[{name: first_step_clock}]"), cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        _torchrun(nproc, out, *args, "hooks=[{name: first_step_clock}]"),
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     found = re.search(r"first step done at ([0-9.]+)", proc.stdout)
     if proc.returncode != 0 or found is None:
         raise RuntimeError(f"the run on {nproc} ranks failed: {proc.stderr[-2000:]}")
@@ -72,19 +79,42 @@ def run(quick: bool = False) -> List[dict]:
     try:
         killed = tmp / "killed"
         # rank 0 SIGKILLs the job when it is about to read its sample 421 (batch 35 of epoch 0)
-        subprocess.run(_torchrun(2, killed), cwd=ROOT, env=_env(kill_at=35 * 12 + 1), capture_output=True, timeout=TIMEOUT_S, start_new_session=True)
+        subprocess.run(
+            _torchrun(2, killed),
+            cwd=ROOT,
+            env=_env(kill_at=35 * 12 + 1),
+            capture_output=True,
+            timeout=TIMEOUT_S,
+            start_new_session=True,
+        )
         if not list((killed / "run" / "latest" / "checkpoints").glob("epoch0000_batch*.pt")):
             raise RuntimeError("the killed run left no mid-epoch checkpoint")
-        cases = {"3": lambda: _first_step(killed, 3), "2": lambda: _first_step(killed, 2), "fresh3": lambda: _first_step(killed, 3, resume=False)}
+        cases = {
+            "3": lambda: _first_step(killed, 3),
+            "2": lambda: _first_step(killed, 2),
+            "fresh3": lambda: _first_step(killed, 3, resume=False),
+        }
         times = interleaved(cases, rounds, warmup=False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     return [
-        row("13 resume on another world size", "launch to first step, 2-rank checkpoint resumed on 3 ranks / on 2 ranks", ratios(times["3"], times["2"]), "", None,
-            f"digits, global batch 24, resumed at batch 30 of 52: {median(times['3']):.1f} s on 3 ranks, {median(times['2']):.1f} s on 2 (torchrun start-up included)"),
-        row("13 resume on another world size", "launch to first step, that 3-rank resume / a fresh 3-rank run", ratios(times["3"], times["fresh3"]), "", None,
-            f"a fresh 3-rank run: {median(times['fresh3']):.1f} s; the difference is reading the checkpoint and restoring the state"),
+        row(
+            "13 resume on another world size",
+            "launch to first step, 2-rank checkpoint resumed on 3 ranks / on 2 ranks",
+            ratios(times["3"], times["2"]),
+            "",
+            None,
+            f"digits, global batch 24, resumed at batch 30 of 52: {median(times['3']):.1f} s on 3 ranks, {median(times['2']):.1f} s on 2 (torchrun start-up included)",
+        ),
+        row(
+            "13 resume on another world size",
+            "launch to first step, that 3-rank resume / a fresh 3-rank run",
+            ratios(times["3"], times["fresh3"]),
+            "",
+            None,
+            f"a fresh 3-rank run: {median(times['fresh3']):.1f} s; the difference is reading the checkpoint and restoring the state",
+        ),
     ]
 
 

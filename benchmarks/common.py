@@ -41,15 +41,29 @@ def interleaved(cases: Dict[str, Callable[[], float]], rounds: int, warmup: bool
 
 
 def row(
-    benchmark: str, measure: str, values: Sequence[float], goal: str = "", check: Optional[Callable[[float], bool]] = None,
-    note: str = "", fmt: str = "{:.3f}",
+    benchmark: str,
+    measure: str,
+    values: Sequence[float],
+    goal: str = "",
+    check: Optional[Callable[[float], bool]] = None,
+    note: str = "",
+    fmt: str = "{:.3f}",
 ) -> dict:
     """A table row: the median of per-round values, their range, and ``check(median)`` against the goal."""
     values = list(values)
     median = statistics.median(values) if values else float("nan")
     ok = bool(check(median)) if check is not None else None
     spread = f"{fmt.format(min(values))} .. {fmt.format(max(values))} (n={len(values)})" if values else ""
-    return {"benchmark": benchmark, "measure": measure, "value": fmt.format(median), "spread": spread, "goal": goal, "ok": ok, "note": note, "median": median}
+    return {
+        "benchmark": benchmark,
+        "measure": measure,
+        "value": fmt.format(median),
+        "spread": spread,
+        "goal": goal,
+        "ok": ok,
+        "note": note,
+        "median": median,
+    }
 
 
 def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> List[float]:
@@ -57,10 +71,15 @@ def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> List[f
     return [a / b for a, b in zip(numerators, denominators)]
 
 
-def batches(n: int, batch_size: int, shape: Tuple[int, ...], num_classes: int = 10, seed: int = 0) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+def batches(
+    n: int, batch_size: int, shape: Tuple[int, ...], num_classes: int = 10, seed: int = 0
+) -> List[Tuple[torch.Tensor, torch.Tensor]]:
     """``n`` random (inputs, labels) batches, fixed by ``seed``."""
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch_size, *shape, generator=g), torch.randint(0, num_classes, (batch_size,), generator=g)) for _ in range(n)]
+    return [
+        (torch.randn(batch_size, *shape, generator=g), torch.randint(0, num_classes, (batch_size,), generator=g))
+        for _ in range(n)
+    ]
 
 
 def max_abs_diff(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
@@ -68,7 +87,9 @@ def max_abs_diff(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> floa
     return max((float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].is_floating_point()), default=0.0)
 
 
-def framework_epoch(model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimizer, scheduler: Any, criterion: Any = None) -> int:
+def framework_epoch(
+    model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimizer, scheduler: Any, criterion: Any = None
+) -> int:
     """One epoch of the framework's Trainer over ``data`` with the hooks every run calls per step
     (the writer's loss read at log steps, the progress hook, the stop signal; as on a rank that writes no files). Returns the steps taken."""
     from utils.amp import Amp
@@ -119,7 +140,13 @@ def _in_group(rank: int, world: int, port: int, figures: Callable, args: tuple, 
 
     torch.set_num_threads(1)
     import_before_process_group()  # see there: an abort at exit otherwise, now and then
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     try:
         found = figures(rank, world, *args)
         if rank == 0:
@@ -136,7 +163,13 @@ def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, w
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
         result = str(Path(tmp) / "result.json")
-        ctx = mp.start_processes(_in_group, args=(world, free_port(), figures, args, timeout_s, result), nprocs=world, join=False, start_method="spawn")
+        ctx = mp.start_processes(
+            _in_group,
+            args=(world, free_port(), figures, args, timeout_s, result),
+            nprocs=world,
+            join=False,
+            start_method="spawn",
+        )
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:

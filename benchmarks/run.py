@@ -80,7 +80,14 @@ def collect(quick: bool, only: List[str]) -> List[dict]:
         if only and not any(key in module_name for key in only):
             continue
         if importlib.util.find_spec(f"benchmarks.{module_name}") is None:
-            rows.append({"benchmark": title, "measure": "not available", "value": "-", "note": f"benchmarks/{module_name}.py is not in this checkout"})
+            rows.append(
+                {
+                    "benchmark": title,
+                    "measure": "not available",
+                    "value": "-",
+                    "note": f"benchmarks/{module_name}.py is not in this checkout",
+                }
+            )
             continue
         start = time.perf_counter()
         print(f"running {module_name} ...", file=sys.stderr, flush=True)
@@ -88,7 +95,15 @@ def collect(quick: bool, only: List[str]) -> List[dict]:
             rows.extend(importlib.import_module(f"benchmarks.{module_name}").run(quick=quick))
         except Exception as err:  # one broken benchmark must not hide the others' figures
             traceback.print_exc()
-            rows.append({"benchmark": title, "measure": "failed", "value": "-", "ok": False, "note": f"{type(err).__name__}: {err}".splitlines()[0]})
+            rows.append(
+                {
+                    "benchmark": title,
+                    "measure": "failed",
+                    "value": "-",
+                    "ok": False,
+                    "note": f"{type(err).__name__}: {err}".splitlines()[0],
+                }
+            )
         print(f"  {module_name}: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return rows
 
@@ -116,25 +131,50 @@ def markdown_table(rows: List[dict]) -> str:
 
 def main(argv: List[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run (few rounds; figures are not meaningful)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a fast smoke run (few rounds; figures are not meaningful)"
+    )
     parser.add_argument("--only", default="", help="comma-separated benchmark names, e.g. framework,ddp")
-    parser.add_argument("--out", default=None, help="results file (default: benchmarks/RESULTS.md for a full run, none for --quick)")
+    parser.add_argument(
+        "--out", default=None, help="results file (default: benchmarks/RESULTS.md for a full run, none for --quick)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # one thread per process: comparable figures on a shared machine
     info = machine()
     start = time.perf_counter()
     rows = collect(args.quick, [s.strip() for s in args.only.split(",") if s.strip()])
     elapsed = time.perf_counter() - start
-    info["load average at the end"] = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    info["load average at the end"] = (
+        ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+    )
     info["suite time"] = f"{elapsed:.0f} s" + (" (--quick)" if args.quick else "")
     table = markdown_table(rows)
     print(table)
-    print(f"\n{info['suite time']} on {info['cpu']} ({info['cores']} cores), torch {info['torch']}, load {info['load average (1, 5, 15 min)']}")
+    print(
+        f"\n{info['suite time']} on {info['cpu']} ({info['cores']} cores), torch {info['torch']}, load {info['load average (1, 5, 15 min)']}"
+    )
     out = args.out or (None if args.quick else str(Path(__file__).with_name("RESULTS.md")))
     if out:
-        text = ["# Benchmark results", "", "Produced by `python benchmarks/run.py`" + (" --quick" if args.quick else "") + ".", "",
-                "## Machine", ""] + [f"- {k}: {v}" for k, v in info.items()] + [
-                "", "## Figures", "", "value: median over rounds; spread: min .. max over the rounds (interleaved, same run).", "", table, ""]
+        text = (
+            [
+                "# Benchmark results",
+                "",
+                "Produced by `python benchmarks/run.py`" + (" --quick" if args.quick else "") + ".",
+                "",
+                "## Machine",
+                "",
+            ]
+            + [f"- {k}: {v}" for k, v in info.items()]
+            + [
+                "",
+                "## Figures",
+                "",
+                "value: median over rounds; spread: min .. max over the rounds (interleaved, same run).",
+                "",
+                table,
+                "",
+            ]
+        )
         Path(out).write_text("\n".join(text))
         print(f"wrote {out}", file=sys.stderr)
     return 1 if any(r.get("measure") == "failed" for r in rows) else 0

@@ -37,7 +37,9 @@ TIMEOUT_S = 900
 # a torch job as users run them: its default threads and OpenMP wait policy
 BUSY_JOB = "import torch\na = torch.randn(1024, 1024)\nwhile True:\n    a @ a\n"
 # the run as before utils/threads.py: OpenMP starts (with torch) before main.py could set its wait policy
-BEFORE = "import sys, runpy, torch\nsys.argv = ['main.py', *sys.argv[1:]]\nrunpy.run_path('main.py', run_name='__main__')\n"
+BEFORE = (
+    "import sys, runpy, torch\nsys.argv = ['main.py', *sys.argv[1:]]\nrunpy.run_path('main.py', run_name='__main__')\n"
+)
 OMP_KEYS = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")
 
 
@@ -47,7 +49,13 @@ def plain_env() -> Dict[str, str]:
 
 
 def torch_default_threads() -> int:
-    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=plain_env(), capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout.strip())
 
 
@@ -89,7 +97,10 @@ def situation(name: str, rounds: int, extra: List[str], old_threads: int) -> Dic
                 for case in cases[k:] + cases[:k]:
                     seconds, threads = run_once(case, Path(tmp) / f"{case}_{r}", extra, old_threads)
                     times[case].append(seconds)
-                    print(f"  round {r + 1} {case:<10} {seconds:7.1f} s  ({threads} CPU threads; load {load()})", flush=True)
+                    print(
+                        f"  round {r + 1} {case:<10} {seconds:7.1f} s  ({threads} CPU threads; load {load()})",
+                        flush=True,
+                    )
     finally:
         if busy is not None:
             busy.terminate()
@@ -103,9 +114,13 @@ def report(name: str, times: Dict[str, List[float]]) -> None:
     ratios = {case: [a / b for a, b in zip(times[case], times["threads=1"])] for case in ("default", "before")}
     print(f"[{name}] median s: " + ", ".join(f"{case} {value:.1f}" for case, value in med.items()))
     for case, values in ratios.items():
-        print(f"[{name}] {case} / threads=1: {statistics.median(values):.2f} (per round: {', '.join(f'{v:.2f}' for v in values)})")
+        print(
+            f"[{name}] {case} / threads=1: {statistics.median(values):.2f} (per round: {', '.join(f'{v:.2f}' for v in values)})"
+        )
     if name == "busy":
-        print(f"[{name}] goal default / threads=1 <= 1.5: {'met' if statistics.median(ratios['default']) <= 1.5 else 'MISSED'}")
+        print(
+            f"[{name}] goal default / threads=1 <= 1.5: {'met' if statistics.median(ratios['default']) <= 1.5 else 'MISSED'}"
+        )
     else:
         print(f"[{name}] default / before: {med['default'] / med['before']:.2f} (goal: <= 1, within noise)")
 
@@ -113,12 +128,16 @@ def report(name: str, times: Dict[str, List[float]]) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--iterations", type=int, default=None, help="train.iterations (default: the whole quick start)")
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="train.iterations (default: the whole quick start)"
+    )
     parser.add_argument("--situations", default="idle,busy")
     args = parser.parse_args(argv)
     extra = [] if args.iterations is None else [f"train.iterations={args.iterations}"]
     old_threads = torch_default_threads()
-    print(f"cores this process may use: {len(os.sched_getaffinity(0))}; torch's default threads: {old_threads}; python {sys.version.split()[0]}")
+    print(
+        f"cores this process may use: {len(os.sched_getaffinity(0))}; torch's default threads: {old_threads}; python {sys.version.split()[0]}"
+    )
     results = {name: situation(name, args.rounds, extra, old_threads) for name in args.situations.split(",")}
     print()
     for name, times in results.items():

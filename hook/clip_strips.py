@@ -60,15 +60,24 @@ class ClipStrips(EvaluationPictures):
         labels = target_labels(batch.targets).view(-1)
         mean, std = loader_normalization(batch.loader)
         for i in self._pick(batch, self.clips - len(rows)):
-            clip, label, pred, conf = input_tensor(batch.inputs)[i], int(labels[i]), int(predicted[i]), float(confidence[i])  # clip [C, T, H, W]
-            frames = to_tiles(to_display(clip[:, frame_indices(clip.shape[1], self.frames)].transpose(0, 1), mean, std), self.size)
+            clip, label, pred, conf = (
+                input_tensor(batch.inputs)[i],
+                int(labels[i]),
+                int(predicted[i]),
+                float(confidence[i]),
+            )  # clip [C, T, H, W]
+            frames = to_tiles(
+                to_display(clip[:, frame_indices(clip.shape[1], self.frames)].transpose(0, 1), mean, std), self.size
+            )
             text = f"true {label_name(self.names, label)}  pred {label_name(self.names, pred)} ({conf:.2f})"
             rows.append([caption(grid([frames], pad=1), [text], size=11)])
 
     def _pick(self, batch: EvalBatch, count: int) -> List[int]:
         """Up to ``count`` positions in the batch, each of a video not shown yet (clip targets carry ``video``)."""
         videos = batch.targets.get("video") if isinstance(batch.targets, dict) else None
-        ids = videos.tolist() if videos is not None else list(range(-len(batch.inputs), 0))  # no video ids: every clip is new
+        ids = (
+            videos.tolist() if videos is not None else list(range(-len(batch.inputs), 0))
+        )  # no video ids: every clip is new
         seen = self.videos.setdefault(batch.split, set())
         picked: List[int] = []
         for i, video in enumerate(ids):

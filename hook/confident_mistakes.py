@@ -67,5 +67,8 @@ class ConfidentMistakes(EvaluationPictures):
             return
         tiles = to_tiles(torch.stack([m[1] for m in kept]), self.size)
         named = [(label_name(self.names, true), label_name(self.names, pred)) for _, _, true, pred in kept]
-        tiles = [caption(tile, [f"true {t}", f"pred {p} ({m[0]:.2f})"], size=11) for tile, (t, p), m in zip(tiles, named, kept)]
+        tiles = [
+            caption(tile, [f"true {t}", f"pred {p} ({m[0]:.2f})"], size=11)
+            for tile, (t, p), m in zip(tiles, named, kept)
+        ]
         trainer.writer.image(f"{split}/confident_mistakes", grid(chunks(tiles, self.per_row)), trainer.state.step)

@@ -57,4 +57,6 @@ class ConfusionMatrix(EvaluationPictures):
         matrix = self.matrix(split)
         if matrix is not None and trainer.dist.is_main:
             title = f"{split} epoch {trainer.state.epoch}"
-            trainer.writer.image(f"{split}/confusion_matrix", confusion_image(matrix.numpy(), self.names, title), trainer.state.step)
+            trainer.writer.image(
+                f"{split}/confusion_matrix", confusion_image(matrix.numpy(), self.names, title), trainer.state.step
+            )

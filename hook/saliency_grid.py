@@ -41,11 +41,15 @@ class SaliencyGrid(EvaluationPictures):
         images = to_display(input_tensor(batch.inputs)[:take], mean, std)
         masks = to_display(target_mask(batch.targets)[:take].float())
         predictions = to_display(saliency_logits(batch.outputs)[:take].detach().float().sigmoid())
-        columns.extend([list(tiles) for tiles in zip(*(to_tiles(part, self.size) for part in (images, masks, predictions)))])
+        columns.extend(
+            [list(tiles) for tiles in zip(*(to_tiles(part, self.size) for part in (images, masks, predictions)))]
+        )
 
     def write(self, trainer: Any, split: str) -> None:
         columns = self.columns.get(split)
         if columns:
-            rows = [[text_tile(name, HEADING, self.size), *(tiles[i] for tiles in columns)] for i, name in enumerate(ROWS)]
+            rows = [
+                [text_tile(name, HEADING, self.size), *(tiles[i] for tiles in columns)] for i, name in enumerate(ROWS)
+            ]
             trainer.writer.image(f"{split}/saliency_grid", grid(rows), trainer.state.step)
             columns.clear()

@@ -23,7 +23,9 @@ def probabilities_and_mask(outputs: torch.Tensor, targets: Any) -> Tuple[torch.T
     if mask.dim() == outputs.dim() - 1:
         mask = mask.unsqueeze(1)
     if mask.shape != outputs.shape:
-        raise ValueError(f"saliency loss: outputs {list(outputs.shape)} and mask {list(mask.shape)} differ; the network must predict at the mask's size")
+        raise ValueError(
+            f"saliency loss: outputs {list(outputs.shape)} and mask {list(mask.shape)} differ; the network must predict at the mask's size"
+        )
     return outputs.float().sigmoid(), mask
 
 

@@ -52,10 +52,14 @@ class BranchInteraction(nn.Module):
         super().__init__()
         n = len(in_channels)
         if n not in (2, 3) or not 0 <= main < n:
-            raise ConfigError(f"BranchInteraction takes 2 or 3 branches and a main index among them, got {n} and {main}")
+            raise ConfigError(
+                f"BranchInteraction takes 2 or 3 branches and a main index among them, got {n} and {main}"
+            )
         self.main = main
         mid = min(in_channels)
-        self.stage0 = nn.ModuleList(nn.Sequential(conv3x3(c, mid), nn.BatchNorm2d(mid), nn.ReLU(inplace=True)) for c in in_channels)
+        self.stage0 = nn.ModuleList(
+            nn.Sequential(conv3x3(c, mid), nn.BatchNorm2d(mid), nn.ReLU(inplace=True)) for c in in_channels
+        )
         self.neighbours = [[k for k in (j - 1, j, j + 1) if 0 <= k < n] for j in range(n)]
         self.stage1 = nn.ModuleList(nn.ModuleList(conv3x3(mid, mid) for _ in ks) for ks in self.neighbours)
         self.bn1 = nn.ModuleList(nn.BatchNorm2d(mid) for _ in range(n))

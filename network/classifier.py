@@ -27,7 +27,9 @@ class Classifier(nn.Module):
         super().__init__()
         self.backbone = BACKBONES.build(backbone, **(backbone_args or {}))
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(dropout), nn.Linear(self.backbone.out_channels[-1], num_classes))
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Dropout(dropout), nn.Linear(self.backbone.out_channels[-1], num_classes)
+        )
 
     def set_grad_checkpointing(self, enabled: bool = True) -> None:
         self.backbone.set_grad_checkpointing(enabled)

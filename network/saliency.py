@@ -21,7 +21,14 @@ class SaliencyNetwork(nn.Module):
     size (odd sizes included): the decoded map is interpolated to it before the head.
     """
 
-    def __init__(self, backbone: str, backbone_args: Optional[Dict[str, Any]], in_channels: int, decoder_channels: int, head_channels: int) -> None:
+    def __init__(
+        self,
+        backbone: str,
+        backbone_args: Optional[Dict[str, Any]],
+        in_channels: int,
+        decoder_channels: int,
+        head_channels: int,
+    ) -> None:
         super().__init__()
         self.backbone = BACKBONES.build(backbone, **{"in_channels": in_channels, **(backbone_args or {})})
         self.head = nn.Sequential(ConvBNAct(decoder_channels, head_channels), nn.Conv2d(head_channels, 1, 1))

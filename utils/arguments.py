@@ -52,6 +52,7 @@ def above(low: float) -> Bound:
 
 def in_range(low: float, high: float, low_open: bool = False, high_open: bool = False, what: str = "") -> Bound:
     """``low <= v <= high``, each end open on request: ``in_range(0, 1, low_open=True, high_open=True)`` is (0, 1)."""
+
     def test(v: Any) -> bool:
         return (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
 
@@ -72,7 +73,9 @@ def length(n: int) -> Bound:
 Count = Annotated[int, at_least(1)]  # numbers of classes, channels, frames, images; sizes in pixels
 Widths = Annotated[Sequence[Count], non_empty()]  # channels per stage
 Fraction = Annotated[float, in_range(0, 1, low_open=True, high_open=True)]  # a part of a whole, neither none nor all
-Seed = Annotated[int, in_range(0, 2**32, high_open=True, what="in [0, 2**32)")]  # numpy's RandomState takes 32-bit seeds
+Seed = Annotated[
+    int, in_range(0, 2**32, high_open=True, what="in [0, 2**32)")
+]  # numpy's RandomState takes 32-bit seeds
 ImageSize = Union[Count, Annotated[Sequence[Count], length(2)]]  # N (N x N) or [height, width]
 Scales = List[Annotated[float, above(0)]]  # factors on an image size
 EvalSplits = Annotated[Sequence[Literal["val", "test"]], non_empty()]  # the evaluations a hook draws after
@@ -103,7 +106,9 @@ def check_value(what: str, key: str, name: str, value: Any, tp: Any) -> None:
     """ConfigError when ``value`` (the config's ``key.name``, an argument of ``what``) does not fit the
     type ``tp`` with its range markers, or is a float that is not finite."""
     if not type_ok(value, tp):
-        raise ConfigError(f"config key '{key}.{name}' must be {type_name(tp)} (an argument of {what}), got {value!r} ({type(value).__name__})")
+        raise ConfigError(
+            f"config key '{key}.{name}' must be {type_name(tp)} (an argument of {what}), got {value!r} ({type(value).__name__})"
+        )
     if takes_floats(tp) and not_finite(value):  # inf and NaN pass range tests or poison the run silently
         must = "hold finite numbers only" if isinstance(value, (list, tuple)) else "be a finite number"
         raise ConfigError(f"config key '{key}.{name}' must {must} (an argument of {what}), got {value!r}")

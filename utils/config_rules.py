@@ -45,7 +45,9 @@ def at_least(low: float, note: str = "", null: bool = False) -> Dict[str, Any]:
 
 def above(low: float, null: bool = False) -> Dict[str, Any]:
     """``> low`` (``or null`` with ``null``)."""
-    return rule(lambda v: (null and v is None) or (v is not None and v > low), f"> {low}" + (" or null" if null else ""))
+    return rule(
+        lambda v: (null and v is None) or (v is not None and v > low), f"> {low}" + (" or null" if null else "")
+    )
 
 
 # how a mapping-valued key is written, for the message of a value of another type (train.ema=true)
@@ -62,7 +64,9 @@ PATH = {"path": True}  # field metadata: a file system path, ``~`` expanded when
 
 def plain_name(value: str) -> bool:
     """A name usable as one folder: not empty, no separator, not ``.``/``..``, at most 200 bytes."""
-    return bool(value) and not re.search(r"[/\\\x00]", value) and value not in (".", "..") and len(value.encode()) <= 200
+    return (
+        bool(value) and not re.search(r"[/\\\x00]", value) and value not in (".", "..") and len(value.encode()) <= 200
+    )
 
 
 def expand_paths(section: Any) -> None:
@@ -117,17 +121,23 @@ def _check_rules(section: Any, prefix: str) -> None:
 def _validate_lists(cfg: "Config") -> None:
     """Entries of list-valued keys: losses and hooks by name, importable module paths, the loss scale."""
     if not cfg.loss:
-        raise ConfigError("config key 'loss' is empty: training needs at least one loss; give one, e.g. loss=[{name: cross_entropy}]")
+        raise ConfigError(
+            "config key 'loss' is empty: training needs at least one loss; give one, e.g. loss=[{name: cross_entropy}]"
+        )
     for i, item in enumerate(cfg.loss):
         if not isinstance(item.get("name"), str):
-            raise ConfigError(f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}}), got {item!r}")
+            raise ConfigError(
+                f"config key 'loss[{i}]' needs a 'name' (e.g. {{name: cross_entropy, weight: 1.0}}), got {item!r}"
+            )
         weight = item.get("weight", 1.0)
         # NaN passes ``< 0`` and inf poisons the sum: either would surface later as a misleading "loss is nan"
         if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight) or weight < 0:
             raise ConfigError(f"config key 'loss[{i}].weight' must be a finite number >= 0, got {weight!r}")
         output = item.get("output")
         if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
-            raise ConfigError(f"config key 'loss[{i}].output' must be an index of the network's tuple, a key of its dict, or all; got {output!r}")
+            raise ConfigError(
+                f"config key 'loss[{i}].output' must be an index of the network's tuple, a key of its dict, or all; got {output!r}"
+            )
     for i, item in enumerate(cfg.hooks):
         if not isinstance(item.get("name"), str):
             raise ConfigError(f"config key 'hooks[{i}]' needs a 'name' (e.g. {{name: my_hook}}), got {item!r}")
@@ -135,11 +145,15 @@ def _validate_lists(cfg: "Config") -> None:
             raise ConfigError(f"config key 'hooks[{i}].enabled' must be true or false, got {item['enabled']!r}")
     for i, item in enumerate(cfg.eval.extra_metrics):
         if not isinstance(item.get("name"), str):
-            raise ConfigError(f"config key 'eval.extra_metrics[{i}]' needs a 'name' (a torchmetrics class, e.g. {{name: MulticlassF1Score, average: macro}}), got {item!r}")
+            raise ConfigError(
+                f"config key 'eval.extra_metrics[{i}]' needs a 'name' (a torchmetrics class, e.g. {{name: MulticlassF1Score, average: macro}}), got {item!r}"
+            )
     for name in cfg.custom_imports:
         if not isinstance(name, str) or not _MODULE.match(name):
             dotted = re.sub(r"\.py$", "", str(name)).strip("/.").replace("/", ".")
-            raise ConfigError(f"custom_imports: {name!r} is not a module path; give the module as you would import it (e.g. {dotted or 'my_package.my_module'}), with its folder on PYTHONPATH")
+            raise ConfigError(
+                f"custom_imports: {name!r} is not a module path; give the module as you would import it (e.g. {dotted or 'my_package.my_module'}), with its folder on PYTHONPATH"
+            )
     scale = cfg.amp.loss_scale
     if scale not in ("auto", "dynamic") and (isinstance(scale, str) or not 0 < scale < float("inf")):
         raise ConfigError(f"config key 'amp.loss_scale' must be auto, dynamic or a finite number > 0, got {scale!r}")
@@ -149,14 +163,20 @@ def _validate_references(cfg: "Config") -> None:
     """Keys that must agree with each other."""
     data, ema = cfg.data, cfg.train.ema
     if (data.mean is None) != (data.std is None) or (data.mean is not None and len(data.mean) != len(data.std)):
-        raise ConfigError(f"config keys 'data.mean' and 'data.std' go together, one number per channel each; got {data.mean!r} and {data.std!r}")
+        raise ConfigError(
+            f"config keys 'data.mean' and 'data.std' go together, one number per channel each; got {data.mean!r} and {data.std!r}"
+        )
     channels = cfg.model.input_size[0] if cfg.model.input_size else None
     if data.mean is not None and channels is not None and len(data.mean) != channels:
-        raise ConfigError(f"config key 'data.mean' has {len(data.mean)} value(s) but model.input_size={cfg.model.input_size} has {channels} channel(s); give one mean and std per channel")
+        raise ConfigError(
+            f"config key 'data.mean' has {len(data.mean)} value(s) but model.input_size={cfg.model.input_size} has {channels} channel(s); give one mean and std per channel"
+        )
     if ema is not None:
         ema_settings(ema)
     if data.global_batch_size is not None and data.loader == "dali":
-        raise ConfigError("config key 'data.global_batch_size' needs data.loader=torch (DALI's readers shard and shuffle the data themselves); set data.loader=torch or data.global_batch_size=null")
+        raise ConfigError(
+            "config key 'data.global_batch_size' needs data.loader=torch (DALI's readers shard and shuffle the data themselves); set data.loader=torch or data.global_batch_size=null"
+        )
     if data.global_batch_size is not None and cfg.optim.lr_scaling != "none":
         raise ConfigError(
             f"config key 'optim.lr_scaling' is {cfg.optim.lr_scaling}, which scales the LR with the world size, but data.global_batch_size "
@@ -169,13 +189,21 @@ def _validate_references(cfg: "Config") -> None:
             f"so the LR would peak at its last step; set schedule.warmup_epochs to at most {epochs} (e.g. {min(1, epochs / 10):g}) or train longer"
         )
     if cfg.eval.use_ema and ema is None:
-        raise ConfigError("config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false")
+        raise ConfigError(
+            "config key 'eval.use_ema' is true but train.ema is not set; set train.ema={decay: 0.9998} or eval.use_ema=false"
+        )
     _validate_compile(cfg.train.compile)
     profile = cfg.train.profile
     if profile is not None:
-        bad = sorted(set(profile) - {"wait", "warmup", "active"}) or [k for k, v in profile.items() if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "active" else 0)]
+        bad = sorted(set(profile) - {"wait", "warmup", "active"}) or [
+            k
+            for k, v in profile.items()
+            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "active" else 0)
+        ]
         if bad or "active" not in profile:
-            raise ConfigError(f"config key 'train.profile' must look like {{wait: 1, warmup: 1, active: 5}} (wait, warmup >= 0, active >= 1), got {profile!r}")
+            raise ConfigError(
+                f"config key 'train.profile' must look like {{wait: 1, warmup: 1, active: 5}} (wait, warmup >= 0, active >= 1), got {profile!r}"
+            )
 
 
 EMA_DECAY = 0.9998  # train.ema without a decay
@@ -185,8 +213,16 @@ def ema_settings(spec: Dict[str, Any]) -> Tuple[float, bool]:
     """``(decay, warmup)`` of ``train.ema: {decay: 0.9998, warmup: true}``; ConfigError for anything else."""
     unknown = sorted(set(spec) - {"decay", "warmup"})
     decay, warmup = spec.get("decay", EMA_DECAY), spec.get("warmup", True)
-    if unknown or not isinstance(decay, (int, float)) or isinstance(decay, bool) or not 0.0 < decay < 1.0 or not isinstance(warmup, bool):
-        raise ConfigError(f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {spec!r}")
+    if (
+        unknown
+        or not isinstance(decay, (int, float))
+        or isinstance(decay, bool)
+        or not 0.0 < decay < 1.0
+        or not isinstance(warmup, bool)
+    ):
+        raise ConfigError(
+            f"config key 'train.ema' must look like {{decay: 0.9998, warmup: true}} with 0 < decay < 1, got {spec!r}"
+        )
     return float(decay), warmup
 
 
@@ -197,9 +233,17 @@ COMPILE_DEFAULTS: Dict[str, Any] = {"mode": "default", "backend": "inductor", "f
 def _validate_compile(spec: Any) -> None:
     options = {**COMPILE_DEFAULTS, **spec} if isinstance(spec, dict) else COMPILE_DEFAULTS
     unknown = sorted(set(options) - set(COMPILE_DEFAULTS))
-    if unknown or options["mode"] not in COMPILE_MODES or not isinstance(options["backend"], str) or not isinstance(options["fullgraph"], bool) or options["dynamic"] not in (None, True, False):
+    if (
+        unknown
+        or options["mode"] not in COMPILE_MODES
+        or not isinstance(options["backend"], str)
+        or not isinstance(options["fullgraph"], bool)
+        or options["dynamic"] not in (None, True, False)
+    ):
         example = "{mode: default, backend: inductor, fullgraph: false, dynamic: null}"
-        raise ConfigError(f"config key 'train.compile' must be true, false/null or a mapping like {example} with mode one of {list(COMPILE_MODES)}, got {spec!r}")
+        raise ConfigError(
+            f"config key 'train.compile' must be true, false/null or a mapping like {example} with mode one of {list(COMPILE_MODES)}, got {spec!r}"
+        )
 
 
 def compile_options(spec: Any) -> Optional[Dict[str, Any]]:

@@ -43,7 +43,9 @@ class OutputError(UserError, OSError):
     @classmethod
     def writing(cls, path: object, err: OSError, advice: str = "resume with --resume") -> "OutputError":
         """The error for a failed write of ``path``; ``advice``: what to run once the disk is fixed (the mode's own)."""
-        return cls(f"could not write '{path}' ({err.strerror or err}); free disk space or fix the permissions of its folder, then {advice}")
+        return cls(
+            f"could not write '{path}' ({err.strerror or err}); free disk space or fix the permissions of its folder, then {advice}"
+        )
 
 
 class ContractError(UserError, TypeError):

@@ -29,8 +29,23 @@ import torch.distributed as dist
 ROOT = Path(__file__).resolve().parents[1]
 READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__", "__format__")
 COLLECTIVES = (
-    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-    "broadcast", "broadcast_object_list", "gather", "gather_object", "scatter", "scatter_object_list", "all_to_all", "barrier", "send", "recv",
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_object",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "broadcast_object_list",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "all_to_all",
+    "barrier",
+    "send",
+    "recv",
 )
 OWN = tuple(str(ROOT / name) for name in ("main.py", "utils", "backbone", "module", "network", "loss", "hook"))
 ENGINE = str(ROOT / "utils" / "engine")
@@ -61,7 +76,9 @@ def _counting(kind: str, fn: Callable, counts: Counter) -> Callable:
 def counting(counts: Counter) -> Iterator[Counter]:
     """Count into ``counts`` (``"read file:line"`` / ``"collective file:line"``) while inside: the reading
     methods of ``torch.Tensor`` and the collectives of ``torch.distributed`` are wrapped, then restored."""
-    saved = [(torch.Tensor, name, torch.Tensor.__dict__.get(name)) for name in READS] + [(dist, name, getattr(dist, name)) for name in COLLECTIVES if hasattr(dist, name)]
+    saved = [(torch.Tensor, name, torch.Tensor.__dict__.get(name)) for name in READS] + [
+        (dist, name, getattr(dist, name)) for name in COLLECTIVES if hasattr(dist, name)
+    ]
     for owner, name, _ in saved:
         kind = "read" if owner is torch.Tensor else "collective"
         setattr(owner, name, _counting(kind, getattr(owner, name), counts))

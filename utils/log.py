@@ -77,7 +77,9 @@ class RunWriter:
         self.enabled = enabled and run is not None
         self._tb = None
         self._metrics_path = None
-        self._recorded: Set[Tuple[str, int]] = set()  # (split, step) of the rows metrics.jsonl held when a resume opened it
+        self._recorded: Set[Tuple[str, int]] = (
+            set()
+        )  # (split, step) of the rows metrics.jsonl held when a resume opened it
         self._muted = False
         if self.enabled:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
@@ -119,8 +121,12 @@ class RunWriter:
             log.info("epoch %d val: %s", epoch, format_metrics(metrics))
         nan = sorted(name for name, value in metrics.items() if isinstance(value, float) and math.isnan(value))
         if nan:
-            log.warning("%s metric(s) %s are NaN at epoch %d (the outputs or the targets hold NaN, or a metric divided by zero); written as NaN",
-                        split, ", ".join(nan), epoch)
+            log.warning(
+                "%s metric(s) %s are NaN at epoch %d (the outputs or the targets hold NaN, or a metric divided by zero); written as NaN",
+                split,
+                ", ".join(nan),
+                epoch,
+            )
         self.scalars(split, metrics, step)
         self.metrics({"split": split, "epoch": epoch, "step": step, **metrics})
 
@@ -180,7 +186,9 @@ class RunWriter:
         lines = path.read_text().splitlines(keepends=True)
         rows = [(line, row) for line in lines if (row := _parsed(line)) is not None]
         if len(rows) != len([line for line in lines if line.strip()]):
-            log.warning("metrics.jsonl held a line that is not JSON (cut short by a crash or a full disk); it is dropped")
+            log.warning(
+                "metrics.jsonl held a line that is not JSON (cut short by a crash or a full disk); it is dropped"
+            )
         kept = [(line, row) for line, row in rows if row.get("step", -1) <= step]
         self._recorded = {(row.get("split"), row["step"]) for _, row in kept if "step" in row}
         if len(kept) != len(lines):

@@ -48,7 +48,9 @@ def tree_problem(value: Any, max_nodes: int = MAX_NODES, max_depth: int = MAX_DE
         if item is _LEAVE:  # all of a container's children walked: it is no longer on the way (``depth`` holds its id)
             open_ids.discard(depth)
             continue
-        if not isinstance(item, CONTAINERS) or not item:  # an empty one expands to nothing (and () is one shared object)
+        if (
+            not isinstance(item, CONTAINERS) or not item
+        ):  # an empty one expands to nothing (and () is one shared object)
             continue
         if id(item) in open_ids:
             return f"contains itself at '{_shown(path)}' (a cycle: it refers to '{_shown(where_open[id(item)])}', which holds it)"
@@ -79,9 +81,13 @@ def plain_document(load: Callable[[], Any]) -> Any:
     try:
         data = load()
     except RecursionError:  # PyYAML composes nested collections recursively
-        raise ConfigError(f"the YAML nests collections too deeply to read (a config nests a few levels, at most {MAX_DEPTH}); write it flat") from None
+        raise ConfigError(
+            f"the YAML nests collections too deeply to read (a config nests a few levels, at most {MAX_DEPTH}); write it flat"
+        ) from None
     problem = tree_problem(data)
     if problem is not None:
-        raise ConfigError(f"the YAML {problem}; a config is a tree: write the values out (anchors and aliases, &name and *name, may share a value "
-                          "but never hold themselves)")
+        raise ConfigError(
+            f"the YAML {problem}; a config is a tree: write the values out (anchors and aliases, &name and *name, may share a value "
+            "but never hold themselves)"
+        )
     return written_out(data)

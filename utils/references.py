@@ -39,13 +39,17 @@ def _named(spec: Dict[str, Any], drop: tuple = ()) -> tuple:
     return args.pop("name"), args
 
 
-def _check(registry: Registry, name: str, key: str, args: Dict[str, Any], fixed: Optional[Dict[str, Any]] = None) -> Any:
+def _check(
+    registry: Registry, name: str, key: str, args: Dict[str, Any], fixed: Optional[Dict[str, Any]] = None
+) -> Any:
     """The class ``name`` of ``registry`` once ``args`` (the config's ``key``) fit its signature: the
     names (``Registry.check``, with the ``fixed`` arguments the framework adds), then each value's
     type and range (``utils/arguments.py``)."""
     taken = sorted(set(fixed or {}) & set(args))
     if taken:
-        raise ConfigError(f"config key '{key}.{taken[0]}' is set by the framework for {registry.name} '{name}' (it passes {', '.join(sorted(fixed or {}))}); remove it from {key}")
+        raise ConfigError(
+            f"config key '{key}.{taken[0]}' is set by the framework for {registry.name} '{name}' (it passes {', '.join(sorted(fixed or {}))}); remove it from {key}"
+        )
     obj = registry.check(name, **(fixed or {}), **args)
     check_values(f"{registry.name} '{name}'", key, obj, args)
     return obj
@@ -91,7 +95,13 @@ def _check_network(model: Any) -> None:
 
 def check_references(cfg: Config) -> None:
     """ConfigError (or RegistryError) for the first name that does not resolve or does not take its arguments."""
-    _check(DATASETS, cfg.data.name, "data.args", cfg.data.args, fixed={"split": "train", "root": cfg.data.root, "transform": None})
+    _check(
+        DATASETS,
+        cfg.data.name,
+        "data.args",
+        cfg.data.args,
+        fixed={"split": "train", "root": cfg.data.root, "transform": None},
+    )
     _check_network(cfg.model)
     for key in ("train_transforms", "eval_transforms"):  # built, and tried on a fake sample of model.input_size
         check_transforms(getattr(cfg.data, key), f"data.{key}", cfg.model.input_size)
@@ -147,11 +157,20 @@ def monitor_mode(metric_name: str, monitor: str, mode: Optional[str], extras: Se
         declared = METRICS.build(metric_name).direction(monitor)
     if mode is None:
         if declared is None:
-            raise ConfigError(f"eval.monitor '{monitor}': metric '{metric_name}' does not say whether higher or lower is better; set eval.monitor_mode=max or min")
+            raise ConfigError(
+                f"eval.monitor '{monitor}': metric '{metric_name}' does not say whether higher or lower is better; set eval.monitor_mode=max or min"
+            )
         return declared
     if declared is not None and mode != declared:
-        log.warning("eval.monitor_mode=%s, but a %s %s is better (metric '%s'): the best checkpoint is the one with the %s %s", mode,
-                    "higher" if declared == "max" else "lower", monitor, metric_name, "highest" if mode == "max" else "lowest", monitor)
+        log.warning(
+            "eval.monitor_mode=%s, but a %s %s is better (metric '%s'): the best checkpoint is the one with the %s %s",
+            mode,
+            "higher" if declared == "max" else "lower",
+            monitor,
+            metric_name,
+            "highest" if mode == "max" else "lowest",
+            monitor,
+        )
     return mode
 
 
@@ -167,8 +186,16 @@ def import_custom(names: Sequence[str]) -> None:
         try:
             importlib.import_module(name)
         except ImportError as err:
-            if isinstance(err, ModuleNotFoundError) and err.name is not None and (name == err.name or name.startswith(err.name + ".")):
-                raise ConfigError(f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH") from None
+            if (
+                isinstance(err, ModuleNotFoundError)
+                and err.name is not None
+                and (name == err.name or name.startswith(err.name + "."))
+            ):
+                raise ConfigError(
+                    f"custom_imports: no module named '{name}'; give an importable module path (e.g. my_package.my_module) and make sure its folder is on PYTHONPATH"
+                ) from None
             frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith("<frozen")]
             where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-            raise ConfigError(f"custom_imports: module '{name}' does not import{where}: {err}; install the missing package or fix that import") from None
+            raise ConfigError(
+                f"custom_imports: module '{name}' does not import{where}: {err}; install the missing package or fix that import"
+            ) from None

@@ -56,7 +56,9 @@ def _check_arguments(what: str, obj: Any, kwargs: Dict[str, Any]) -> None:
         signature.bind(**kwargs)
     except TypeError as err:
         params = signature.parameters
-        takes = ", ".join(n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)) or "no arguments"
+        takes = (
+            ", ".join(n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)) or "no arguments"
+        )
         unknown = [k for k in kwargs if k not in params]
         if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             raise ConfigError(f"{what} got unknown argument(s) {unknown}; it takes: {takes}") from None
@@ -123,7 +125,9 @@ class Registry:
         if len(keys) == 1:
             return keys[0]
         if len(keys) > 1:
-            raise RegistryError(f"{self.name} class name '{name}' is ambiguous: it is registered as {', '.join(sorted(keys))}; use one of those names")
+            raise RegistryError(
+                f"{self.name} class name '{name}' is ambiguous: it is registered as {', '.join(sorted(keys))}; use one of those names"
+            )
         raise RegistryError(self._unknown(name))
 
     def _class_of(self, key: str) -> Optional[str]:
@@ -140,12 +144,16 @@ class Registry:
         if hint is not None:
             key, cls = forms[hint], self._class_of(forms[hint])
             suggestion = f"; did you mean '{key}'" + (f" (class {cls})" if cls else "") + "?"
-        known = ", ".join(key + (f" ({self._class_of(key)})" if self._class_of(key) else "") for key in sorted(self._items))
+        known = ", ".join(
+            key + (f" ({self._class_of(key)})" if self._class_of(key) else "") for key in sorted(self._items)
+        )
         # a backbone given as a network (model.name=resnet18): say what it is and where it goes
         other = next((reg for reg in _SELECTABLE if reg is not self and reg.name != self.name and name in reg), None)
         if other is not None:
-            return (f"unknown {self.name} '{name}': {name} is a {other.name}, not a {self.name}; {other.usage.format(name=name)}; "
-                    f"known {self.name} names: {known or '(none)'}")
+            return (
+                f"unknown {self.name} '{name}': {name} is a {other.name}, not a {self.name}; {other.usage.format(name=name)}; "
+                f"known {self.name} names: {known or '(none)'}"
+            )
         return f"unknown {self.name} '{name}'; known: {known or '(none)'}{suggestion}"
 
     def get(self, name: str) -> Any:
@@ -187,7 +195,11 @@ class Registry:
 
 _SELECTABLE: List[Registry] = []  # the registries a config names members of, with their usage
 
-BACKBONES = Registry("backbone", location="backbone", usage="a network takes it: model.name=classifier model.args.backbone={name} (model.args.backbone_args: its arguments)")
+BACKBONES = Registry(
+    "backbone",
+    location="backbone",
+    usage="a network takes it: model.name=classifier model.args.backbone={name} (model.args.backbone_args: its arguments)",
+)
 MODULES = Registry("module", location="module")
 NETWORKS = Registry("network", location="network", usage="select it with model.name={name}")
 LOSSES = Registry("loss", location="loss", usage="use it in loss=[{{name: {name}}}]")

@@ -88,7 +88,9 @@ class RunFolder:
         return self.path / ".lock"
 
     def has_checkpoints(self) -> bool:
-        return self.checkpoints.is_dir() and (any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp")))  # files, or sharded directories
+        return self.checkpoints.is_dir() and (
+            any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp"))
+        )  # files, or sharded directories
 
     def holds_results(self) -> bool:
         """Whether the folder holds anything of value: a checkpoint, or anything beyond the ``BOOKKEEPING`` of a start
@@ -138,7 +140,11 @@ def numbered(experiment: Path, kind: str = "run") -> List[RunFolder]:
     """The experiment's ``run_NNN`` (or ``test_NNN``) folders, oldest first."""
     if not experiment.is_dir():
         return []
-    found = [(int(m.group(2)), entry) for entry in experiment.iterdir() if (m := _NUMBERED.match(entry.name)) and m.group(1) == kind and entry.is_dir()]
+    found = [
+        (int(m.group(2)), entry)
+        for entry in experiment.iterdir()
+        if (m := _NUMBERED.match(entry.name)) and m.group(1) == kind and entry.is_dir()
+    ]
     return [RunFolder(path) for _, path in sorted(found)]
 
 
@@ -175,11 +181,19 @@ def create(experiment: Path, kind: str = "run") -> RunFolder:
             run._latest = (experiment, os.readlink(link) if link.is_symlink() else None)
             _point_latest(experiment, path.name)
     except OSError as err:
-        raise OutputError(f"cannot create a run folder in '{experiment}' ({err.strerror or err}); set experiment.output_root to a writable folder") from err
+        raise OutputError(
+            f"cannot create a run folder in '{experiment}' ({err.strerror or err}); set experiment.output_root to a writable folder"
+        ) from err
     return run
 
 
-RUN_FILES = ("config.yaml", "log.txt", ".lock", "metrics.jsonl", "checkpoints")  # what every kind of run writes into its folder
+RUN_FILES = (
+    "config.yaml",
+    "log.txt",
+    ".lock",
+    "metrics.jsonl",
+    "checkpoints",
+)  # what every kind of run writes into its folder
 
 
 def run_holding(path: Path) -> Optional[Path]:
@@ -202,21 +216,36 @@ def named(path: Path) -> RunFolder:
     run = run_holding(path)
     if run is not None:
         given = Path(path).expanduser()
-        where = ("is a run folder" if run == given.absolute() else f"is the run folder '{run}'") if run == given.resolve() else f"lies inside the run folder '{run}'"
-        raise ConfigError(f"--output '{path}' {where}; predict and export never write into a run: give a folder outside every run, or leave --output out (a new <experiment>/<mode>_NNN folder)")
+        where = (
+            ("is a run folder" if run == given.absolute() else f"is the run folder '{run}'")
+            if run == given.resolve()
+            else f"lies inside the run folder '{run}'"
+        )
+        raise ConfigError(
+            f"--output '{path}' {where}; predict and export never write into a run: give a folder outside every run, or leave --output out (a new <experiment>/<mode>_NNN folder)"
+        )
     given = Path(path).expanduser()
     made = [folder for folder in (given, *given.parents) if not folder.exists()]  # deepest first
-    taken = next((folder for folder in (given, *made) if _NUMBERED.match(folder.name) or folder.name in (LATEST, "checkpoints")), None)
+    taken = next(
+        (folder for folder in (given, *made) if _NUMBERED.match(folder.name) or folder.name in (LATEST, "checkpoints")),
+        None,
+    )
     if taken is not None:
-        raise ConfigError(f"--output '{path}' {'is' if taken == given else 'would create'} a folder named '{taken.name}', a name the run layout keeps "
-                          f"for its own folders ({RESERVED}), so it would look like a run's; give the folder another name")
+        raise ConfigError(
+            f"--output '{path}' {'is' if taken == given else 'would create'} a folder named '{taken.name}', a name the run layout keeps "
+            f"for its own folders ({RESERVED}), so it would look like a run's; give the folder another name"
+        )
     if Path(path).is_dir() and any(Path(path).iterdir()):
         held = name_list(sorted(entry.name for entry in Path(path).iterdir()), show=3)
-        raise ConfigError(f"--output '{path}' is not empty (it holds {held}); give a new or empty folder, so no earlier output mixes with this one, or leave --output out")
+        raise ConfigError(
+            f"--output '{path}' is not empty (it holds {held}); give a new or empty folder, so no earlier output mixes with this one, or leave --output out"
+        )
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise OutputError(f"cannot create the output folder '{path}' ({err.strerror or err}); give --output a writable folder") from err
+        raise OutputError(
+            f"cannot create the output folder '{path}' ({err.strerror or err}); give --output a writable folder"
+        ) from err
     run = RunFolder(Path(path))
     run.fresh, run._made = True, made
     return run

@@ -40,8 +40,12 @@ class OpenedRun(NamedTuple):
 def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional[str]) -> OpenedRun:
     """Rank 0's part of ``open_run``: the folder (made now, or the run to continue, locked) and the checkpoint.
     A folder made for this start goes again when bad input stops it here (``RunFolder.abandon``)."""
-    run, start_from = run_to_continue(cfg.experiment_dir, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
-    run = run or (named_run(Path(output)) if output else create_run(cfg.experiment_dir, "run" if mode == "train" else mode))
+    run, start_from = (
+        run_to_continue(cfg.experiment_dir, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
+    )
+    run = run or (
+        named_run(Path(output)) if output else create_run(cfg.experiment_dir, "run" if mode == "train" else mode)
+    )
     if mode != "train":
         return OpenedRun(run)
     try:
@@ -54,7 +58,9 @@ def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional
     return OpenedRun(run, found, None if found is None else read_record(found))
 
 
-def open_run(cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str], output: Optional[str] = None) -> OpenedRun:
+def open_run(
+    cfg: Config, info: DistInfo, mode: str, resume: Union[bool, str], output: Optional[str] = None
+) -> OpenedRun:
     """The run's folder (a new one, or the training run to continue, locked by rank 0), the checkpoint
     to resume and its validation record; rank 0 decides, every rank gets its answer (or its error)."""
     opened: Optional[OpenedRun] = None
@@ -95,4 +101,8 @@ def plan_start(cfg: Config, info: DistInfo, mode: str) -> StartPlan:
         check_fsdp_combination(cfg, policy.backend, policy.loss_scale)
         if cfg.data.loader == "dali":
             check_dali()  # installed: found now rather than after the data and the network
-    return StartPlan(policy, compiling, monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.eval.extra_metrics))
+    return StartPlan(
+        policy,
+        compiling,
+        monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.eval.extra_metrics),
+    )

@@ -63,4 +63,3 @@ def map_inputs(fn: Callable[[torch.Tensor], torch.Tensor], batch: Any) -> Any:
     if isinstance(batch, (list, tuple)) and not hasattr(type(batch), "_fields") and batch:
         return type(batch)([map_tensors(fn, batch[0]), *batch[1:]])
     return map_tensors(fn, batch)
-

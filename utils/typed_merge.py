@@ -73,8 +73,14 @@ def type_ok(value: Any, tp: Any) -> bool:
     return True
 
 
-_WORDS = {int: ("an integer", "integers"), float: ("a number", "numbers"), bool: ("true or false", "true/false values"),
-          str: ("a string", "strings"), type(None): ("null", "nulls"), dict: ("a mapping", "mappings")}
+_WORDS = {
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    bool: ("true or false", "true/false values"),
+    str: ("a string", "strings"),
+    type(None): ("null", "nulls"),
+    dict: ("a mapping", "mappings"),
+}
 
 
 def _join(words: List[str]) -> str:
@@ -103,7 +109,9 @@ def type_name(tp: Any, example: str = "", plural: bool = False) -> str:
         tp = dict
     if tp is Any:
         return "values" if plural else "any value"
-    words = _WORDS.get(tp, (f"a {getattr(tp, '__name__', tp)}", f"{getattr(tp, '__name__', tp)} values"))[1 if plural else 0]
+    words = _WORDS.get(tp, (f"a {getattr(tp, '__name__', tp)}", f"{getattr(tp, '__name__', tp)} values"))[
+        1 if plural else 0
+    ]
     return f"{words} (e.g. {example})" if example and tp is dict else words
 
 
@@ -135,8 +143,12 @@ def _type_error(path: str, value: Any, tp: Any) -> ConfigError:
         choices = [str(c) for c in typing.get_args(literal)]
         hint = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.0)
         null = " or null" if type(None) in options else ""
-        return ConfigError(f"config key '{path}' must be {type_name(literal)}{null}, got {value!r}; did you mean '{hint[0]}'?")
-    return ConfigError(f"config key '{path}' must be {type_name(tp, MAPPING_EXAMPLES.get(path, ''))}, got {value!r} ({type(value).__name__})")
+        return ConfigError(
+            f"config key '{path}' must be {type_name(literal)}{null}, got {value!r}; did you mean '{hint[0]}'?"
+        )
+    return ConfigError(
+        f"config key '{path}' must be {type_name(tp, MAPPING_EXAMPLES.get(path, ''))}, got {value!r} ({type(value).__name__})"
+    )
 
 
 def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, Any]:

@@ -41,7 +41,9 @@ def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode,
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
         if key in lines:
-            raise ConfigError(f"key '{key}' appears twice in one mapping (lines {lines[key]} and {line}); YAML would keep only the second: merge them into one")
+            raise ConfigError(
+                f"key '{key}' appears twice in one mapping (lines {lines[key]} and {line}); YAML would keep only the second: merge them into one"
+            )
         lines[key] = line
     return loader.construct_mapping(node, deep=deep)
 
@@ -70,7 +72,9 @@ def load_yaml(text: str) -> Any:
     glued = _glued_keys(data)
     if glued:
         fixed = re.sub(r"(?<=[\w\]}'\"]):(?=[^\s/])", ": ", text.strip())
-        raise ConfigError(f"'{glued[0]}' reads as one key without a value: YAML needs a space after ':' in a mapping; write {fixed}")
+        raise ConfigError(
+            f"'{glued[0]}' reads as one key without a value: YAML needs a space after ':' in a mapping; write {fixed}"
+        )
     return data
 
 
@@ -79,7 +83,9 @@ def read_config_text(path: Path) -> str:
     beside it) or one that is not UTF-8 text."""
     if not path.is_file():
         try:
-            near = difflib.get_close_matches(path.name, sorted(p.name for p in path.parent.iterdir() if p.is_file()), n=1, cutoff=0.6)
+            near = difflib.get_close_matches(
+                path.name, sorted(p.name for p in path.parent.iterdir() if p.is_file()), n=1, cutoff=0.6
+            )
         except OSError:  # no folder to look in (or not readable): no suggestion
             near = []
         fix = f"did you mean '{path.parent / near[0]}'?" if near else "pass an existing YAML file to --config"
@@ -87,8 +93,10 @@ def read_config_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"config file '{path}' is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}: {err.reason}); "
-                          "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 old.yaml > new.yaml)") from None
+        raise ConfigError(
+            f"config file '{path}' is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}: {err.reason}); "
+            "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 old.yaml > new.yaml)"
+        ) from None
 
 
 def read_config_file(path: Path) -> Dict[str, Any]:

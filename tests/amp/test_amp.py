@@ -21,7 +21,10 @@ def make(opt_level="O0", lr=0.1, optim="sgd", seed=0, **amp_cfg):
     """A small conv net with BatchNorm, an optimizer and an initialized Amp."""
     torch.manual_seed(seed)
     model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [8, 16]})
-    params = [{"params": [p for n, p in model.named_parameters() if p.ndim > 1]}, {"params": [p for n, p in model.named_parameters() if p.ndim <= 1]}]
+    params = [
+        {"params": [p for n, p in model.named_parameters() if p.ndim > 1]},
+        {"params": [p for n, p in model.named_parameters() if p.ndim <= 1]},
+    ]
     optimizer = torch.optim.SGD(params, lr=lr) if optim == "sgd" else torch.optim.AdamW(params, lr=lr)
     amp = Amp(AmpConfig(opt_level=opt_level, **amp_cfg), CPU)
     model, optimizer = amp.initialize(model, optimizer)
@@ -134,7 +137,9 @@ def test_fp16_injected_inf_skips_exactly_that_step_and_halves_the_scale(level):
     assert amp.backend.loss_scale == scale / 2 and amp.skipped_steps == skipped + 1
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), weights))
     assert all(torch.equal(a, b) for a, b in zip((p for g in optimizer.param_groups for p in g["params"]), opt_weights))
-    assert all(torch.equal(a, b) for k, v in enumerate(optimizer.state.values()) for a, b in zip(v.values(), opt_state[k]))
+    assert all(
+        torch.equal(a, b) for k, v in enumerate(optimizer.state.values()) for a, b in zip(v.values(), opt_state[k])
+    )
     forward_backward(model, amp, *batch(seed=8))
     assert amp.step(optimizer) is True  # the next clean step is taken at the halved scale
     assert amp.backend.loss_scale == scale / 2 and amp.skipped_steps == skipped + 1
@@ -160,7 +165,9 @@ def test_loss_scale_and_masters_survive_a_checkpoint_round_trip(tmp_path):
     next(p for p in model.parameters() if p.grad is not None).grad.view(-1)[0] = float("nan")
     amp.step(optimizer)
     optimizer.zero_grad()
-    atomic_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "amp": amp.state_dict()}, tmp_path / "c.pt")
+    atomic_save(
+        {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "amp": amp.state_dict()}, tmp_path / "c.pt"
+    )
     state = load_file(tmp_path / "c.pt")
     fresh, fresh_opt, fresh_amp = make("O2", dtype="float16", optim="adamw", lr=1e-2, seed=5)
     assert fresh_amp.backend.loss_scale == 2.0**16
@@ -191,7 +198,9 @@ def test_clipping_under_o2_fp16_uses_the_unscaled_gradient_norm():
     assert clipped == pytest.approx(true_norm / 4, rel=1e-3)  # on scaled grads it would be true_norm / 4 / 1024
 
 
-@pytest.mark.parametrize("level,dtype", [("O1", "bfloat16"), ("O1", "float16"), ("O2", "bfloat16"), ("O2", "float16"), ("O3", "bfloat16")])
+@pytest.mark.parametrize(
+    "level,dtype", [("O1", "bfloat16"), ("O1", "float16"), ("O2", "bfloat16"), ("O2", "float16"), ("O3", "bfloat16")]
+)
 def test_accumulated_unscaled_gradients_match_the_fp32_gradients(level, dtype):
     ref, ref_opt, ref_amp = make("O0", lr=0.0)
     model, optimizer, amp = make(level, dtype=dtype, lr=0.0)

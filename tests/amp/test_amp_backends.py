@@ -87,7 +87,10 @@ def test_apex_backend_drives_apex_amp_calls(monkeypatch):
     model = nn.Linear(3, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     amp.initialize(model, optimizer)
-    assert calls[0] == ("initialize", {"opt_level": "O2", "verbosity": 0, "keep_batchnorm_fp32": True, "loss_scale": "dynamic"})
+    assert calls[0] == (
+        "initialize",
+        {"opt_level": "O2", "verbosity": 0, "keep_batchnorm_fp32": True, "loss_scale": "dynamic"},
+    )
     amp.backward(model(torch.ones(1, 3)).sum())
     assert ("scale_loss",) in calls and torch.equal(model.bias.grad, torch.tensor([4.0]))
     assert amp.step(optimizer) is True

@@ -33,14 +33,18 @@ def printed_metrics(text: str) -> dict:
 @pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3"])
 def test_each_opt_level_trains_digits_in_bf16(level, out_root, capsys):
     # narrow layers and 10 epochs: bf16 convolutions are slow on CPUs without bf16 instructions
-    assert main.main(fast_overrides(out_root, "bf16", epochs=10) + [f"amp.opt_level={level}", "amp.dtype=bfloat16"]) == 0
+    assert (
+        main.main(fast_overrides(out_root, "bf16", epochs=10) + [f"amp.opt_level={level}", "amp.dtype=bfloat16"]) == 0
+    )
     trained = printed_metrics(capsys.readouterr().out)
     assert trained["top1"] >= 0.93
     best = out_root / "bf16" / "latest" / "checkpoints" / "best.pt"
     state = load_file(best)
     low = torch.float32 if level in ("O0", "O1") else torch.bfloat16
     assert state["model"]["backbone.stages.0.0.0.weight"].dtype == low  # a conv weight
-    assert state["model"]["backbone.stages.0.0.1.weight"].dtype == (low if level == "O3" else torch.float32)  # its BatchNorm
+    assert state["model"]["backbone.stages.0.0.1.weight"].dtype == (
+        low if level == "O3" else torch.float32
+    )  # its BatchNorm
     if level == "O2":
         assert all(m.dtype == torch.float32 for m in state["amp"]["master_params"])
     # test mode evaluates at the level the checkpoint was trained with and reproduces the numbers
@@ -52,7 +56,9 @@ def test_o0_is_unchanged_by_the_other_amp_keys(out_root):
     assert main.main(fast_overrides(out_root, "plain")) == 0
     amp_keys = ["amp.opt_level=O0", "amp.backend=native", "amp.dtype=float16", "amp.loss_scale=128"]
     assert main.main(fast_overrides(out_root, "o0") + amp_keys) == 0
-    assert read_rows(out_root / "plain" / "latest" / "metrics.jsonl") == read_rows(out_root / "o0" / "latest" / "metrics.jsonl")
+    assert read_rows(out_root / "plain" / "latest" / "metrics.jsonl") == read_rows(
+        out_root / "o0" / "latest" / "metrics.jsonl"
+    )
     a = load_file(out_root / "plain" / "latest" / "checkpoints" / "last.pt")
     b = load_file(out_root / "o0" / "latest" / "checkpoints" / "last.pt")
     assert a["model"].keys() == b["model"].keys()
@@ -61,7 +67,11 @@ def test_o0_is_unchanged_by_the_other_amp_keys(out_root):
 
 def test_overflowing_steps_are_skipped_counted_and_do_not_advance_the_schedule(out_root, caplog):
     # A static scale of 1e30 overflows every fp16 gradient: every step must be skipped.
-    args = fast_overrides(out_root, "overflow", epochs=1) + ["amp.opt_level=O1", "amp.dtype=float16", "amp.loss_scale=1e30"]
+    args = fast_overrides(out_root, "overflow", epochs=1) + [
+        "amp.opt_level=O1",
+        "amp.dtype=float16",
+        "amp.loss_scale=1e30",
+    ]
     assert main.main(args) == 0
     state = load_file(out_root / "overflow" / "latest" / "checkpoints" / "last.pt")
     assert state["progress"]["step"] > 0 and state["amp"]["skipped_steps"] == state["progress"]["step"]
@@ -76,7 +86,12 @@ def test_overflowing_steps_are_skipped_counted_and_do_not_advance_the_schedule(o
 
 
 def test_resume_continues_the_loss_scale_and_the_fp32_masters(out_root):
-    args = fast_overrides(out_root, "resume", epochs=1) + ["amp.opt_level=O2", "amp.dtype=float16", "train.clip_grad_norm=5.0", "train.accumulate=2"]
+    args = fast_overrides(out_root, "resume", epochs=1) + [
+        "amp.opt_level=O2",
+        "amp.dtype=float16",
+        "train.clip_grad_norm=5.0",
+        "train.accumulate=2",
+    ]
     assert main.main(args) == 0
     path = out_root / "resume" / "latest" / "checkpoints" / "last.pt"
     state = torch.load(path, weights_only=False)
@@ -113,7 +128,14 @@ def test_o1_runs_the_framework_step_under_bf16_autocast_and_o0_does_not(level, e
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model, optimizer = amp.initialize(model, optimizer)
     batches = [(torch.randn(4, 1, 8, 8), torch.randint(0, 10, (4,)))]
-    parts = Parts(model, build_criterion([{"name": "cross_entropy"}]), amp, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0), train_loader=batches)
+    parts = Parts(
+        model,
+        build_criterion([{"name": "cross_entropy"}]),
+        amp,
+        optimizer,
+        torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0),
+        train_loader=batches,
+    )
     Trainer(parts, LoopOptions()).fit()
     assert seen == [expected, expected]
     assert all(p.dtype == torch.float32 for p in model.parameters())  # O1 keeps the weights fp32
@@ -132,7 +154,16 @@ def test_apex_backend_without_apex_is_one_line_and_exit_2(out_root, capsys):
 @pytest.mark.timeout(180)
 def test_o2_under_ddp_keeps_the_ranks_masters_and_weights_identical():
     worker = ROOT / "tests" / "fixtures" / "amp_ddp_worker.py"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker), "bfloat16", "float16"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(worker),
+        "bfloat16",
+        "float16",
+    ]
     result = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=150)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     lines = result.stdout.splitlines()

@@ -33,9 +33,16 @@ def make_digit_folder(root: Path, sizes: Dict[str, int] = SPLITS) -> Path:
 
 def folder_overrides(out_root: Path, data_root: Path) -> list:
     return [
-        f"experiment.output_root={out_root}", "experiment.name=apps", "threads=1", "data.name=image_folder", f"data.root={data_root}",
-        "data.args={channels: 1}", "data.batch_size=8", "model.input_size=[1, 8, 8]",
-        "model.args={backbone: small_cnn, num_classes: 3, backbone_args: {in_channels: 1, widths: [8, 16]}}", "train.epochs=6",
+        f"experiment.output_root={out_root}",
+        "experiment.name=apps",
+        "threads=1",
+        "data.name=image_folder",
+        f"data.root={data_root}",
+        "data.args={channels: 1}",
+        "data.batch_size=8",
+        "model.input_size=[1, 8, 8]",
+        "model.args={backbone: small_cnn, num_classes: 3, backbone_args: {in_channels: 1, widths: [8, 16]}}",
+        "train.epochs=6",
     ]
 
 

@@ -16,7 +16,14 @@ from utils.config import load_config
 from utils.model.build import build_network
 
 # bf16 is emulated, and slow, on this CPU: a narrow network, two steps, two digits
-BASE = ["threads=1", "train.iterations=2", "model.args.backbone_args={widths: [4, 8]}", "data.args={classes: [0, 1]}", "amp.opt_level=O2", "amp.dtype=bfloat16"]
+BASE = [
+    "threads=1",
+    "train.iterations=2",
+    "model.args.backbone_args={widths: [4, 8]}",
+    "data.args={classes: [0, 1]}",
+    "amp.opt_level=O2",
+    "amp.dtype=bfloat16",
+]
 VARIANTS = {"O2": [], "O2+ema+channels_last": ["train.ema={decay: 0.9}", "model.channels_last=true"]}
 
 
@@ -38,12 +45,28 @@ def float32_reference(checkpoint: Checkpoint) -> torch.nn.Module:
 @pytest.mark.parametrize("fmt", ["onnx", "pt2", "safetensors"])
 def test_a_low_precision_checkpoint_exports_in_float32_and_matches_its_weights(low_precision, tmp_path, fmt, capsys):
     out = tmp_path / fmt
-    assert main.main(["--mode", "export", "--checkpoint", str(low_precision["checkpoint"]), "--format", fmt, "--output", str(out)]) == 0
+    assert (
+        main.main(
+            [
+                "--mode",
+                "export",
+                "--checkpoint",
+                str(low_precision["checkpoint"]),
+                "--format",
+                fmt,
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "error" not in capsys.readouterr().err
     meta = json.loads((out / "model.json").read_text())
     assert meta["opt_level"] == "O2" and meta["exported_dtype"] == "float32" and meta["max_abs_difference"] <= 1e-4
     checkpoint = Checkpoint.load(str(low_precision["checkpoint"]))
-    assert torch.bfloat16 in {v.dtype for v in checkpoint.eval_weights.values()}  # the weights it exports from are low precision
+    assert torch.bfloat16 in {
+        v.dtype for v in checkpoint.eval_weights.values()
+    }  # the weights it exports from are low precision
     x = torch.rand(5, 1, 8, 8)  # float32, a batch size it was not traced with
     with torch.no_grad():
         got = exported_outputs(fmt, out, x, load_config(base=checkpoint.config))

@@ -44,6 +44,9 @@ def test_test_lines_equal_on_one_and_three_ranks_with_an_empty_rank(trained, cap
 
 
 def test_a_name_torchmetrics_lacks_is_one_error_line(trained, capsys):
-    assert main.main(["--mode", "test", "--checkpoint", str(trained["checkpoint"]), "eval.extra_metrics=[{name: F1Scor}]"]) == 2
+    assert (
+        main.main(["--mode", "test", "--checkpoint", str(trained["checkpoint"]), "eval.extra_metrics=[{name: F1Scor}]"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.strip().count("\n") == 0 and err.startswith("error: ") and "F1Score" in err

@@ -36,7 +36,12 @@ def runs(trained, tmp_path_factory) -> dict:
     checkpoint = experiment / "run_001" / "checkpoints" / "best.pt"
     overrides = [f"experiment.output_root={base / 'output'}"]
     assert main.main(["--mode", "test", "--checkpoint", str(checkpoint), *overrides]) == 0
-    assert main.main(["--mode", "predict", "--checkpoint", str(checkpoint), "--input", str(trained["data"] / "test"), *overrides]) == 0
+    assert (
+        main.main(
+            ["--mode", "predict", "--checkpoint", str(checkpoint), "--input", str(trained["data"] / "test"), *overrides]
+        )
+        == 0
+    )
     legacy = base / "legacy" / "exp"
     (legacy / "checkpoints").mkdir(parents=True)
     shutil.copy(checkpoint, legacy / "checkpoints" / "last.pt")
@@ -60,7 +65,9 @@ def test_output_that_is_or_lies_inside_a_run_folder_is_refused_before_anything_i
     assert run_holding(output) == run.resolve()
     assert run_mode(mode, runs["trained"], output) == 2
     expected = "is a run folder" if output == run else f"lies inside the run folder '{run.resolve()}'"
-    assert one_error(capsys).startswith(f"error: --output '{output}' {expected}; predict and export never write into a run: give a folder outside every run")
+    assert one_error(capsys).startswith(
+        f"error: --output '{output}' {expected}; predict and export never write into a run: give a folder outside every run"
+    )
     assert snapshot(run.parent) == before
     assert output in (run, run / "checkpoints") or not output.exists()
 
@@ -74,7 +81,9 @@ def test_a_folder_outside_every_run_is_no_run_folder(runs, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["predict", "export"])
-def test_an_output_folder_holding_an_earlier_output_is_refused_and_an_empty_one_is_used(trained, tmp_path, mode, capsys):
+def test_an_output_folder_holding_an_earlier_output_is_refused_and_an_empty_one_is_used(
+    trained, tmp_path, mode, capsys
+):
     """A reused --output mixed 60 stale masks of an earlier predict with the new ones."""
     out = tmp_path / "out"
     out.mkdir()  # an existing empty folder is fine
@@ -82,19 +91,41 @@ def test_an_output_folder_holding_an_earlier_output_is_refused_and_an_empty_one_
     before = snapshot(out)
     assert run_mode(mode, trained, out) == 2
     error = one_error(capsys)
-    assert error.startswith(f"error: --output '{out}' is not empty (it holds config.yaml, log.txt, ") and "give a new or empty folder" in error, error
+    assert (
+        error.startswith(f"error: --output '{out}' is not empty (it holds config.yaml, log.txt, ")
+        and "give a new or empty folder" in error
+    ), error
     assert snapshot(out) == before
 
 
-def test_a_full_disk_while_writing_the_csv_is_one_line_with_predicts_advice_and_no_partial_csv(trained, tmp_path, capsys):
+def test_a_full_disk_while_writing_the_csv_is_one_line_with_predicts_advice_and_no_partial_csv(
+    trained, tmp_path, capsys
+):
     """The error advised --resume, which predict does not have."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     for n, image in enumerate(sorted((trained["data"] / "train").rglob("*.png")) * 8):
         (inputs / f"{n:03d}_{image.name}").write_bytes(image.read_bytes())  # 240 rows: a CSV of about 60 kB
     with small_disk(tmp_path / "disk", "16k") as disk:
-        assert main.main(["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(inputs), "--output", str(disk / "out")]) == 2
+        assert (
+            main.main(
+                [
+                    "--mode",
+                    "predict",
+                    "--checkpoint",
+                    str(trained["checkpoint"]),
+                    "--input",
+                    str(inputs),
+                    "--output",
+                    str(disk / "out"),
+                ]
+            )
+            == 2
+        )
         error = one_error(capsys)
-        assert error == f"error: could not write '{disk / 'out' / 'predictions.csv'}' (No space left on device); free disk space or fix the permissions of its folder, " \
-                        "then run the predict again (into a new or empty --output, or without --output)"
+        assert (
+            error
+            == f"error: could not write '{disk / 'out' / 'predictions.csv'}' (No space left on device); free disk space or fix the permissions of its folder, "
+            "then run the predict again (into a new or empty --output, or without --output)"
+        )
         assert partial_files(disk) == [] and not (disk / "out").exists()  # a start without a result leaves no folder

@@ -32,10 +32,25 @@ def test_predictions_score_the_test_modes_top1_and_two_ranks_give_the_same_rows(
     assert f"{correct / len(rows):.4f}" == f"{top1:.4f}"
     assert set(rows[0]) >= {"path", "prediction", "score", "top1_class", "top1_prob", "top3_class", "top3_prob"}
 
-    two = run(torchrun(2, "--mode", "predict", "--checkpoint", checkpoint, "--input", str(folder / "*" / "*.png"), "--output", str(tmp_path / "two")), timeout=180)
+    two = run(
+        torchrun(
+            2,
+            "--mode",
+            "predict",
+            "--checkpoint",
+            checkpoint,
+            "--input",
+            str(folder / "*" / "*.png"),
+            "--output",
+            str(tmp_path / "two"),
+        ),
+        timeout=180,
+    )
     assert two.returncode == 0, two.stderr[-2000:]
     rows2 = read_csv(tmp_path / "two" / "predictions.csv")
-    assert [(r["path"], r["prediction"], r["top2_class"]) for r in rows2] == [(r["path"], r["prediction"], r["top2_class"]) for r in rows]
+    assert [(r["path"], r["prediction"], r["top2_class"]) for r in rows2] == [
+        (r["path"], r["prediction"], r["top2_class"]) for r in rows
+    ]
     assert max(abs(float(a["score"]) - float(b["score"])) for a, b in zip(rows, rows2)) < 1e-5
 
 
@@ -47,9 +62,18 @@ def test_unreadable_inputs_follow_on_bad_sample(trained, tmp_path, capsys):
     (folder / "broken.png").write_bytes(b"not an image")
     args = ["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(folder)]
     assert main.main([*args, "--output", str(tmp_path / "stopped")]) == 2
-    (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # the console log is on stderr too
+    (err,) = [
+        line for line in capsys.readouterr().err.splitlines() if "error" in line
+    ]  # the console log is on stderr too
     assert err.startswith("error: ") and "broken.png" in err and "on_bad_sample=skip" in err
     assert main.main([*args, "--output", str(tmp_path / "out"), "data.args.on_bad_sample=skip"]) == 0
-    assert [Path(r["path"]).name for r in read_csv(tmp_path / "out" / "predictions.csv")] == sorted(p.name for p in folder.glob("val_*.png"))
-    assert main.main(["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(tmp_path / "nothing*.png")]) == 2
+    assert [Path(r["path"]).name for r in read_csv(tmp_path / "out" / "predictions.csv")] == sorted(
+        p.name for p in folder.glob("val_*.png")
+    )
+    assert (
+        main.main(
+            ["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(tmp_path / "nothing*.png")]
+        )
+        == 2
+    )
     assert "not a file, a folder or a glob" in capsys.readouterr().err

@@ -31,7 +31,9 @@ def looped(trained, tmp_path) -> dict:
     """``tree/a/*.png`` (3), ``tree/b/*.png`` (2); ``a/up -> ..`` and ``b/again -> ../a``: the link back up
     and a second path to ``a``."""
     tree = tmp_path / "tree"
-    images = copy_images(trained["data"] / "val" / CLASSES[0], tree / "a", 3) + copy_images(trained["data"] / "val" / CLASSES[1], tree / "b", 2)
+    images = copy_images(trained["data"] / "val" / CLASSES[0], tree / "a", 3) + copy_images(
+        trained["data"] / "val" / CLASSES[1], tree / "b", 2
+    )
     os.symlink("..", tree / "a" / "up")
     os.symlink("../a", tree / "b" / "again")
     return {"tree": tree, "images": sorted(images)}
@@ -43,7 +45,9 @@ def test_walk_and_glob_visit_each_real_directory_once(looped):
     walked = [Path(d) for d, _, _ in walk_visible(tree)]
     assert walked == [tree, tree / "a", tree / "b"]  # neither a/up (the tree) nor b/again (a) is entered
     assert collect_inputs(str(tree)) == looped["images"]
-    assert collect_inputs(str(tree / "**" / "*.png")) == looped["images"]  # glob.glob's ** gives each image 41 times here
+    assert (
+        collect_inputs(str(tree / "**" / "*.png")) == looped["images"]
+    )  # glob.glob's ** gives each image 41 times here
     assert glob_visible(str(tree / "*" / "*.png")) == looped["images"]
     assert glob_visible(str(tree / "*")) == [tree / "a", tree / "b"]
 

@@ -20,7 +20,14 @@ from utils.data.predict_inputs import mask_names
 def sod_checkpoint(tmp_path_factory) -> str:
     """The SOD demo's MINet (data.args.size=32) after 2 steps."""
     out = tmp_path_factory.mktemp("sod_predict")
-    args = ["--config", "configs/sod_shapes.yaml", f"experiment.output_root={out}", "experiment.name=sod", "data.args.counts={train: 16, val: 4, test: 4}", "train.iterations=2"]
+    args = [
+        "--config",
+        "configs/sod_shapes.yaml",
+        f"experiment.output_root={out}",
+        "experiment.name=sod",
+        "data.args.counts={train: 16, val: 4, test: 4}",
+        "train.iterations=2",
+    ]
     assert main.main(args) == 0
     return str(out / "sod" / "run_001" / "checkpoints" / "best.pt")
 
@@ -32,13 +39,31 @@ def scene(path: Path, index: int) -> Path:
 
 
 def predict(checkpoint: str, spec: Path, out: Path, *extra: str) -> int:
-    return main.main(["--mode", "predict", "--checkpoint", checkpoint, "--input", str(spec), "--output", str(out), *extra])
+    return main.main(
+        ["--mode", "predict", "--checkpoint", checkpoint, "--input", str(spec), "--output", str(out), *extra]
+    )
 
 
 def test_mask_names_mirror_the_tree_and_never_collide():
-    paths = [Path("in/a/x.jpg"), Path("in/a/x.png"), Path("in/b/x.png"), Path("in/a/y.tif"), Path("in/a/x.jpg.png"), Path("in/c/Z.PNG"), Path("in/c/z.png")]
+    paths = [
+        Path("in/a/x.jpg"),
+        Path("in/a/x.png"),
+        Path("in/b/x.png"),
+        Path("in/a/y.tif"),
+        Path("in/a/x.jpg.png"),
+        Path("in/c/Z.PNG"),
+        Path("in/c/z.png"),
+    ]
     names = mask_names(paths, Path("in"))
-    assert [str(n) for n in names] == ["a/x.jpg.1.png", "a/x.png", "b/x.png", "a/y.png", "a/x.jpg.png", "c/Z.PNG.png", "c/z.png"]
+    assert [str(n) for n in names] == [
+        "a/x.jpg.1.png",
+        "a/x.png",
+        "b/x.png",
+        "a/y.png",
+        "a/x.jpg.png",
+        "c/Z.PNG.png",
+        "c/z.png",
+    ]
     assert len({str(n).casefold() for n in names}) == len(paths)
 
 
@@ -56,21 +81,33 @@ def test_inputs_sharing_a_stem_get_masks_of_their_own_named_after_the_input_tree
         assert np.asarray(Image.open(mask)).shape == np.asarray(Image.open(image)).shape[:2]  # at the image's own size
     assert predict(sod_checkpoint, images[1], tmp_path / "alone") == 0  # the mask under a/x.png is a/x.png's
     assert (tmp_path / "alone" / "masks" / "x.png").read_bytes() == expected[1].read_bytes()
-    assert predict(sod_checkpoint, root / "*" / "x.*", tmp_path / "glob") == 0  # a glob: named below its folder without wildcards
-    assert sorted(p.relative_to(tmp_path / "glob") for p in (tmp_path / "glob" / "masks").rglob("*.png")) == sorted(p.relative_to(tmp_path / "tree") for p in expected)
+    assert (
+        predict(sod_checkpoint, root / "*" / "x.*", tmp_path / "glob") == 0
+    )  # a glob: named below its folder without wildcards
+    assert sorted(p.relative_to(tmp_path / "glob") for p in (tmp_path / "glob" / "masks").rglob("*.png")) == sorted(
+        p.relative_to(tmp_path / "tree") for p in expected
+    )
     capsys.readouterr()
 
 
-def test_a_mask_dataset_without_a_size_refuses_inputs_of_another_size_naming_data_args_size(sod_checkpoint, tmp_path, capsys):
+def test_a_mask_dataset_without_a_size_refuses_inputs_of_another_size_naming_data_args_size(
+    sod_checkpoint, tmp_path, capsys
+):
     image = scene(tmp_path / "in" / "s.png", 3)
     height, width = np.asarray(Image.open(image)).shape[:2]
     assert predict(sod_checkpoint, image, tmp_path / "out", "data.args.size=null") == 2
     error = one_error(capsys)
-    assert f"reaches the network at {width}x{height}" in error and "trained at 32x32" in error and error.endswith("let predict resize them: data.args.size=32"), error
+    assert (
+        f"reaches the network at {width}x{height}" in error
+        and "trained at 32x32" in error
+        and error.endswith("let predict resize them: data.args.size=32")
+    ), error
     assert not (tmp_path / "out" / "masks").exists()
 
 
-def test_a_full_disk_while_writing_masks_is_one_line_with_predicts_advice_and_no_partial_mask(sod_checkpoint, tmp_path, capsys):
+def test_a_full_disk_while_writing_masks_is_one_line_with_predicts_advice_and_no_partial_mask(
+    sod_checkpoint, tmp_path, capsys
+):
     for i in range(24):
         scene(tmp_path / "in" / f"{i:02d}.png", i)
     with small_disk(tmp_path / "disk", "48k") as disk:

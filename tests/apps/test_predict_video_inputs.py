@@ -23,11 +23,26 @@ def video(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("video_inputs")
     data, out = base / "data", base / "output"
     export_frame_folders(str(data), videos={"train": 6, "val": 3, "test": 3}, num_frames=10, size=16, noise=0.05)
-    assert main.main([
-        f"experiment.output_root={out}", "experiment.name=v", "threads=1", "data.name=video_frames_folder", f"data.root={data}", ARGS,
-        "data.batch_size=4", "model.name=video_classifier", "model.args={num_classes: 6, backbone: small_3d_cnn, backbone_args: {widths: [4, 8]}}",
-        "model.input_size=[3, 6, 16, 16]", "eval.metric=video", "eval.monitor=video_top1", "train.iterations=2",
-    ]) == 0
+    assert (
+        main.main(
+            [
+                f"experiment.output_root={out}",
+                "experiment.name=v",
+                "threads=1",
+                "data.name=video_frames_folder",
+                f"data.root={data}",
+                ARGS,
+                "data.batch_size=4",
+                "model.name=video_classifier",
+                "model.args={num_classes: 6, backbone: small_3d_cnn, backbone_args: {widths: [4, 8]}}",
+                "model.input_size=[3, 6, 16, 16]",
+                "eval.metric=video",
+                "eval.monitor=video_top1",
+                "train.iterations=2",
+            ]
+        )
+        == 0
+    )
     return {"checkpoint": str(out / "v" / "run_001" / "checkpoints" / "best.pt"), "data": data}
 
 
@@ -39,7 +54,9 @@ def videos(video: dict, target: Path, count: int) -> list:
 
 
 def predict(video: dict, spec: Path, out: Path, *extra: str) -> int:
-    return main.main(["--mode", "predict", "--checkpoint", video["checkpoint"], "--input", str(spec), "--output", str(out), *extra])
+    return main.main(
+        ["--mode", "predict", "--checkpoint", video["checkpoint"], "--input", str(spec), "--output", str(out), *extra]
+    )
 
 
 def test_frames_of_another_size_are_refused_naming_both_sizes_and_the_fix(video, tmp_path, capsys):
@@ -48,7 +65,10 @@ def test_frames_of_another_size_are_refused_naming_both_sizes_and_the_fix(video,
         Image.open(frame).resize((8, 8)).save(frame)
     assert predict(video, tmp_path / "in", tmp_path / "small") == 2
     error = one_error(capsys)
-    assert f"input '{folder}' reaches the network at 8x8" in error and "trained at 16x16 (model.input_size=[3, 6, 16, 16])" in error, error
+    assert (
+        f"input '{folder}' reaches the network at 8x8" in error
+        and "trained at 16x16 (model.input_size=[3, 6, 16, 16])" in error
+    ), error
     fix = error.split("let predict resize them: ")[1]
     assert predict(video, tmp_path / "in", tmp_path / "resized", fix) == 0
     assert [r["clips"] for r in read_csv(tmp_path / "resized" / "predictions.csv")] == ["2"]

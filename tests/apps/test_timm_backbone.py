@@ -14,8 +14,18 @@ from utils.registry import BACKBONES, NETWORKS
 
 
 def test_digits_classifier_on_timm_resnet18_trains(out_root, capsys):
-    args = ["--config", "configs/digits_timm_resnet18.yaml", f"experiment.output_root={out_root}", "train.iterations=3", "threads=1",
-            "optim.layer_decay=0.7", "model.grad_checkpointing=true", "data.args.val_fraction=0.03", "data.args.test_fraction=0.03", "data.batch_size=16"]
+    args = [
+        "--config",
+        "configs/digits_timm_resnet18.yaml",
+        f"experiment.output_root={out_root}",
+        "train.iterations=3",
+        "threads=1",
+        "optim.layer_decay=0.7",
+        "model.grad_checkpointing=true",
+        "data.args.val_fraction=0.03",
+        "data.args.test_fraction=0.03",
+        "data.batch_size=16",
+    ]
     assert main.main(args) == 0
     assert re.search(r"test: top1=[\d.]+ .*samples=\d+", capsys.readouterr().out)
 
@@ -25,11 +35,17 @@ def test_a_local_timm_state_dict_loads_and_timm_weights_are_never_downloaded(tmp
 
     source = timm.create_model("resnet18", pretrained=False, in_chans=1)
     torch.save(source.state_dict(), tmp_path / "resnet18.pth")  # as a user saves it: with the classifier (fc.*)
-    net = NETWORKS.build("classifier", num_classes=3, backbone="timm", backbone_args={"model_name": "resnet18", "in_chans": 1})
-    report = load_weights(net, tmp_path / "resnet18.pth", prefix="backbone.model.")  # model.pretrained + model.pretrained_prefix
+    net = NETWORKS.build(
+        "classifier", num_classes=3, backbone="timm", backbone_args={"model_name": "resnet18", "in_chans": 1}
+    )
+    report = load_weights(
+        net, tmp_path / "resnet18.pth", prefix="backbone.model."
+    )  # model.pretrained + model.pretrained_prefix
     assert sorted(report.unexpected) == ["backbone.model.fc.bias", "backbone.model.fc.weight"]
     assert torch.equal(net.backbone.model.layer4[1].conv2.weight, source.layer4[1].conv2.weight)
-    own = BACKBONES.build("timm", model_name="resnet18", in_chans=1, pretrained=str(tmp_path / "resnet18.pth"))  # backbone_args.pretrained
+    own = BACKBONES.build(
+        "timm", model_name="resnet18", in_chans=1, pretrained=str(tmp_path / "resnet18.pth")
+    )  # backbone_args.pretrained
     assert torch.equal(own.model.conv1.weight, source.conv1.weight)
     with pytest.raises(ConfigError, match=r"backbone_args.pretrained=resnet18.pth"):
         BACKBONES.build("timm", model_name="resnet18", pretrained=True)
@@ -38,7 +54,14 @@ def test_a_local_timm_state_dict_loads_and_timm_weights_are_never_downloaded(tmp
 
 
 def test_minet_on_timm_efficientnet_b0_trains_a_step():
-    net = NETWORKS.build("minet", backbone="timm", backbone_args={"model_name": "efficientnet_b0"}, channels=8, sim_channels=8, head_channels=8)
+    net = NETWORKS.build(
+        "minet",
+        backbone="timm",
+        backbone_args={"model_name": "efficientnet_b0"},
+        channels=8,
+        sim_channels=8,
+        head_channels=8,
+    )
     assert net.backbone.out_channels == [16, 24, 40, 112, 320]
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
     x, y = torch.randn(2, 3, 64, 64), (torch.rand(2, 1, 64, 64) > 0.5).float()

@@ -14,7 +14,11 @@ from utils.errors import CheckpointError
 
 def test_the_copy_does_not_change_when_training_changes_the_live_tensors():
     weight = torch.ones(3)
-    state = {"model": {"w": weight}, "optimizer": {"state": {0: {"exp_avg": weight * 2}}, "param_groups": [{"lr": 0.1, "params": [0]}]}, "rng": [(1, 2)]}
+    state = {
+        "model": {"w": weight},
+        "optimizer": {"state": {0: {"exp_avg": weight * 2}}, "param_groups": [{"lr": 0.1, "params": [0]}]},
+        "rng": [(1, 2)],
+    }
     copy = cpu_copy(state)
     weight.add_(5)  # the next training step
     assert torch.equal(copy["model"]["w"], torch.ones(3))
@@ -30,6 +34,7 @@ def test_at_most_one_write_is_in_flight():
             events.append(f"{name} start")
             release.wait(5)
             events.append(f"{name} end")
+
         return write
 
     writer.submit(slow("first"))

@@ -26,7 +26,11 @@ def test_keeps_the_last_k_and_points_last_at_the_newest(tmp_path):
         store.save(state(epoch), epoch, 0)
     assert [p.name for p in store.numbered()] == ["epoch0004_batch000000.pt", "epoch0003_batch000000.pt"]
     assert load_verified(tmp_path / "last.pt")["epoch"] == 4
-    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["epoch0003_batch000000.pt.sha256", "epoch0004_batch000000.pt.sha256", "last.pt.sha256"]
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == [
+        "epoch0003_batch000000.pt.sha256",
+        "epoch0004_batch000000.pt.sha256",
+        "last.pt.sha256",
+    ]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
@@ -116,7 +120,11 @@ def test_rotation_keeps_the_file_best_pt_links_to(tmp_path):
     store.best = "epoch0004_batch000000.pt"  # a new best: the old one rotates away
     store.save(state(4), 4, 0)
     assert [p.name for p in store.numbered()] == ["epoch0004_batch000000.pt"]
-    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["best.pt.sha256", "epoch0004_batch000000.pt.sha256", "last.pt.sha256"]
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == [
+        "best.pt.sha256",
+        "epoch0004_batch000000.pt.sha256",
+        "last.pt.sha256",
+    ]
 
 
 def test_a_copy_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch, caplog):
@@ -143,7 +151,10 @@ def test_resume_relinks_best_pt_to_the_file_the_state_names(tmp_path, caplog):
     resumed.best = "epoch0002_batch000000.pt"  # what the newest file's state says
     resumed.repair_best()
     assert "linking it now" in caplog.text
-    assert os.path.samefile(tmp_path / "best.pt", tmp_path / "epoch0002_batch000000.pt") and resumed.best_path() == tmp_path / "best.pt"
+    assert (
+        os.path.samefile(tmp_path / "best.pt", tmp_path / "epoch0002_batch000000.pt")
+        and resumed.best_path() == tmp_path / "best.pt"
+    )
 
 
 def test_a_link_renamed_before_its_checksum_still_verifies(tmp_path):
@@ -185,15 +196,23 @@ def test_the_file_rotation_removes_is_rewritten_in_place_and_nothing_else_is(tmp
     store.save(state(3), 3, 0)  # rotation removes epoch 1: its file becomes epoch 3's
     assert seen == {"names": ["epoch0002_batch000000.pt"], "epochs": [2]}
     assert inode(3) == first and load_verified(tmp_path / "epoch0003_batch000000.pt")["epoch"] == 3
-    assert (tmp_path / "epoch0003_batch000000.pt").stat().st_size == (tmp_path / "epoch0002_batch000000.pt").stat().st_size  # the old tail is cut
-    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["epoch0002_batch000000.pt.sha256", "epoch0003_batch000000.pt.sha256", "last.pt.sha256"]
+    assert (tmp_path / "epoch0003_batch000000.pt").stat().st_size == (
+        tmp_path / "epoch0002_batch000000.pt"
+    ).stat().st_size  # the old tail is cut
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == [
+        "epoch0002_batch000000.pt.sha256",
+        "epoch0003_batch000000.pt.sha256",
+        "last.pt.sha256",
+    ]
 
     store.best = "epoch0002_batch000000.pt"  # best.pt's file is kept by rotation, and never rewritten
     store.save(state(4), 4, 0)
     assert inode(4) not in (first, second) and load_verified(tmp_path / "epoch0002_batch000000.pt")["epoch"] == 2
 
     store.best = None
-    os.link(tmp_path / "epoch0002_batch000000.pt", tmp_path / "kept_by_hand.pt")  # another name links it: never rewritten
+    os.link(
+        tmp_path / "epoch0002_batch000000.pt", tmp_path / "kept_by_hand.pt"
+    )  # another name links it: never rewritten
     store.save(state(5), 5, 0)  # rotation removes epochs 2 and 3; epoch 3's file is rewritten
     assert inode(5) == first and torch.load(tmp_path / "kept_by_hand.pt", weights_only=False)["epoch"] == 2
     assert [p.name for p in store.numbered()] == ["epoch0005_batch000000.pt", "epoch0004_batch000000.pt"]

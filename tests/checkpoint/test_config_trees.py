@@ -22,6 +22,7 @@ from utils.typed_merge import load_yaml
 @contextmanager
 def within(seconds: int) -> Iterator[None]:
     """Fail instead of hanging (what a 2^40-node config did)."""
+
     def stop(*_):
         raise TimeoutError(f"still running after {seconds} s")
 
@@ -35,6 +36,7 @@ def within(seconds: int) -> Iterator[None]:
 
 
 # -- F2: a loaded config is a plain tree --------------------------------------------------------------------------
+
 
 def shared_tree(levels: int = 40) -> list:
     """``x = [x, x]`` ``levels`` times: a few bytes pickled, 2^levels nodes walked."""
@@ -51,7 +53,9 @@ def test_a_checkpoint_whose_config_expands_to_2_to_the_40_nodes_is_refused_at_on
     with within(60):
         assert main.main(["--mode", "test", "--checkpoint", str(file)]) == 2
     (line,) = errors_of(capsys)
-    assert line.startswith(f"error: checkpoint '{file}' entry 'config' is a dict that holds more than 1,000,000 values written out")
+    assert line.startswith(
+        f"error: checkpoint '{file}' entry 'config' is a dict that holds more than 1,000,000 values written out"
+    )
     assert line.endswith("the file is damaged or not a checkpoint of this framework")
     with pytest.raises(CheckpointError, match="entry 'classes' is a list that contains itself"):
         looped: list = ["a"]
@@ -59,11 +63,14 @@ def test_a_checkpoint_whose_config_expands_to_2_to_the_40_nodes_is_refused_at_on
         Checkpoint(checkpoint_data(classes=looped))
 
 
-@pytest.mark.parametrize("yaml_text, expected", [
-    ("hooks: &a [*a]\n", "the YAML contains itself at 'hooks[0]' (a cycle: it refers to 'hooks', which holds it)"),
-    ("data:\n  args: {a: &x [1, 2], b: *x}\nhooks: &h [*h]\n", "the YAML contains itself at 'hooks[0]'"),
-    ("data:\n  args: {a: " + "[" * 3000 + "]" * 3000 + "}\n", "the YAML nests collections too deeply to read"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("hooks: &a [*a]\n", "the YAML contains itself at 'hooks[0]' (a cycle: it refers to 'hooks', which holds it)"),
+        ("data:\n  args: {a: &x [1, 2], b: *x}\nhooks: &h [*h]\n", "the YAML contains itself at 'hooks[0]'"),
+        ("data:\n  args: {a: " + "[" * 3000 + "]" * 3000 + "}\n", "the YAML nests collections too deeply to read"),
+    ],
+)
 def test_a_yaml_config_that_is_no_plain_tree_is_one_error_line(yaml_text, expected, tmp_path, capsys):
     """A self-reference was a raw RecursionError in the check for glued keys."""
     path = tmp_path / "c.yaml"
@@ -71,13 +78,19 @@ def test_a_yaml_config_that_is_no_plain_tree_is_one_error_line(yaml_text, expect
     assert main.main(["--config", str(path)]) == 2
     (line,) = errors_of(capsys)
     assert line.startswith(f"error: config file '{path}': {expected}"), line
-    assert main.main(["data.args={a: &x [*x]}"]) == 2 and "contains itself at 'a[0]'" in errors_of(capsys)[0]  # an override too
+    assert (
+        main.main(["data.args={a: &x [*x]}"]) == 2 and "contains itself at 'a[0]'" in errors_of(capsys)[0]
+    )  # an override too
 
 
 def test_yaml_anchors_share_values_and_each_place_is_its_own_after_loading():
     """A merge key (``<<: *base``) and an alias are ordinary YAML; the loaded config shares no container."""
     data = load_yaml("base: &b {lr: 1, sizes: [1, 2]}\nexp:\n  <<: *b\n  lr: 2\nalso: *b\n")
-    assert data == {"base": {"lr": 1, "sizes": [1, 2]}, "exp": {"lr": 2, "sizes": [1, 2]}, "also": {"lr": 1, "sizes": [1, 2]}}
+    assert data == {
+        "base": {"lr": 1, "sizes": [1, 2]},
+        "exp": {"lr": 2, "sizes": [1, 2]},
+        "also": {"lr": 1, "sizes": [1, 2]},
+    }
     data["exp"]["sizes"].append(3)
     assert data["base"]["sizes"] == [1, 2] and data["also"] is not data["base"]
 
@@ -85,7 +98,9 @@ def test_yaml_anchors_share_values_and_each_place_is_its_own_after_loading():
 def test_the_tree_check_bounds_size_and_depth_without_recursing():
     assert tree_problem({"a": [1, 2, {"b": "c"}], "d": (), "e": ()}) is None  # () is one shared object: harmless
     assert tree_problem(list(range(11)), max_nodes=10).startswith("holds more than 10 values written out")
-    assert tree_problem(shared_tree(3)) is None and tree_problem(shared_tree(4), max_nodes=20).startswith("holds more than 20 values")
+    assert tree_problem(shared_tree(3)) is None and tree_problem(shared_tree(4), max_nodes=20).startswith(
+        "holds more than 20 values"
+    )
     deep: list = []
     for _ in range(5000):
         deep = [deep, 1]

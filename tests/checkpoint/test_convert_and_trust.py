@@ -28,6 +28,7 @@ def source(tmp_path_factory) -> Path:
 
 # -- F1: convert never overwrites, never writes into a run or into its source -------------------------------------
 
+
 def test_convert_refuses_a_target_that_exists_or_lies_in_a_run_or_in_the_source(source, tmp_path, capsys):
     """It replaced another run's best.pt (no longer a hard link), or a file of the source (which then failed its checksum)."""
     run = tmp_path / "exp" / "run_001" / "checkpoints"
@@ -41,7 +42,10 @@ def test_convert_refuses_a_target_that_exists_or_lies_in_a_run_or_in_the_source(
         source / "state.pt": f"target '{source / 'state.pt'}' exists",
         source / "new.pt": f"target '{source / 'new.pt'}' lies inside the source '{source}'",
         run / "new.safetensors": f"target '{run / 'new.safetensors'}' lies inside the run folder '{run.parent}'",
-        tmp_path / "no" / "such" / "x.pt": f"the folder of target '{tmp_path / 'no' / 'such' / 'x.pt'}' does not exist; create it first",
+        tmp_path
+        / "no"
+        / "such"
+        / "x.pt": f"the folder of target '{tmp_path / 'no' / 'such' / 'x.pt'}' does not exist; create it first",
     }
     sums = (source / "SHA256SUMS").read_bytes()
     for target, expected in cases.items():
@@ -49,11 +53,16 @@ def test_convert_refuses_a_target_that_exists_or_lies_in_a_run_or_in_the_source(
         (line,) = errors_of(capsys)
         assert line.startswith(f"error: {expected}"), line
     assert (run / "best.pt").read_bytes() == b"the run's own" and os.stat(run / "best.pt").st_nlink == 2
-    assert not (run / "new.safetensors").exists() and not (source / "new.pt").exists() and (source / "SHA256SUMS").read_bytes() == sums
+    assert (
+        not (run / "new.safetensors").exists()
+        and not (source / "new.pt").exists()
+        and (source / "SHA256SUMS").read_bytes() == sums
+    )
     assert not (tmp_path / "no").exists()
 
 
 # -- F4: --trust-file trusts one file or one sharded checkpoint directory -----------------------------------------
+
 
 def test_trust_file_of_an_ordinary_folder_or_a_missing_path_is_refused(source, tmp_path, capsys):
     """--trust-file DIR trusted every file directly in any folder."""
@@ -62,13 +71,20 @@ def test_trust_file_of_an_ordinary_folder_or_a_missing_path_is_refused(source, t
     folder.mkdir()
     torch.save(checkpoint_data(hooks={"x": RunsCommand(marker)}), folder / "crafted.pt")
     assert main.main(["--mode", "test", "--checkpoint", str(folder / "crafted.pt"), "--trust-file", str(folder)]) == 2
-    assert errors_of(capsys) == [f"error: --trust-file '{folder}' is a folder, not a sharded checkpoint directory (no .metadata), and trust covers "
-                                 "no other folder's files; name the file to trust itself"]
+    assert errors_of(capsys) == [
+        f"error: --trust-file '{folder}' is a folder, not a sharded checkpoint directory (no .metadata), and trust covers "
+        "no other folder's files; name the file to trust itself"
+    ]
     assert not marker.exists()
     missing = tmp_path / "nowhere.pt"
     assert main.main(["--mode", "test", "--checkpoint", str(folder / "crafted.pt"), "--trust-file", str(missing)]) == 2
-    assert errors_of(capsys)[0].startswith(f"error: --trust-file '{missing}' does not exist; name the checkpoint or weights file to trust")
-    assert convert.main([str(source), str(tmp_path / "c.pt"), "--trust-file", str(missing)]) == 2 and len(errors_of(capsys)) == 1
+    assert errors_of(capsys)[0].startswith(
+        f"error: --trust-file '{missing}' does not exist; name the checkpoint or weights file to trust"
+    )
+    assert (
+        convert.main([str(source), str(tmp_path / "c.pt"), "--trust-file", str(missing)]) == 2
+        and len(errors_of(capsys)) == 1
+    )
     try:
         trust_files([source])  # a sharded checkpoint directory covers the files directly in it
         assert is_trusted(source) and is_trusted(source / ".metadata") and not is_trusted(source.parent / "other.pt")

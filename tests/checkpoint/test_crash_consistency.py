@@ -24,13 +24,20 @@ from tests.fixtures.dist_utils import PYTHON
 pytestmark = pytest.mark.slow  # runs killed at every write, then resumed, in subprocesses
 
 # 2 epochs, both new bests (val top-1 rises), so the second one replaces an existing best.pt
-SETTINGS = ["train.epochs=2", "threads=1", "model.args.backbone_args={widths: [8, 16]}", "custom_imports=[tests.fixtures.kill_points]"]
+SETTINGS = [
+    "train.epochs=2",
+    "threads=1",
+    "model.args.backbone_args={widths: [8, 16]}",
+    "custom_imports=[tests.fixtures.kill_points]",
+]
 TIMEOUT = 180
 
 
 def run(out: Path, *extra: str, env: Dict[str, str] = None) -> subprocess.CompletedProcess:
     cmd = [PYTHON, "main.py", f"experiment.output_root={out}", "experiment.name=crash", *SETTINGS, *extra]
-    return subprocess.run(cmd, cwd=ROOT, env={**subprocess_env(), **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(
+        cmd, cwd=ROOT, env={**subprocess_env(), **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT
+    )
 
 
 def final_test(proc: subprocess.CompletedProcess) -> str:
@@ -55,7 +62,11 @@ def best_saves(ops: List[Tuple[int, str, str]]) -> List[List[Tuple[int, str]]]:
         if op[1] == "data":  # a checkpoint's operations start with its bytes
             saves.append([])
         saves[-1].append(op)
-    return [[(n, f"{kind} {name}") for n, kind, name in save if kind in ("data", "replace")] for save in saves if any(name == "best.pt" for _, _, name in save)]
+    return [
+        [(n, f"{kind} {name}") for n, kind, name in save if kind in ("data", "replace")]
+        for save in saves
+        if any(name == "best.pt" for _, _, name in save)
+    ]
 
 
 def test_the_trace_covers_every_write_of_both_best_epochs(reference):
@@ -64,8 +75,16 @@ def test_the_trace_covers_every_write_of_both_best_epochs(reference):
     for epoch, save in enumerate(saves, 1):
         name = f"epoch{epoch:04d}_batch000000.pt"
         # the checkpoint first, then its validation's record, then best.pt
-        assert [what for _, what in save] == ["data -", f"replace {name}.sha256", f"replace {name}", "replace last.pt", "replace last.pt.sha256",
-                                              f"replace {name}.val.json", "replace best.pt", "replace best.pt.sha256"]
+        assert [what for _, what in save] == [
+            "data -",
+            f"replace {name}.sha256",
+            f"replace {name}",
+            "replace last.pt",
+            "replace last.pt.sha256",
+            f"replace {name}.val.json",
+            "replace best.pt",
+            "replace best.pt.sha256",
+        ]
 
 
 def selected(ops: List[Tuple[int, str, str]]) -> List[Tuple[int, str]]:
@@ -83,23 +102,36 @@ def kill_and_resume(folder: Path, point: int) -> Tuple[subprocess.CompletedProce
 FAULTS = ("raise", "kill")
 
 
-def fail_validation_and_resume(folder: Path, fault: str) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+def fail_validation_and_resume(
+    folder: Path, fault: str
+) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """A run whose last validation raises or is SIGKILLed, then ``--resume`` in the same folder."""
-    hook = ["custom_imports=[tests.fixtures.kill_points, tests.fixtures.validation_fault]", f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]"]
+    hook = [
+        "custom_imports=[tests.fixtures.kill_points, tests.fixtures.validation_fault]",
+        f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]",
+    ]
     failed = run(folder, *hook)
-    failed.left_behind = sorted(p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0002_batch000000.pt*"))  # before the resume
+    failed.left_behind = sorted(
+        p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0002_batch000000.pt*")
+    )  # before the resume
     return failed, run(folder, "--resume")
 
 
 @pytest.fixture(scope="module")
-def killed(reference, tmp_path_factory) -> Dict[str, Tuple[str, Path, subprocess.CompletedProcess, subprocess.CompletedProcess]]:
+def killed(
+    reference, tmp_path_factory
+) -> Dict[str, Tuple[str, Path, subprocess.CompletedProcess, subprocess.CompletedProcess]]:
     """For each selected point (keys 0-8) and each validation fault (keys "raise", "kill"): what it is,
     its folder, the failed run and the resumed one. The runs are single threaded and independent, so
     two go at once (one per core)."""
     points = selected(reference[1])
     assert len(points) == 9, points
-    cases = {**{index: (f"operation {point} ({what})", kill_and_resume, point) for index, (point, what) in enumerate(points)},
-             **{fault: (f"validation {fault}", fail_validation_and_resume, fault) for fault in FAULTS}}
+    cases = {
+        **{
+            index: (f"operation {point} ({what})", kill_and_resume, point) for index, (point, what) in enumerate(points)
+        },
+        **{fault: (f"validation {fault}", fail_validation_and_resume, fault) for fault in FAULTS},
+    }
     folders = {key: tmp_path_factory.mktemp(f"killed_{key}") for key in cases}
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {key: pool.submit(fn, folders[key], arg) for key, (_, fn, arg) in cases.items()}
@@ -123,6 +155,9 @@ def test_a_failing_validation_loses_no_epoch_and_a_resume_runs_it_again(referenc
     without a validation record; the resume validates it and tests what an uninterrupted run tests."""
     _, _, failed, resumed = killed[fault]
     assert failed.returncode == (1 if fault == "raise" else -9), failed.stderr[-2000:]
-    assert "epoch0002_batch000000.pt" in failed.left_behind and "epoch0002_batch000000.pt.val.json" not in failed.left_behind, failed.left_behind
+    assert (
+        "epoch0002_batch000000.pt" in failed.left_behind
+        and "epoch0002_batch000000.pt.val.json" not in failed.left_behind
+    ), failed.left_behind
     assert "training state restored: epoch 2, step" in resumed.stderr
     assert final_test(resumed) == reference[0], resumed.stderr[-3000:]

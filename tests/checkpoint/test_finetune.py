@@ -42,7 +42,10 @@ def test_other_num_classes_loads_the_backbone_and_reinitialises_the_head(tmp_pat
     target = classifier(5, seed=2)
     fresh_head = {k: v.clone() for k, v in target.state_dict().items() if k.startswith("head.")}
     caplog.set_level(logging.INFO)
-    assert load_initial_weights(target, ModelConfig(pretrained=str(path)), resume_path=None, record=None, check=None) is None
+    assert (
+        load_initial_weights(target, ModelConfig(pretrained=str(path)), resume_path=None, record=None, check=None)
+        is None
+    )
 
     loaded = target.state_dict()
     for key, value in backbone_of(state).items():
@@ -59,7 +62,13 @@ def test_a_bare_backbone_state_dict_loads_with_a_prefix(tmp_path):
     path = tmp_path / "backbone.pt"
     torch.save(source.backbone.state_dict(), path)
     target = classifier(3, seed=2)
-    load_initial_weights(target, ModelConfig(pretrained=str(path), pretrained_prefix="backbone."), resume_path=None, record=None, check=None)
+    load_initial_weights(
+        target,
+        ModelConfig(pretrained=str(path), pretrained_prefix="backbone."),
+        resume_path=None,
+        record=None,
+        check=None,
+    )
     for key, value in backbone_of(source.state_dict()).items():
         assert torch.equal(target.state_dict()[key], value)
 
@@ -68,7 +77,13 @@ def test_strict_pretrained_makes_a_new_head_an_error(tmp_path):
     path = tmp_path / "source.pt"
     torch.save({"model": classifier(3, seed=1).state_dict()}, path)
     with pytest.raises(CheckpointError) as err:
-        load_initial_weights(classifier(5, seed=2), ModelConfig(pretrained=str(path), pretrained_strict=True), resume_path=None, record=None, check=None)
+        load_initial_weights(
+            classifier(5, seed=2),
+            ModelConfig(pretrained=str(path), pretrained_strict=True),
+            resume_path=None,
+            record=None,
+            check=None,
+        )
     message = str(err.value)
     assert "head.2.weight" in message and "pretrained_strict=false" in message and "\n" not in message
 
@@ -93,7 +108,9 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
     assert run_to_continue(tmp_path, resume=False, auto_resume=False) == (None, None)
     with pytest.raises(CheckpointError, match="--resume"):
         run_to_continue(tmp_path / "none", resume=True, auto_resume=False)
-    run, _ = run_to_continue(tmp_path, resume=False, auto_resume=True)  # a folder of an earlier version: <experiment>/checkpoints
+    run, _ = run_to_continue(
+        tmp_path, resume=False, auto_resume=True
+    )  # a folder of an earlier version: <experiment>/checkpoints
     found = checkpoint_to_resume(run, None, required=False)
     assert found == ckpt_dir / "last.pt"
 
@@ -121,7 +138,13 @@ def test_pretrain_then_finetune_configs_run_and_keep_the_frozen_backbone(out_roo
     assert source["ema"] is not None and source["config"]["eval"]["use_ema"]
     source_ema = source["ema"]["weights"]
 
-    finetune = ["--config", str(ROOT / "configs" / "digits_finetune.yaml"), *common, "train.epochs=2", f"model.pretrained={best}"]
+    finetune = [
+        "--config",
+        str(ROOT / "configs" / "digits_finetune.yaml"),
+        *common,
+        "train.epochs=2",
+        f"model.pretrained={best}",
+    ]
     assert main.main(finetune) == 0
     assert "top1=" in capsys.readouterr().out
     tuned = torch.load(out_root / "digits_finetune" / "latest" / "checkpoints" / "last.pt", weights_only=False)["model"]

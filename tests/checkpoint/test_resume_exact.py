@@ -52,14 +52,28 @@ def single(out: Path, name: str, *extra: str) -> List[str]:
 def torchrun(out: Path, name: str, *extra: str, restarts: int = 0) -> List[str]:
     # The c10d rendezvous opens a new round on a restart (the static one would reuse stale
     # gloo addresses of the dead round).
-    return [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--max-restarts={restarts}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{free_port()}", "main.py", f"experiment.output_root={out}", f"experiment.name={name}", *SETTINGS, *extra]
+    return [
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--max-restarts={restarts}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "main.py",
+        f"experiment.output_root={out}",
+        f"experiment.name={name}",
+        *SETTINGS,
+        *extra,
+    ]
 
 
 def start(cmd: List[str]) -> subprocess.Popen:
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def finish(proc: subprocess.Popen, expect: int = 0) -> str:
@@ -95,7 +109,12 @@ def outcome(experiment: Path) -> Dict[str, object]:
     run = experiment / "latest"
     state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return {"model": state["model"], "optimizer": state["optimizer"]["state"], "step": state["progress"]["step"], "rows": rows}
+    return {
+        "model": state["model"],
+        "optimizer": state["optimizer"]["state"],
+        "step": state["progress"]["step"],
+        "rows": rows,
+    }
 
 
 def assert_identical(a: Dict[str, object], b: Dict[str, object], point: str) -> None:
@@ -106,7 +125,11 @@ def assert_identical(a: Dict[str, object], b: Dict[str, object], point: str) -> 
         assert torch.equal(a["model"][key], b["model"][key]), (point, key)
     for index in a["optimizer"]:
         for name, value in a["optimizer"][index].items():
-            assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"][index][name])), (point, index, name)
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(b["optimizer"][index][name])), (
+                point,
+                index,
+                name,
+            )
     assert a["rows"] == b["rows"], point
 
 
@@ -132,7 +155,9 @@ def reference_2ranks(tmp_path_factory) -> Dict[str, object]:
 @pytest.mark.parametrize("writes", ["sync", "async"])
 def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference, writes):
     """Also with train.async_checkpoint: a kill while the background thread writes leaves the previous checkpoint."""
-    count = kill_point(f"sigkill/{writes}" if writes == "async" else "sigkill", 1, 10)  # a point of the first 2 epochs, often mid-epoch
+    count = kill_point(
+        f"sigkill/{writes}" if writes == "async" else "sigkill", 1, 10
+    )  # a point of the first 2 epochs, often mid-epoch
     mode = f"train.async_checkpoint={writes == 'async'}".lower()
     proc = start(single(tmp_path, "killed", mode))
     wait_for_checkpoints(proc, tmp_path / "killed", count)

@@ -29,16 +29,40 @@ def test_resume_into_a_folder_that_is_no_run_writes_nothing(best, tmp_path, caps
 def test_a_read_only_run_folder_on_resume_is_one_line(best, tmp_path, capsys, monkeypatch):
     disk = tmp_path / "ro"
     disk.mkdir()
-    mounted = shutil.which("mount") is not None and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True).returncode == 0
+    mounted = (
+        shutil.which("mount") is not None
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        == 0
+    )
     try:
         shutil.copytree(best.parents[2], disk / "t", symlinks=True)
         if not mounted or subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True).returncode != 0:
             real = os.open  # no root here: the lock's open fails as on a read-only file system
-            monkeypatch.setattr(os, "open", lambda path, *a: (_ for _ in ()).throw(OSError(30, "Read-only file system")) if str(path).endswith(".lock") else real(path, *a))
-        args = [f"experiment.output_root={disk}", "experiment.name=t", "train.epochs=2", "model.args.backbone_args={widths: [8, 16]}", "--resume"]
+            monkeypatch.setattr(
+                os,
+                "open",
+                lambda path, *a: (
+                    (_ for _ in ()).throw(OSError(30, "Read-only file system"))
+                    if str(path).endswith(".lock")
+                    else real(path, *a)
+                ),
+            )
+        args = [
+            f"experiment.output_root={disk}",
+            "experiment.name=t",
+            "train.epochs=2",
+            "model.args.backbone_args={widths: [8, 16]}",
+            "--resume",
+        ]
         assert main.main(args) == 2
         line = errors_of(capsys)[0]
-        assert line.startswith("error: cannot take the lock") and "Read-only file system" in line and "make the folder writable" in line
+        assert (
+            line.startswith("error: cannot take the lock")
+            and "Read-only file system" in line
+            and "make the folder writable" in line
+        )
     finally:
         if mounted:
             subprocess.run(["umount", "-l", str(disk)], capture_output=True)

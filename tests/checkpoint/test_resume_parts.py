@@ -72,11 +72,19 @@ def test_an_epoch_iterator_draws_nothing_from_the_global_generator():
 
 
 def test_config_differences_name_the_leaf_keys():
-    saved = {"model": {"name": "classifier", "args": {"backbone_args": {"widths": [8, 16]}}}, "data": {"batch_size": 64}}
-    current = {"model": {"name": "classifier", "args": {"backbone_args": {"widths": [8, 32]}, "dropout": 0.1}}, "data": {"batch_size": 64}}
+    saved = {
+        "model": {"name": "classifier", "args": {"backbone_args": {"widths": [8, 16]}}},
+        "data": {"batch_size": 64},
+    }
+    current = {
+        "model": {"name": "classifier", "args": {"backbone_args": {"widths": [8, 32]}, "dropout": 0.1}},
+        "data": {"batch_size": 64},
+    }
     diffs = config_differences(saved, current, 2, 4)
     assert diffs[:2] == ["model.args.backbone_args.widths: [8, 16] -> [8, 32]", "model.args.dropout: None -> 0.1"]
-    assert diffs[2].startswith("world size: 2 -> 4, which changes the global batch from 2 x 64 = 128 to 4 x 64 = 256 samples (resume with 2 processes;"), diffs
+    assert diffs[2].startswith(
+        "world size: 2 -> 4, which changes the global batch from 2 x 64 = 128 to 4 x 64 = 256 samples (resume with 2 processes;"
+    ), diffs
     assert config_differences(saved, saved, 1, 1) == []
 
 
@@ -84,7 +92,10 @@ def test_a_kept_global_batch_frees_the_world_size_and_the_per_process_batch():
     saved = {"data": {"batch_size": 64, "global_batch_size": 24}}
     assert config_differences(saved, {"data": {"batch_size": 32, "global_batch_size": 24}}, 2, 3) == []
     assert config_differences(saved, {"data": {"batch_size": 64, "global_batch_size": 48}}, 2, 3) == [
-        "data.global_batch_size: 24 -> 48", "world size: 2 -> 3"
+        "data.global_batch_size: 24 -> 48",
+        "world size: 2 -> 3",
     ]
     started_without = {"data": {"batch_size": 64, "global_batch_size": None}}
-    assert config_differences(started_without, {"data": {"batch_size": 64, "global_batch_size": 128}}, 2, 2) == ["data.global_batch_size: None -> 128"]
+    assert config_differences(started_without, {"data": {"batch_size": 64, "global_batch_size": 128}}, 2, 2) == [
+        "data.global_batch_size: None -> 128"
+    ]

@@ -37,7 +37,12 @@ def trained(tmp_path_factory) -> Path:
 def resumed(trained: Path, tmp_path: Path, *extra: str, code: int = 0) -> Path:
     """A copy of the trained run resumed with ``extra``; the copy's run folder."""
     shutil.copytree(trained / "base", tmp_path / "base", symlinks=True)
-    assert main.main([*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3", "--resume", *extra]) == code
+    assert (
+        main.main(
+            [*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3", "--resume", *extra]
+        )
+        == code
+    )
     return tmp_path / "base" / "run_001"
 
 
@@ -67,7 +72,9 @@ def test_changed_lr_weight_decay_and_betas_take_effect(trained, tmp_path, caplog
 def test_lr_zero_leaves_the_weights_where_they_were(trained, tmp_path):
     run = resumed(trained, tmp_path, "optim.lr=0")
     before, after = checkpoint(run, 2)["model"], checkpoint(run, 3)["model"]
-    moved = [k for k, v in before.items() if "running" not in k and "num_batches" not in k and not torch.equal(v, after[k])]
+    moved = [
+        k for k, v in before.items() if "running" not in k and "num_batches" not in k and not torch.equal(v, after[k])
+    ]
     assert not moved, moved
 
 
@@ -75,7 +82,11 @@ def test_lr_zero_leaves_the_weights_where_they_were(trained, tmp_path):
 def test_another_optimizer_type_is_refused(trained, tmp_path, capsys, name):
     resumed(trained, tmp_path, f"optim.name={name}", code=2)
     err = capsys.readouterr().err
-    assert f"error: cannot resume from '{tmp_path}" in err and f"optim.name changed adamw -> {name}" in err and "--reset-optimizer" in err
+    assert (
+        f"error: cannot resume from '{tmp_path}" in err
+        and f"optim.name changed adamw -> {name}" in err
+        and "--reset-optimizer" in err
+    )
     assert "Traceback" not in err
 
 
@@ -109,7 +120,12 @@ def test_optimizer_state_moves_by_name_into_another_grouping():
     for param in model.parameters():
         for key in ("exp_avg", "exp_avg_sq"):
             assert torch.equal(second.state[param][key], first.state[param][key])
-    assert sorted(g["lr"] for g in second.param_groups) == [5e-4, 5e-4, 1e-3, 1e-3]  # the new config's values, not the saved ones
+    assert sorted(g["lr"] for g in second.param_groups) == [
+        5e-4,
+        5e-4,
+        1e-3,
+        1e-3,
+    ]  # the new config's values, not the saved ones
 
 
 def test_a_changed_monitor_is_rebuilt_from_the_recorded_validations(trained, tmp_path, caplog):
@@ -127,7 +143,9 @@ def test_a_changed_monitor_is_rebuilt_from_the_recorded_validations(trained, tmp
 
 def test_replay_never_compares_two_metrics():
     validator = Validator(None, monitor="loss", mode="min")
-    validator.load_state_dict({"metric": "top1", "mode": "max", "value": 0.9, "epoch": 1, "evals_since_best": 0, "pending": None})
+    validator.load_state_dict(
+        {"metric": "top1", "mode": "max", "value": 0.9, "epoch": 1, "evals_since_best": 0, "pending": None}
+    )
     assert validator.retracked == "top1 (max)" and validator.tracker.value is None
     validator.retrack([{"epoch": 0, "loss": 1.0, "top1": 0.5}, {"epoch": 1, "loss": 2.0, "top1": 0.9}])
     assert (validator.tracker.value, validator.tracker.epoch, validator.tracker.evals_since_best) == (1.0, 0, 1)
@@ -137,9 +155,17 @@ def test_replay_never_compares_two_metrics():
 def test_training_on_other_data_is_refused(tmp_path, capsys):
     first = make_digit_folder(tmp_path / "a")
     other = make_digit_folder(tmp_path / "b", {"train": 24, "val": 12, "test": 2})
-    args = [f"experiment.output_root={tmp_path / 'out'}", "experiment.name=folder", "threads=1", "data.name=image_folder", "data.args={channels: 1}",
-            "data.batch_size=8", "model.input_size=[1, 8, 8]", "model.args={backbone: small_cnn, num_classes: 3, backbone_args: {in_channels: 1, widths: [8]}}",
-            "train.epochs=1"]
+    args = [
+        f"experiment.output_root={tmp_path / 'out'}",
+        "experiment.name=folder",
+        "threads=1",
+        "data.name=image_folder",
+        "data.args={channels: 1}",
+        "data.batch_size=8",
+        "model.input_size=[1, 8, 8]",
+        "model.args={backbone: small_cnn, num_classes: 3, backbone_args: {in_channels: 1, widths: [8]}}",
+        "train.epochs=1",
+    ]
     assert main.main([*args, f"data.root={first}"]) == 0
     moved = tmp_path / "moved"
     shutil.move(str(first), moved)  # the same data elsewhere resumes
@@ -162,7 +188,10 @@ def test_a_checkpoint_of_the_previous_version_resumes_positionally(trained, tmp_
         group.pop("names")
     store.best = data["loop"]["checkpointer"]["best"]
     store.save(data, data["progress"]["epoch"], data["progress"]["batch"])
-    assert main.main([*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3", "--resume"]) == 0
+    assert (
+        main.main([*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3", "--resume"])
+        == 0
+    )
     assert "test: top1=" in capsys.readouterr().out
     resumed = torch.load(store.numbered()[0], weights_only=False)
     assert resumed["progress"]["epoch"] == 3 and all("names" in g for g in resumed["optimizer"]["param_groups"])

@@ -22,7 +22,15 @@ from utils.run_folder import RunFolder, numbered
 
 def start(out: Path, *extra: str) -> subprocess.Popen:
     cmd = [PYTHON, "main.py", *fast_overrides(out, "shared", epochs=1000), "threads=1", *extra]
-    return subprocess.Popen(cmd, cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def snapshot(folder: Path) -> dict:
@@ -37,11 +45,15 @@ def test_resuming_a_run_in_use_stops_at_once_naming_the_holder_and_a_fresh_run_g
     try:
         lock = tmp_path / "shared" / "run_001" / ".lock"
         deadline = time.monotonic() + 120
-        while not (lock.is_file() and "host" in lock.read_text() and (lock.parent / "checkpoints" / "last.pt").is_file()):
+        while not (
+            lock.is_file() and "host" in lock.read_text() and (lock.parent / "checkpoints" / "last.pt").is_file()
+        ):
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-3000:]
             time.sleep(0.05)
         again = [PYTHON, "main.py", *fast_overrides(tmp_path, "shared", epochs=1)]
-        second = subprocess.run([*again, "--resume"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        second = subprocess.run(
+            [*again, "--resume"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120
+        )
         fresh = subprocess.run(again, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
         assert first.poll() is None, "the first run ended before the second was refused"
     finally:
@@ -85,7 +97,11 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
     assert "test: top1=" in capsys.readouterr().out
     assert snapshot(experiment / "run_002") == trained
     tested = experiment / "test_001"
-    assert (tested / "log.txt").is_file() and (tested / "config.yaml").is_file() and list((tested / "tb").glob("events.out.tfevents.*"))
+    assert (
+        (tested / "log.txt").is_file()
+        and (tested / "config.yaml").is_file()
+        and list((tested / "tb").glob("events.out.tfevents.*"))
+    )
     (row,) = [json.loads(line) for line in (tested / "metrics.jsonl").read_text().splitlines()]
     assert row["split"] == "test" and row["step"] == 38 and row["epoch"] == 1  # the step and epoch the weights are of
 
@@ -112,10 +128,15 @@ def test_resume_from_an_older_checkpoint_branches_into_a_new_run_and_from_the_ne
     assert main.main([*args, "--resume", str(older)]) == 0  # epoch 1 again, in a run of its own
     assert snapshot(experiment / "run_001") == first
     branch = experiment / "run_002" / "checkpoints"
-    assert os.path.samefile(branch / "epoch0001_batch000000.pt", older) or (branch / "epoch0001_batch000000.pt").is_file()
+    assert (
+        os.path.samefile(branch / "epoch0001_batch000000.pt", older) or (branch / "epoch0001_batch000000.pt").is_file()
+    )
     assert (branch / "epoch0002_batch000000.pt").is_file() and (branch / "best.pt").is_file()
     # last.pt of a run's newest checkpoint continues that very run
-    assert main.main([*fast_overrides(tmp_path, "branch", epochs=3), "threads=1", "--resume", str(branch / "last.pt")]) == 0
+    assert (
+        main.main([*fast_overrides(tmp_path, "branch", epochs=3), "threads=1", "--resume", str(branch / "last.pt")])
+        == 0
+    )
     assert (branch / "epoch0003_batch000000.pt").is_file() and not (experiment / "run_003").exists()
     capsys.readouterr()
 
@@ -130,5 +151,9 @@ def test_resume_passes_over_an_empty_run_and_rewrites_a_validation_row_lost_in_a
     (experiment / "run_002").mkdir()  # a start that failed before its first checkpoint
     assert main.main([*args, "train.epochs=2", "--resume"]) == 0
     again = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert again[0] == json.loads(rows[0]) and [(r["split"], r["epoch"]) for r in again] == [("val", 0), ("val", 1), ("test", 1)]
+    assert again[0] == json.loads(rows[0]) and [(r["split"], r["epoch"]) for r in again] == [
+        ("val", 0),
+        ("val", 1),
+        ("test", 1),
+    ]
     assert "not JSON" in capsys.readouterr().err

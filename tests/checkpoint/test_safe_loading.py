@@ -58,16 +58,25 @@ def crafted(best: Path, tmp_path: Path):
     return with_entry(best, tmp_path / "crafted.pt", RunsCommand(marker)), marker
 
 
-@pytest.mark.parametrize("path", ["test", "predict", "export", "resume", "model.pretrained", "backbone pretrained", "convert"])
+@pytest.mark.parametrize(
+    "path", ["test", "predict", "export", "resume", "model.pretrained", "backbone pretrained", "convert"]
+)
 def test_a_crafted_checkpoint_is_refused_on_every_path_and_its_code_never_runs(path, crafted, tmp_path, capsys):
     file, marker = crafted
     out = fast_overrides(tmp_path / "out", "x", epochs=1)
-    args = {"test": ["--mode", "test", "--checkpoint", str(file)], "predict": ["--mode", "predict", "--checkpoint", str(file), "--input", str(tmp_path)],
-            "export": ["--mode", "export", "--checkpoint", str(file)], "resume": [*out, "--resume", str(file)], "model.pretrained": [*out, f"model.pretrained={file}"],
-            "backbone pretrained": [*out[:-1], f"model.args.backbone_args={{widths: [8, 16], pretrained: {file}}}"]}.get(path)
+    args = {
+        "test": ["--mode", "test", "--checkpoint", str(file)],
+        "predict": ["--mode", "predict", "--checkpoint", str(file), "--input", str(tmp_path)],
+        "export": ["--mode", "export", "--checkpoint", str(file)],
+        "resume": [*out, "--resume", str(file)],
+        "model.pretrained": [*out, f"model.pretrained={file}"],
+        "backbone pretrained": [*out[:-1], f"model.args.backbone_args={{widths: [8, 16], pretrained: {file}}}"],
+    }.get(path)
     if path == "convert":  # a file is refused before anything of it is read
         assert convert.main([str(file), str(tmp_path / "out.pt")]) == 2 and not (tmp_path / "out.pt").exists()
-        assert errors_of(capsys) == [f"error: '{file}' is not a sharded checkpoint directory (no .metadata); it is a file already"]
+        assert errors_of(capsys) == [
+            f"error: '{file}' is not a sharded checkpoint directory (no .metadata); it is a file already"
+        ]
     else:
         assert f"--trust-file {file}" in refused(capsys, main.main(args))
     assert not marker.exists()
@@ -78,7 +87,9 @@ def test_a_sharded_checkpoint_whose_metadata_runs_code_is_refused(entry, asked, 
     directory = Path(shutil.copytree(sharded, tmp_path / "run" / "checkpoints" / "epoch0000_batch000002.dcp"))
     marker = tmp_path / "MARKER"
     (directory / ".metadata").write_bytes(pickle.dumps(entry(marker)))  # a plain pickle, as DCP writes its metadata
-    (directory / SUMS).write_text(sums_text(directory, SUMS, file_digest))  # listed as a writer lists it: only the content is crafted
+    (directory / SUMS).write_text(
+        sums_text(directory, SUMS, file_digest)
+    )  # listed as a writer lists it: only the content is crafted
     refused(capsys, main.main(["--mode", "test", "--checkpoint", str(directory)]), asked)
     refused(capsys, convert.main([str(directory), str(tmp_path / "out.pt")]), asked)
     resume = [*fast_overrides(tmp_path / "out", "x", epochs=1), "dist.mode=fsdp", "--resume", str(tmp_path / "run")]
@@ -88,18 +99,30 @@ def test_a_sharded_checkpoint_whose_metadata_runs_code_is_refused(entry, asked, 
 
 def test_a_sharded_checkpoint_whose_byte_entry_runs_code_is_refused(tmp_path, capsys):
     marker = tmp_path / "MARKER"
-    state = {"format": 3, "progress": {"epoch": 0, "batch": 1, "step": 1}, "config": {}, "model": torch.nn.Linear(3, 2).state_dict(),
-             "optimizer": {"state": {}, "param_groups": [{"lr": 0.1, "params": ["weight", "bias"], "note": RunsCommand(marker)}]}}
+    state = {
+        "format": 3,
+        "progress": {"epoch": 0, "batch": 1, "step": 1},
+        "config": {},
+        "model": torch.nn.Linear(3, 2).state_dict(),
+        "optimizer": {
+            "state": {},
+            "param_groups": [{"lr": 0.1, "params": ["weight", "bias"], "note": RunsCommand(marker)}],
+        },
+    }
     directory = ShardedCheckpointStore(tmp_path).save(state, 0, 1)  # DCP keeps non-tensor entries as pickled bytes
     refused(capsys, convert.main([str(directory), str(tmp_path / "out.pt")]))
     assert not marker.exists() and not (tmp_path / "out.pt").exists()
 
 
 def test_trust_file_loads_exactly_the_file_it_names(best, tmp_path, capsys):
-    file = with_entry(best, tmp_path / "dated.pt", datetime.date(2024, 1, 2))  # harmless, but no type our checkpoints hold
+    file = with_entry(
+        best, tmp_path / "dated.pt", datetime.date(2024, 1, 2)
+    )  # harmless, but no type our checkpoints hold
     refused(capsys, main.main(["--mode", "test", "--checkpoint", str(file)]), "datetime.date")
     other = shutil.copyfile(file, tmp_path / "other.pt")
-    refused(capsys, main.main(["--mode", "test", "--checkpoint", str(other), "--trust-file", str(file)]), "datetime.date")
+    refused(
+        capsys, main.main(["--mode", "test", "--checkpoint", str(other), "--trust-file", str(file)]), "datetime.date"
+    )
     linked = tmp_path / "link.pt"
     linked.symlink_to(file)  # compared by resolved path
     assert main.main(["--mode", "test", "--checkpoint", str(file), "--trust-file", str(linked)]) == 0
@@ -115,8 +138,15 @@ def test_a_timm_backbone_refuses_a_crafted_file_and_another_model_s_weights(tmp_
         BACKBONES.build("timm", model_name="resnet18", in_chans=1, pretrained=str(tmp_path / "resnet18.pth"))
     assert not marker.exists()
     torch.save(timm.create_model("efficientnet_b0", pretrained=False).state_dict(), tmp_path / "efficientnet_b0.pth")
-    with pytest.raises(CheckpointError, match=r"fills only 0 of the model's \d+ floating-point tensors .*model.pretrained_prefix=<the backbone's prefix in the network, e.g. backbone.model.> and model.pretrained_min_share=0"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"fills only 0 of the model's \d+ floating-point tensors .*model.pretrained_prefix=<the backbone's prefix in the network, e.g. backbone.model.> and model.pretrained_min_share=0",
+    ):
         BACKBONES.build("timm", model_name="resnet18", pretrained=str(tmp_path / "efficientnet_b0.pth"))
     net = BACKBONES.build("timm", model_name="resnet18")
-    report = load_weights(net.model, tmp_path / "efficientnet_b0.pth", minimum=MinShare(0.0))  # 0: any partial load is allowed
-    assert report.loaded and not any(net.model.state_dict()[k].is_floating_point() for k in report.loaded)  # the BatchNorm counter alone
+    report = load_weights(
+        net.model, tmp_path / "efficientnet_b0.pth", minimum=MinShare(0.0)
+    )  # 0: any partial load is allowed
+    assert report.loaded and not any(
+        net.model.state_dict()[k].is_floating_point() for k in report.loaded
+    )  # the BatchNorm counter alone

@@ -12,7 +12,12 @@ from utils.errors import CheckpointError
 
 
 def state(value: float) -> dict:
-    return {"format": 3, "model": {"w": torch.full((4,), value)}, "optimizer": {"state": {}, "param_groups": []}, "progress": {"epoch": 0, "batch": 0, "step": int(value)}}
+    return {
+        "format": 3,
+        "model": {"w": torch.full((4,), value)},
+        "optimizer": {"state": {}, "param_groups": []},
+        "progress": {"epoch": 0, "batch": 0, "step": int(value)},
+    }
 
 
 def test_save_links_rotates_and_reads_back(tmp_path: Path):

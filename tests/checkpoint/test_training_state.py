@@ -42,16 +42,31 @@ def objects(seed: int, hooks=None) -> StateObjects:
     model(torch.randn(4, 3)).sum().backward()
     optimizer.step()
     scheduler.step()
-    return StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")), ema=ModelEma(model, decay=0.5), hooks=hooks or {})
+    return StateObjects(
+        model,
+        optimizer,
+        scheduler,
+        Amp(AmpConfig(), torch.device("cpu")),
+        ema=ModelEma(model, decay=0.5),
+        hooks=hooks or {},
+    )
 
 
 def test_snapshot_then_restore_round_trips_every_object():
     source = objects(0, {"counter": Counter(7)})
     source.ema.update(source.model)
-    data = snapshot_training_state(source, Progress(epoch=3, batch=5, step=41), RunRecord({"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog")))
+    data = snapshot_training_state(
+        source,
+        Progress(epoch=3, batch=5, step=41),
+        RunRecord({"eval": {"use_ema": True}}, world_size=2, classes=("cat", "dog")),
+    )
     assert data["format"] == FORMAT and data["hooks"] == {"counter": {"n": 7}}
     checkpoint = Checkpoint(data, "mem.pt")
-    assert checkpoint.progress == Progress(3, 5, 41) and checkpoint.world_size == 2 and checkpoint.classes == ["cat", "dog"]
+    assert (
+        checkpoint.progress == Progress(3, 5, 41)
+        and checkpoint.world_size == 2
+        and checkpoint.classes == ["cat", "dog"]
+    )
     assert checkpoint.eval_weights is checkpoint.ema_weights  # the run selected with its EMA
 
     target = objects(1, {"counter": Counter()})
@@ -67,7 +82,11 @@ def test_a_format_2_checkpoint_is_upgraded_with_its_hooks_states_in_the_componen
     data = snapshot_training_state(objects(0, {"counter": Counter(3)}), Progress(1, 0, 9), RunRecord())
     del data["classes"]  # framework 0.2.0 wrote no class list
     best = {"metric": "top1", "value": 0.8, "epoch": 0, "evals_since_best": 0}
-    data.update(format=2, sampler={"epoch": 1, "seed": 0}, hooks={"validation": best, "checkpoint": {"best": "epoch0001_batch000000.pt"}, "counter": {"n": 3}})
+    data.update(
+        format=2,
+        sampler={"epoch": 1, "seed": 0},
+        hooks={"validation": best, "checkpoint": {"best": "epoch0001_batch000000.pt"}, "counter": {"n": 3}},
+    )
     checkpoint = Checkpoint(data, "v020.pt")
     assert checkpoint.classes is None
     assert checkpoint.loop_state("validator") == {**best, "pending": None}  # format 2 validated before it saved
@@ -89,10 +108,22 @@ def test_an_unknown_format_is_a_clear_error():
 def test_a_format_1_checkpoint_is_upgraded():
     model = nn.Linear(3, 2)
     old = {
-        "model": model.state_dict(), "ema": model.state_dict(), "ema_updates": 4, "optimizer": {}, "scheduler": {}, "amp": {},
-        "epoch": 2, "batch": 6, "global_step": 30, "best": {"metric": "top1", "value": 0.9, "epoch": 1, "evals_since_best": 0},
-        "nonfinite": {"consecutive": 0, "total": 2}, "sampler": {"epoch": 2, "batches_done": 6}, "rng": None,
-        "world_size": 1, "config": {"model": {"name": "classifier"}}, "version": "0.1.0",
+        "model": model.state_dict(),
+        "ema": model.state_dict(),
+        "ema_updates": 4,
+        "optimizer": {},
+        "scheduler": {},
+        "amp": {},
+        "epoch": 2,
+        "batch": 6,
+        "global_step": 30,
+        "best": {"metric": "top1", "value": 0.9, "epoch": 1, "evals_since_best": 0},
+        "nonfinite": {"consecutive": 0, "total": 2},
+        "sampler": {"epoch": 2, "batches_done": 6},
+        "rng": None,
+        "world_size": 1,
+        "config": {"model": {"name": "classifier"}},
+        "version": "0.1.0",
     }
     checkpoint = Checkpoint(old, "old.pt")
     assert checkpoint.progress == Progress(2, 6, 30) and checkpoint.framework == "0.1.0" and checkpoint.classes is None

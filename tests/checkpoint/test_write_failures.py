@@ -52,7 +52,11 @@ def small_disk(tmp_path):
     """A real 6 MB tmpfs (skipped where mounting is not permitted)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(disk)], capture_output=True).returncode != 0:
+    if (
+        shutil.which("mount") is None
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(disk)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     yield disk
     subprocess.run(["umount", "-l", str(disk)], capture_output=True)
@@ -61,15 +65,23 @@ def small_disk(tmp_path):
 def test_a_full_disk_is_one_line_and_the_folder_resumes_on_a_larger_disk(small_disk, tmp_path, reference, capsys):
     assert main.main(args(small_disk)) == 2
     error = one_error(capsys)
-    assert "could not write checkpoint" in error and "No space left on device" in error and "epoch0001_batch000000.pt' is intact" in error, error
+    assert (
+        "could not write checkpoint" in error
+        and "No space left on device" in error
+        and "epoch0001_batch000000.pt' is intact" in error
+    ), error
     assert not [p for p in (small_disk / "full" / "latest" / "checkpoints").iterdir() if p.name.startswith(".")]
-    shutil.copytree(small_disk / "full", tmp_path / "larger" / "full", symlinks=True)  # moved to a larger disk (hard links become copies)
+    shutil.copytree(
+        small_disk / "full", tmp_path / "larger" / "full", symlinks=True
+    )  # moved to a larger disk (hard links become copies)
     assert main.main([*args(tmp_path / "larger"), "--resume"]) == 0
     assert final_test(capsys) == reference
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["sync", "async"])
-def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(tmp_path, reference, monkeypatch, capsys, background):
+def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(
+    tmp_path, reference, monkeypatch, capsys, background
+):
     """Also when the write runs in the background (train.async_checkpoint): its error is the same
     line, raised in the training thread at the next checkpoint point or the end of training."""
     writers = []
@@ -92,7 +104,9 @@ def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(
     assert final_test(capsys) == reference
 
 
-def test_a_failed_best_pt_never_blocks_the_resume_which_tests_the_recorded_best(tmp_path, reference, monkeypatch, capsys):
+def test_a_failed_best_pt_never_blocks_the_resume_which_tests_the_recorded_best(
+    tmp_path, reference, monkeypatch, capsys
+):
     real_replace = os.replace
     best_writes = []
 
@@ -121,4 +135,6 @@ def test_a_full_disk_under_the_config_or_the_metrics_is_one_line_too(tmp_path, m
 
     monkeypatch.setattr("builtins.open", full)
     assert main.main(args(tmp_path, "train.epochs=1")) == 2
-    assert re.search(r"could not write '.*metrics.jsonl' \(No space left on device\); free disk space", one_error(capsys))
+    assert re.search(
+        r"could not write '.*metrics.jsonl' \(No space left on device\); free disk space", one_error(capsys)
+    )

@@ -36,17 +36,51 @@ def _corrupt_all(ckpt_dir: Path) -> None:
 
 # name -> (arguments given the tmp folder and the trained run's output root, expected message)
 CASES: Dict[str, tuple] = {
-    "checkpoint path missing": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(tmp / "missing.pt")], r"checkpoint '.*missing.pt' does not exist; check the path"),
-    "corrupt checkpoint": (lambda tmp, run: (tmp / "c.pt").write_bytes(b"garbage") and ["--mode", "test", "--checkpoint", str(tmp / "c.pt")], r"checkpoint '.*c.pt' is corrupt or not a PyTorch file"),
-    "--resume without a checkpoint": (lambda tmp, run: ["--resume"], r"--resume: no checkpoint in '.*'; train without --resume first"),
-    "resume with a changed model": (lambda tmp, run: [*fast_overrides(run, "run", epochs=2), "--resume", "model.args.backbone_args={widths: [8, 32]}", "data.batch_size=32"],
-                                    r"cannot resume from '.*': the config changed the model or the data \(data.batch_size: 64 -> 32; model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]\); .*--resume-force"),
-    "checkpoint of another network": (lambda tmp, run: ["--mode", "test", "--checkpoint", str(run / "run" / "latest" / "checkpoints" / "last.pt"), "model.args.backbone_args={widths: [8, 32]}"],
-                                      r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network"),
-    "bit-flipped checkpoint (--mode test)": (lambda tmp, run: _flipped_best(run, tmp), r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256"),
-    "resume on another world size without a global batch": (lambda tmp, run: _as_if_two_ranks(run, tmp) + ["--resume"],
-                                                            r"cannot resume from '.*': the config changed the model or the data \(world size: 2 -> 1, which changes the global batch from 2 x 64 = 128 to 1 x 64 = 64 samples \(resume with 2 processes; a run started with data.global_batch_size resumes on any world size that divides it\)\)"),
-    "every checkpoint corrupt": (lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"], r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh"),
+    "checkpoint path missing": (
+        lambda tmp, run: ["--mode", "test", "--checkpoint", str(tmp / "missing.pt")],
+        r"checkpoint '.*missing.pt' does not exist; check the path",
+    ),
+    "corrupt checkpoint": (
+        lambda tmp, run: (
+            (tmp / "c.pt").write_bytes(b"garbage") and ["--mode", "test", "--checkpoint", str(tmp / "c.pt")]
+        ),
+        r"checkpoint '.*c.pt' is corrupt or not a PyTorch file",
+    ),
+    "--resume without a checkpoint": (
+        lambda tmp, run: ["--resume"],
+        r"--resume: no checkpoint in '.*'; train without --resume first",
+    ),
+    "resume with a changed model": (
+        lambda tmp, run: [
+            *fast_overrides(run, "run", epochs=2),
+            "--resume",
+            "model.args.backbone_args={widths: [8, 32]}",
+            "data.batch_size=32",
+        ],
+        r"cannot resume from '.*': the config changed the model or the data \(data.batch_size: 64 -> 32; model.args.backbone_args.widths: \[8, 16\] -> \[8, 32\]\); .*--resume-force",
+    ),
+    "checkpoint of another network": (
+        lambda tmp, run: [
+            "--mode",
+            "test",
+            "--checkpoint",
+            str(run / "run" / "latest" / "checkpoints" / "last.pt"),
+            "model.args.backbone_args={widths: [8, 32]}",
+        ],
+        r"does not fit network 'classifier' \(.*shape \(checkpoint -> network\): backbone.stages.1.0.0.weight: \(16, 8, 3, 3\) -> \(32, 8, 3, 3\).*\); it was saved by another network",
+    ),
+    "bit-flipped checkpoint (--mode test)": (
+        lambda tmp, run: _flipped_best(run, tmp),
+        r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256",
+    ),
+    "resume on another world size without a global batch": (
+        lambda tmp, run: _as_if_two_ranks(run, tmp) + ["--resume"],
+        r"cannot resume from '.*': the config changed the model or the data \(world size: 2 -> 1, which changes the global batch from 2 x 64 = 128 to 1 x 64 = 64 samples \(resume with 2 processes; a run started with data.global_batch_size resumes on any world size that divides it\)\)",
+    ),
+    "every checkpoint corrupt": (
+        lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"],
+        r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh",
+    ),
 }
 
 
@@ -84,7 +118,9 @@ def test_bad_checkpoint_or_resume_is_one_line_and_exit_code_2(case, tmp_path, tr
 
 
 def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
-    shutil.copytree(trained / "run", tmp_path / "run", symlinks=True)  # the shared run stays as the other cases expect it
+    shutil.copytree(
+        trained / "run", tmp_path / "run", symlinks=True
+    )  # the shared run stays as the other cases expect it
     args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text

@@ -81,7 +81,10 @@ def test_a_checkpoint_never_chooses_where_test_mode_writes(base, tmp_path, monke
     assert main.main(["--mode", "test", "--checkpoint", str(in_run)]) == 0
     assert (tmp_path / "runs" / "mine" / "test_001" / "metrics.jsonl").is_file()  # beside the run it lies in
     outside = saved_with(base, tmp_path / "loose" / "best.pt", experiment=elsewhere)
-    assert main.main(["--mode", "test", "--checkpoint", str(outside), f"experiment.output_root={tmp_path / 'chosen'}"]) == 0
+    assert (
+        main.main(["--mode", "test", "--checkpoint", str(outside), f"experiment.output_root={tmp_path / 'chosen'}"])
+        == 0
+    )
     assert (tmp_path / "chosen" / "digits_small_cnn" / "test_001").is_dir()  # the user's root, the default name
     assert main.main(["--mode", "export", "--checkpoint", str(outside), "--format", "safetensors"]) == 0
     assert (tmp_path / "output" / "digits_small_cnn" / "export_001").is_dir()  # the defaults, from the working folder
@@ -118,15 +121,21 @@ def test_a_training_run_that_wrote_a_checkpoint_keeps_its_folder(tmp_path, capsy
     assert main.main([*fast_overrides(tmp_path, "k", epochs=1), "train.iterations=2", "threads=1", *hook]) == 2
     assert errors_of(capsys) == ["error: a bad sample in the validation of epoch 0"]
     run = tmp_path / "k" / "run_001"
-    assert (run / "checkpoints" / "epoch0000_batch000002.pt").is_file() and os.readlink(tmp_path / "k" / "latest") == "run_001"
+    assert (run / "checkpoints" / "epoch0000_batch000002.pt").is_file() and os.readlink(
+        tmp_path / "k" / "latest"
+    ) == "run_001"
 
 
-@pytest.mark.parametrize("name", ["run_002", "test_001", "predict_007", "export_003", "latest", "checkpoints", "run_009/out"])
+@pytest.mark.parametrize(
+    "name", ["run_002", "test_001", "predict_007", "export_003", "latest", "checkpoints", "run_009/out"]
+)
 def test_an_output_named_like_the_layout_s_own_folders_is_refused(base, tmp_path, name, capsys):
     """--output .../checkpoints made a folder look like a framework-0.2 experiment; .../run_002 like a run."""
     output = tmp_path / "base" / name
     assert main.main(["--mode", "export", "--checkpoint", str(base), "--output", str(output)]) == 2
     taken = name.split("/")[0]
     (line,) = errors_of(capsys)
-    assert line.startswith(f"error: --output '{output}' {'is' if taken == name else 'would create'} a folder named '{taken}', a name the run layout keeps")
+    assert line.startswith(
+        f"error: --output '{output}' {'is' if taken == name else 'would create'} a folder named '{taken}', a name the run layout keeps"
+    )
     assert not (tmp_path / "base").exists()

@@ -21,7 +21,10 @@ from utils.threads import choose_threads, usable_cores
 
 def test_threads_come_from_the_setting_then_omp_num_threads_then_the_usable_cores():
     assert choose_threads(3, {}).count == 3
-    assert choose_threads(None, {"OMP_NUM_THREADS": "1"}) == (torch.get_num_threads(), "OMP_NUM_THREADS=1")  # torch read it already
+    assert choose_threads(None, {"OMP_NUM_THREADS": "1"}) == (
+        torch.get_num_threads(),
+        "OMP_NUM_THREADS=1",
+    )  # torch read it already
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(usable_cores() + 3)  # more than the process may use: the usable cores
@@ -38,7 +41,15 @@ def spin_settings(**env_values):
     """GOMP_SPINCOUNT and OMP_WAIT_POLICY as ``import main`` leaves them in a fresh process started with ``env_values``."""
     env = {k: v for k, v in subprocess_env().items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     code = "import os, sys; import main; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, **env_values}, capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**env, **env_values},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.split()
 
 
@@ -83,5 +94,7 @@ def test_the_readme_dali_line_is_accepted_up_to_dali_itself(tmp_path, capsys):
     assert main.main([*args, f"experiment.output_root={tmp_path}"]) == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
-    assert line.startswith("error: data.loader=dali needs NVIDIA DALI, which is not installed") and line.endswith('or use data.loader=torch'), line
+    assert line.startswith("error: data.loader=dali needs NVIDIA DALI, which is not installed") and line.endswith(
+        "or use data.loader=torch"
+    ), line
     assert "run folder" not in err and not any(tmp_path.iterdir())

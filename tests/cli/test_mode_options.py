@@ -11,15 +11,39 @@ import main
 
 # option -> a mode that does not read it (each refused by parse_args with one error line, exit code 2)
 OTHER_MODE_OPTIONS = {
-    "--checkpoint in train mode": (["--checkpoint", "x.pt"], r"--checkpoint does nothing in --mode train: it is for --mode test/predict/export; training never starts from it: "
-                                                            r"to start from its weights use model.pretrained=FILE, to continue its run use --resume FILE"),
-    "--output in train mode": (["--output", "out"], r"--output does nothing in --mode train: it is for --mode predict/export"),
-    "--output in test mode": (["--mode", "test", "--checkpoint", "x.pt", "--output", "out"], r"--output does nothing in --mode test"),
-    "--input in test mode": (["--mode", "test", "--checkpoint", "x.pt", "--input", "imgs"], r"--input does nothing in --mode test: it is for --mode predict"),
-    "--input in export mode": (["--mode", "export", "--checkpoint", "x.pt", "--input", "imgs"], r"--input does nothing in --mode export"),
-    "--resume in test mode": (["--mode", "test", "--checkpoint", "x.pt", "--resume"], r"--resume does nothing in --mode test: it is for --mode train"),
-    "--resume-force in predict mode": (["--mode", "predict", "--checkpoint", "x.pt", "--resume-force"], r"--resume-force does nothing in --mode predict"),
-    "--format in predict mode": (["--mode", "predict", "--checkpoint", "x.pt", "--format", "pt2"], r"--format does nothing in --mode predict: it is for --mode export"),
+    "--checkpoint in train mode": (
+        ["--checkpoint", "x.pt"],
+        r"--checkpoint does nothing in --mode train: it is for --mode test/predict/export; training never starts from it: "
+        r"to start from its weights use model.pretrained=FILE, to continue its run use --resume FILE",
+    ),
+    "--output in train mode": (
+        ["--output", "out"],
+        r"--output does nothing in --mode train: it is for --mode predict/export",
+    ),
+    "--output in test mode": (
+        ["--mode", "test", "--checkpoint", "x.pt", "--output", "out"],
+        r"--output does nothing in --mode test",
+    ),
+    "--input in test mode": (
+        ["--mode", "test", "--checkpoint", "x.pt", "--input", "imgs"],
+        r"--input does nothing in --mode test: it is for --mode predict",
+    ),
+    "--input in export mode": (
+        ["--mode", "export", "--checkpoint", "x.pt", "--input", "imgs"],
+        r"--input does nothing in --mode export",
+    ),
+    "--resume in test mode": (
+        ["--mode", "test", "--checkpoint", "x.pt", "--resume"],
+        r"--resume does nothing in --mode test: it is for --mode train",
+    ),
+    "--resume-force in predict mode": (
+        ["--mode", "predict", "--checkpoint", "x.pt", "--resume-force"],
+        r"--resume-force does nothing in --mode predict",
+    ),
+    "--format in predict mode": (
+        ["--mode", "predict", "--checkpoint", "x.pt", "--format", "pt2"],
+        r"--format does nothing in --mode predict: it is for --mode export",
+    ),
 }
 
 
@@ -38,4 +62,7 @@ def test_help_lists_the_four_modes(capsys):
         main.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert stop.value.code == 0 and out.count("Train, test, predict with or export") == 1
-    assert "train (default): train the config's network; test: evaluate --checkpoint on data.test_split; predict: run --checkpoint on the --input images; export:" in out
+    assert (
+        "train (default): train the config's network; test: evaluate --checkpoint on data.test_split; predict: run --checkpoint on the --input images; export:"
+        in out
+    )

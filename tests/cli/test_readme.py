@@ -63,7 +63,9 @@ def steps() -> List[Tuple[str, str]]:
                 found.append(("file", created[-1], body))
             continue
         for line in body.replace("\\\n", " ").splitlines():
-            for command in line.split("  #")[0].split("&&"):  # "pip install -e . && python main.py": the install is done
+            for command in line.split("  #")[0].split(
+                "&&"
+            ):  # "pip install -e . && python main.py": the install is done
                 command = command.strip()
                 if command.startswith(("python main.py", "torchrun", "python -m torch.distributed.launch")):
                     found.append(("run", command, ""))
@@ -76,7 +78,13 @@ def shortened(command: str) -> List[str]:
     if args[0] == "torchrun" or "torch.distributed.launch" in args:
         launcher = ["-m", "torch.distributed.run"] if args[0] == "torchrun" else ["-m", "torch.distributed.launch"]
         at = args.index("main.py")
-        args = ["python", *launcher, f"--master_port={free_port()}", *[a for a in args[1:at] if a not in ("-m", "torch.distributed.launch")], *args[at:]]
+        args = [
+            "python",
+            *launcher,
+            f"--master_port={free_port()}",
+            *[a for a in args[1:at] if a not in ("-m", "torch.distributed.launch")],
+            *args[at:],
+        ]
     if "--mode" not in args:
         args += QUICK + [extra for key, value in DEMO_DATA.items() if key in command for extra in value]
     return [sys.executable, *args[1:]]
@@ -85,7 +93,9 @@ def shortened(command: str) -> List[str]:
 def reads_or_resumes(command: str, repo: Path) -> bool:
     """Whether a command depends on an earlier one: it reads a run's files or continues a run."""
     config = re.search(r"--config (\S+)", command)
-    return any(mark in command for mark in ("--mode", "--resume", "output/")) or bool(config and "output/" in (repo / config.group(1)).read_text())
+    return any(mark in command for mark in ("--mode", "--resume", "output/")) or bool(
+        config and "output/" in (repo / config.group(1)).read_text()
+    )
 
 
 def chain(command: str, repo: Path) -> str:
@@ -106,7 +116,12 @@ def own_experiment(command: str, following: str, repo: Path, number: int) -> str
     """A default-experiment command that neither reads nor continues a run, is not the quick start
     itself and is not resumed by the ``following`` command, gets an experiment folder of its own,
     so it runs beside the others (the ``latest`` link that later commands read stays the quick start's)."""
-    if command == "python main.py" or "--resume" in following or reads_or_resumes(command, repo) or chain(command, repo) != "digits_small_cnn":
+    if (
+        command == "python main.py"
+        or "--resume" in following
+        or reads_or_resumes(command, repo)
+        or chain(command, repo) != "digits_small_cnn"
+    ):
         return command
     return f"{command} experiment.name=readme_{number}"
 
@@ -209,7 +224,9 @@ def pretrained_of(command: str, repo: Path) -> Optional[str]:
 
 def fresh_copy(repo: Path) -> bool:
     """The repository's files (tracked and not ignored, as a commit of this tree would hold them) in ``repo``."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.splitlines()
     for name in listed:
         if (ROOT / name).is_file():  # a tracked file deleted in the working tree is not copied
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +259,9 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
             try:
                 check(command, proc.stdout, proc.stderr, seen)
             except (AssertionError, KeyError, AttributeError, ValueError) as err:
-                raise AssertionError(f"README command printed what it should not: {command}\n{err!r}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}") from err
+                raise AssertionError(
+                    f"README command printed what it should not: {command}\n{err!r}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+                ) from err
         return seen
 
     longest_first = sorted(chains.values(), key=len, reverse=True)

@@ -22,7 +22,7 @@ from utils.errors import CheckpointError
 
 QUICK = ["train.iterations=2", "threads=1"]
 # a user's network whose backbone argument is a backbone name, without backbone_args (the README's MyNet)
-USER_NET = '''
+USER_NET = """
 from torch import nn
 from utils.registry import BACKBONES, NETWORKS
 
@@ -36,7 +36,7 @@ class PlainBackboneNet(nn.Module):
 
     def forward(self, x):
         return self.head(self.backbone(x)[-1].mean(dim=(2, 3)))
-'''
+"""
 
 
 def errors_of(capsys) -> List[str]:
@@ -65,19 +65,32 @@ def user_net(tmp_path, monkeypatch) -> str:
 def test_an_unknown_backbone_inside_model_args_is_refused_before_the_data_is_read(network, user_net, tmp_path, capsys):
     """A network without backbone_args (plain_backbone_net) got its backbone checked only when built, after the data."""
     missing = tmp_path / "no_such_data"  # reading the data first would fail on this folder instead
-    args = [f"experiment.output_root={tmp_path / 'out'}", user_net, f"model.name={network}", "model.args.backbone=resnet19",
-            "data.name=image_folder", f"data.root={missing}", *QUICK]
+    args = [
+        f"experiment.output_root={tmp_path / 'out'}",
+        user_net,
+        f"model.name={network}",
+        "model.args.backbone=resnet19",
+        "data.name=image_folder",
+        f"data.root={missing}",
+        *QUICK,
+    ]
     assert main.main(args) == 2
     (line,) = errors_of(capsys)
     assert line.startswith("error: unknown backbone 'resnet19'; known:") and line.endswith("did you mean 'resnet18'?")
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("rule, expected", [
-    (["amp.opt_level=O1", "amp.keep_batchnorm_fp32=true"], "error: amp.keep_batchnorm_fp32 applies to O2 and O3 only"),
-    (["amp.backend=apex"], "error: amp.backend=apex: 'apex.amp' is not importable"),
-    (["dist.mode=fsdp", "train.ema={decay: 0.9}"], "error: train.ema with dist.mode=fsdp"),
-])
+@pytest.mark.parametrize(
+    "rule, expected",
+    [
+        (
+            ["amp.opt_level=O1", "amp.keep_batchnorm_fp32=true"],
+            "error: amp.keep_batchnorm_fp32 applies to O2 and O3 only",
+        ),
+        (["amp.backend=apex"], "error: amp.backend=apex: 'apex.amp' is not importable"),
+        (["dist.mode=fsdp", "train.ema={decay: 0.9}"], "error: train.ema with dist.mode=fsdp"),
+    ],
+)
 def test_a_config_only_rule_leaves_a_resumed_run_untouched(trained, tmp_path, capsys, rule, expected):
     """These ran after the run folder was opened: the resumed run's log.txt got the start line and the error."""
     root = tmp_path / "copy"
@@ -87,7 +100,10 @@ def test_a_config_only_rule_leaves_a_resumed_run_untouched(trained, tmp_path, ca
     (line,) = errors_of(capsys)
     assert line.startswith(expected), line
     assert (root / "t" / "run_001" / "log.txt").read_bytes() == log_before
-    assert sorted(p.name for p in (root / "t").iterdir()) == ["latest", "run_001"] and os.readlink(root / "t" / "latest") == "run_001"
+    assert (
+        sorted(p.name for p in (root / "t").iterdir()) == ["latest", "run_001"]
+        and os.readlink(root / "t" / "latest") == "run_001"
+    )
 
 
 def test_open_run_hands_back_the_folder_the_checkpoint_and_its_record(trained, tmp_path):
@@ -131,5 +147,8 @@ def test_rank_0_s_refusal_to_open_a_run_reaches_every_rank(tmp_path):
     proc = run(torchrun(2, *fast_overrides(tmp_path, "none", epochs=1), *QUICK, "--resume"), timeout=180)
     assert proc.returncode != 0
     for rank in (0, 1):
-        assert f"[rank{rank}] error: --resume: no checkpoint in '{tmp_path / 'none'}'; train without --resume first" in proc.stderr, proc.stderr[-3000:]
+        assert (
+            f"[rank{rank}] error: --resume: no checkpoint in '{tmp_path / 'none'}'; train without --resume first"
+            in proc.stderr
+        ), proc.stderr[-3000:]
     assert not (tmp_path / "none").exists()

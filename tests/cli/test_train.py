@@ -42,7 +42,19 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     assert read_rows(run / "metrics.jsonl") == rows  # the training run's record is untouched
 
     # the resolved config feeds back through --config
-    assert main.main(["--config", str(run / "config.yaml"), "--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
+    assert (
+        main.main(
+            [
+                "--config",
+                str(run / "config.yaml"),
+                "--mode",
+                "test",
+                "--checkpoint",
+                str(run / "checkpoints" / "best.pt"),
+            ]
+        )
+        == 0
+    )
     assert printed_metrics(capsys.readouterr().out) == trained
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -50,19 +62,42 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     acc = EventAccumulator(str(run / "tb"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    assert {"train/loss", "train/lr", "val/top1", "val/loss", "train_epoch/samples_per_s", "test/top1", "test/loss"} <= tags
+    assert {
+        "train/loss",
+        "train/lr",
+        "val/top1",
+        "val/loss",
+        "train_epoch/samples_per_s",
+        "test/top1",
+        "test/loss",
+    } <= tags
     assert len(acc.Scalars("val/top1")) == 15
     assert acc.Scalars("test/top1")[0].value == pytest.approx(trained["top1"], abs=1e-4)
     # the classification hooks' pictures: a confusion matrix per validation and for the test, the worst mistakes
     acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
     acc.Reload()
     assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(acc.Tags()["images"])
-    assert [e.step for e in acc.Images("val/confusion_matrix")] == [19 * (epoch + 1) for epoch in range(15)]  # at the step ending each epoch
+    assert [e.step for e in acc.Images("val/confusion_matrix")] == [
+        19 * (epoch + 1) for epoch in range(15)
+    ]  # at the step ending each epoch
     test_matrices = acc.Images("test/confusion_matrix")  # the run's own test (--mode test writes elsewhere)
-    assert len(test_matrices) == 1 and {(m.width, m.height) for m in test_matrices} == {(316, 340)}  # 10 classes of 28-px cells with labels
+    assert len(test_matrices) == 1 and {(m.width, m.height) for m in test_matrices} == {
+        (316, 340)
+    }  # 10 classes of 28-px cells with labels
 
     # test mode alone writes the test metrics too (no empty event file)
-    assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt"), f"experiment.output_root={out_root / 'tested'}"]) == 0
+    assert (
+        main.main(
+            [
+                "--mode",
+                "test",
+                "--checkpoint",
+                str(run / "checkpoints" / "best.pt"),
+                f"experiment.output_root={out_root / 'tested'}",
+            ]
+        )
+        == 0
+    )
     (events,) = (out_root / "tested" / "digits_small_cnn" / "test_001" / "tb").glob("events.out.tfevents.*")
     acc = EventAccumulator(str(events))
     acc.Reload()
@@ -97,7 +132,13 @@ class TinyTestNet(nn.Module):
 
 
 def test_network_registered_in_a_test_file_trains_by_name(out_root, capsys):
-    args = [f"experiment.output_root={out_root}", "experiment.name=custom", "train.epochs=3", "model.name=tiny_test_net", "model.args={num_classes: 10, hidden: 16}"]
+    args = [
+        f"experiment.output_root={out_root}",
+        "experiment.name=custom",
+        "train.epochs=3",
+        "model.name=tiny_test_net",
+        "model.args={num_classes: 10, hidden: 16}",
+    ]
     assert main.main(args) == 0
     metrics = printed_metrics(capsys.readouterr().out)
     assert metrics["top1"] > 0.5  # learned something in 3 epochs (chance is 0.1)

@@ -91,7 +91,7 @@ class EventRecorder(Hook):
         self.steps = state["steps"]
 '''
 
-BUGGY_NET = '''
+BUGGY_NET = """
 from torch import nn
 
 from utils.registry import BACKBONES, NETWORKS
@@ -108,14 +108,16 @@ class BuggyNet(nn.Module):
     def forward(self, x):
         width = self.cfg["widht"]  # the typo this test is about
         return self.head(self.backbone(x)[-1].mean(dim=(2, 3))) * width
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A copy of the project (code only) with the user's files in its plugin folders."""
     copy = tmp_path_factory.mktemp("repo") / "project"
-    ignore = shutil.ignore_patterns(".git", ".venv", "venv", "output", "__pycache__", "*.egg-info", ".pytest_cache", "docs")
+    ignore = shutil.ignore_patterns(
+        ".git", ".venv", "venv", "output", "__pycache__", "*.egg-info", ".pytest_cache", "docs"
+    )
     shutil.copytree(ROOT, copy, ignore=ignore)
     (copy / "network" / "buggy_net.py").write_text(textwrap.dedent(BUGGY_NET))
     (copy / "network" / "my_lazy_net.py").write_text(textwrap.dedent(LAZY_NET))
@@ -126,7 +128,17 @@ def repo(tmp_path_factory) -> Path:
 def run_main(repo: Path, *args: str, nproc: int = 1) -> subprocess.CompletedProcess:
     env = subprocess_env()
     env["PYTHONPATH"] = str(repo)  # the copy, not the checkout the tests run from
-    launcher = [] if nproc == 1 else ["-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    launcher = (
+        []
+        if nproc == 1
+        else [
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={nproc}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={free_port()}",
+        ]
+    )
     cmd = [sys.executable, *launcher, "main.py", f"experiment.output_root={repo / 'output'}", "train.epochs=1", *args]
     return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=240)
 
@@ -156,7 +168,12 @@ def events(path: Path) -> List[dict]:
 
 def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume(repo):
     log = repo / "events.jsonl"
-    args = ["experiment.name=hooked", f"hooks=[{{name: event_recorder, path: {log}}}]", "train.ema={decay: 0.9}", "data.batch_size=256"]
+    args = [
+        "experiment.name=hooked",
+        f"hooks=[{{name: event_recorder, path: {log}}}]",
+        "train.ema={decay: 0.9}",
+        "data.batch_size=256",
+    ]
     test_metrics(run_main(repo, *args, "train.epochs=2"))
     first = events(log)
     steps_per_epoch = 1257 // 256  # drop_last
@@ -167,8 +184,19 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
     assert [e["step"] for e in steps] == list(range(1, 2 * steps_per_epoch + 1))
     assert all(e["ema_updates"] == e["step"] for e in steps)  # priority 50 runs after the EMA (20)
     ends = [e for e in first if e["event"] == "after_epoch"]
-    assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith("epoch0001_batch000000.pt")  # after_epoch runs before the epoch's checkpoint
-    assert [e["metrics"] for e in first if e["event"] == "after_validation"][0] == ["ema_loss", "ema_samples", "ema_top1", "ema_top5", "loss", "samples", "top1", "top5"]
+    assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith(
+        "epoch0001_batch000000.pt"
+    )  # after_epoch runs before the epoch's checkpoint
+    assert [e["metrics"] for e in first if e["event"] == "after_validation"][0] == [
+        "ema_loss",
+        "ema_samples",
+        "ema_top1",
+        "ema_top5",
+        "loss",
+        "samples",
+        "top1",
+        "top5",
+    ]
     saved = torch.load(repo / "output" / "hooked" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert saved["hooks"]["event_recorder"] == {"steps": 2 * steps_per_epoch}
 
@@ -191,6 +219,8 @@ def test_a_bug_in_a_user_network_shows_its_traceback_and_exits_1(repo):
 def test_an_unknown_name_is_still_one_line_and_exit_2(repo):
     proc = run_main(repo, "model.name=bugy_net", "experiment.name=unknown")
     assert proc.returncode == 2
-    assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == [proc.stderr.strip().splitlines()[-1]]
+    assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == [
+        proc.stderr.strip().splitlines()[-1]
+    ]
     assert "unknown network 'bugy_net'" in proc.stderr and "did you mean 'buggy_net'" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -13,7 +13,17 @@ from tests.conftest import ROOT
 
 PLUGIN_FOLDERS = ("backbone", "module", "network", "loss", "hook")
 # imports only the standard library, yaml and each other: usable by everything, depending on nothing
-LEAVES = ("utils/registry.py", "utils/config.py", "utils/config_resume.py", "utils/config_rules.py", "utils/errors.py", "utils/typed_merge.py", "utils/yaml_load.py", "utils/plain_tree.py", "utils/hook/__init__.py")
+LEAVES = (
+    "utils/registry.py",
+    "utils/config.py",
+    "utils/config_resume.py",
+    "utils/config_rules.py",
+    "utils/errors.py",
+    "utils/typed_merge.py",
+    "utils/yaml_load.py",
+    "utils/plain_tree.py",
+    "utils/hook/__init__.py",
+)
 MAX_PARAMETERS = 8
 MAX_LINES = 300
 
@@ -49,7 +59,13 @@ def test_leaf_modules_import_only_the_standard_library_yaml_and_each_other():
     for path in LEAVES:
         for module in imports_of(ROOT / path):
             top = module.split(".")[0]
-            ok = top in stdlib or top == "yaml" or module in leaves or module == "utils" or any(under(module, leaf) for leaf in leaves)
+            ok = (
+                top in stdlib
+                or top == "yaml"
+                or module in leaves
+                or module == "utils"
+                or any(under(module, leaf) for leaf in leaves)
+            )
             assert ok, f"{path} imports {module}"
 
 

@@ -25,10 +25,22 @@ def test_a_program_elsewhere_imports_its_own_utils_not_the_frameworks(tmp_path):
         "print(utils.OWNER, others)\n"
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no PYTHONPATH: what the environment itself provides
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["user", "[]"]
     # run from elsewhere, the user's module path comes after the installed ones: the framework's utils must not be there
-    elsewhere = subprocess.run([sys.executable, "-c", "import importlib.util; s = importlib.util.find_spec('utils'); print(s.origin if s else None)"],
-                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    elsewhere = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util; s = importlib.util.find_spec('utils'); print(s.origin if s else None)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert not elsewhere.stdout.strip().startswith(str(ROOT)), elsewhere.stdout

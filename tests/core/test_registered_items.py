@@ -26,9 +26,15 @@ SMALL_SOD = {"backbone": "small_cnn", "backbone_args": {"widths": [8, 16, 16]}, 
 EXAMPLES: Dict[str, Tuple[Dict[str, Any], Any]] = {
     "backbone/*": ({"in_channels": 3}, (2, 3, 32, 32)),
     "module/conv_bn_act": ({"in_channels": 3, "out_channels": 4}, (2, 3, 8, 8)),
-    "network/classifier": ({"num_classes": 5, "backbone": "small_cnn", "backbone_args": {"in_channels": 3}}, (2, 3, 16, 16)),
+    "network/classifier": (
+        {"num_classes": 5, "backbone": "small_cnn", "backbone_args": {"in_channels": 3}},
+        (2, 3, 16, 16),
+    ),
     # AIM takes a pyramid (fine to coarse; odd sizes on purpose); SIM a single map
-    "module/aim": ({"in_channels": [4, 8, 16], "out_channels": 6}, lambda: [torch.randn(2, 4, 17, 15), torch.randn(2, 8, 9, 8), torch.randn(2, 16, 5, 4)]),
+    "module/aim": (
+        {"in_channels": [4, 8, 16], "out_channels": 6},
+        lambda: [torch.randn(2, 4, 17, 15), torch.randn(2, 8, 9, 8), torch.randn(2, 16, 5, 4)],
+    ),
     "module/sim": ({"channels": 8, "low_channels": 4}, (2, 8, 9, 7)),
     "network/minet": ({**SMALL_SOD, "sim_channels": 4}, (2, 3, 21, 19)),
     "network/fpn_sod": (SMALL_SOD, (2, 3, 21, 19)),
@@ -38,8 +44,14 @@ EXAMPLES: Dict[str, Tuple[Dict[str, Any], Any]] = {
     "backbone/mc3_18": ({}, (1, 3, 4, 32, 32)),
     "backbone/r2plus1d_18": ({"in_channels": 2}, (1, 2, 4, 32, 32)),
     "module/conv3d_bn_act": ({"in_channels": 3, "out_channels": 4, "stride": [1, 2, 2]}, (2, 3, 4, 8, 8)),
-    "network/video_classifier": ({"num_classes": 5, "backbone_args": {"widths": [4, 8]}, "temporal_pool": "max"}, (2, 3, 4, 16, 16)),
-    "network/frame_classifier": ({"num_classes": 5, "backbone_args": {"in_channels": 3, "widths": [4, 8]}, "frames": "all"}, (2, 3, 4, 16, 16)),
+    "network/video_classifier": (
+        {"num_classes": 5, "backbone_args": {"widths": [4, 8]}, "temporal_pool": "max"},
+        (2, 3, 4, 16, 16),
+    ),
+    "network/frame_classifier": (
+        {"num_classes": 5, "backbone_args": {"in_channels": 3, "widths": [4, 8]}, "frames": "all"},
+        (2, 3, 4, 16, 16),
+    ),
 }
 
 # loss name -> (kwargs, outputs, targets) builders
@@ -47,7 +59,11 @@ LOSS_EXAMPLES = {
     "cross_entropy": ({"label_smoothing": 0.1}, lambda: torch.randn(4, 5), lambda: torch.tensor([0, 1, 2, 4])),
     "bce_with_logits": ({}, lambda: torch.randn(4, 5), lambda: torch.tensor([0, 1, 2, 4])),
     "iou": ({}, lambda: torch.randn(2, 1, 9, 7), lambda: {"mask": (torch.rand(2, 1, 9, 7) > 0.5).float()}),
-    "cel": ({"per_image": False}, lambda: torch.randn(2, 1, 9, 7), lambda: {"mask": (torch.rand(2, 1, 9, 7) > 0.5).float()}),
+    "cel": (
+        {"per_image": False},
+        lambda: torch.randn(2, 1, 9, 7),
+        lambda: {"mask": (torch.rand(2, 1, 9, 7) > 0.5).float()},
+    ),
 }
 
 
@@ -90,7 +106,9 @@ def check_with_defaults(registry, kind: str, name: str) -> None:
             return
         except (RuntimeError, ValueError, TypeError, IndexError) as err:  # an input it does not take: try the next
             problems.append(f"{list(shape)}: {str(err).splitlines()[0]}")
-    pytest.skip(f"{kind}/{name} takes none of the usual inputs ({'; '.join(problems)}): add an example to EXAMPLES in {__file__}")
+    pytest.skip(
+        f"{kind}/{name} takes none of the usual inputs ({'; '.join(problems)}): add an example to EXAMPLES in {__file__}"
+    )
 
 
 def outputs_of(result: Any):
@@ -174,16 +192,41 @@ def _json(path):
 def _images(out, *tags):
     """Whether the run's TensorBoard holds ``tags`` (val: one image per epoch of the harness's 2, test: one)."""
     images = tensorboard(out).Tags()["images"]
-    return all(tag in images and len(tensorboard(out).Images(tag)) == (2 if tag.startswith("val/") else 1) for tag in tags)
+    return all(
+        tag in images and len(tensorboard(out).Images(tag)) == (2 if tag.startswith("val/") else 1) for tag in tags
+    )
 
 
 # hook name -> (constructor kwargs given the run's output folder, task, what its run must leave behind)
 HOOK_EXAMPLES = {
-    "saliency_grid": (lambda out: {"images": 3, "size": 16}, "sod", lambda t, out: _images(out, "val/saliency_grid", "test/saliency_grid")),
-    "confusion_matrix": (lambda out: {}, "classification", lambda t, out: _images(out, "val/confusion_matrix", "test/confusion_matrix")),
-    "confident_mistakes": (lambda out: {"images": 2, "size": 16}, "classification", lambda t, out: _images(out, "val/confident_mistakes")),
-    "clip_strips": (lambda out: {"clips": 2, "frames": 3, "size": 16}, "video", lambda t, out: _images(out, "val/clips")),
-    "run_summary": (lambda out: {}, "classification", lambda t, out: "config" in tensorboard(out).Tags()["tensors"][0] and "_hparams_/experiment" in tensorboard(out).PluginTagToContent("hparams")),
+    "saliency_grid": (
+        lambda out: {"images": 3, "size": 16},
+        "sod",
+        lambda t, out: _images(out, "val/saliency_grid", "test/saliency_grid"),
+    ),
+    "confusion_matrix": (
+        lambda out: {},
+        "classification",
+        lambda t, out: _images(out, "val/confusion_matrix", "test/confusion_matrix"),
+    ),
+    "confident_mistakes": (
+        lambda out: {"images": 2, "size": 16},
+        "classification",
+        lambda t, out: _images(out, "val/confident_mistakes"),
+    ),
+    "clip_strips": (
+        lambda out: {"clips": 2, "frames": 3, "size": 16},
+        "video",
+        lambda t, out: _images(out, "val/clips"),
+    ),
+    "run_summary": (
+        lambda out: {},
+        "classification",
+        lambda t, out: (
+            "config" in tensorboard(out).Tags()["tensors"][0]
+            and "_hparams_/experiment" in tensorboard(out).PluginTagToContent("hparams")
+        ),
+    ),
 }
 
 
@@ -195,7 +238,11 @@ def hook_task(name: str) -> str:
 
 @pytest.mark.parametrize("name", framework_items(HOOKS))
 def test_hook(name, tmp_path):
-    make_kwargs, task, check = HOOK_EXAMPLES.get(name) or (lambda out: usual_arguments(HOOKS.get(name)), hook_task(name), lambda t, out: True)
+    make_kwargs, task, check = HOOK_EXAMPLES.get(name) or (
+        lambda out: usual_arguments(HOOKS.get(name)),
+        hook_task(name),
+        lambda t, out: True,
+    )
     hook = HOOKS.build(name, **make_kwargs(tmp_path))
     assert set(getattr(hook, "tasks", ())) <= {"*", *METRICS.names()}  # a default for tasks that exist
     trainer = run_with(hook, task, tmp_path)
@@ -207,13 +254,21 @@ def test_the_built_in_services_and_hooks_of_a_training_run(tmp_path):
     profiler hooks that main.py adds, through the harness's two epochs and test."""
     profiler = ProfilerHook(str(tmp_path / "profile"), wait=0, warmup=1, active=2)
     trainer = run_with(profiler, "classification", tmp_path, ema=True, checkpoints=True)
-    assert {"train/loss", "train/lr", "train_epoch/loss", "val/top1", "val/ema_top1", "test/top1"} <= set(tensorboard(tmp_path).Tags()["scalars"])
-    assert [row["split"] for row in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())] == ["val", "val", "test"]
+    assert {"train/loss", "train/lr", "train_epoch/loss", "val/top1", "val/ema_top1", "test/top1"} <= set(
+        tensorboard(tmp_path).Tags()["scalars"]
+    )
+    assert [row["split"] for row in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())] == [
+        "val",
+        "val",
+        "test",
+    ]
     assert trainer.parts.ema.updates == trainer.state.step == 6 and trainer.stop.agreed is None
     assert trainer.validator.tracker.epoch in (0, 1) and trainer.validator.pending is None
     assert (tmp_path / "ckpt" / "best.pt").is_file() and (tmp_path / "ckpt" / "epoch0002_batch000000.pt").is_file()
     assert (tmp_path / "ckpt" / "epoch0002_batch000000.pt.val.json").is_file()  # the validation after it, recorded
-    assert {"ProfilerStep#1", "ProfilerStep#2"} <= {e.get("name") for e in _json(tmp_path / "profile" / "trace.json")["traceEvents"]}
+    assert {"ProfilerStep#1", "ProfilerStep#2"} <= {
+        e.get("name") for e in _json(tmp_path / "profile" / "trace.json")["traceEvents"]
+    }
     progress = ProgressHook(log_every=1)
     run_with(progress, "classification", tmp_path / "progress")
     assert progress.bar is None  # not a terminal: no bar, and the epoch's end closed any

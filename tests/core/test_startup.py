@@ -23,6 +23,8 @@ print(sorted(name for name in heavy if name in sys.modules))
 
 
 def test_import_main_and_every_plugin_file_without_the_heavy_optional_modules():
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -54,7 +54,12 @@ def test_hidden_and_debris_names_are_never_classes_or_samples(tmp_path):
     train = build_dataset(image_folder(root), "train")
     val = build_dataset(image_folder(root), "val", train.classes)
     assert train.classes == val.classes == ["a", "b"]
-    assert [Path(p).relative_to(root).as_posix() for p, _ in train.samples] == ["train/a/0.png", "train/a/1.png", "train/b/0.png", "train/b/1.png"]
+    assert [Path(p).relative_to(root).as_posix() for p, _ in train.samples] == [
+        "train/a/0.png",
+        "train/a/1.png",
+        "train/b/0.png",
+        "train/b/1.png",
+    ]
     assert [label for _, label in val] == [0, 0, 1, 1]  # every sample reads, labels unshifted
 
 
@@ -81,7 +86,9 @@ def test_video_frames_folder_ignores_debris_and_refuses_empty_class_folders(tmp_
     dataset = build_dataset(DataConfig(name="video_frames_folder", root=str(tmp_path), args=args), "train")
     assert dataset.classes == ["a", "b"] and dataset.frame_counts == [4, 4]
     (tmp_path / "train" / "c").mkdir()
-    with pytest.raises(DataError, match=r"class folder '.*train/c' holds no video folders; .*add its videos or remove the folder"):
+    with pytest.raises(
+        DataError, match=r"class folder '.*train/c' holds no video folders; .*add its videos or remove the folder"
+    ):
         build_dataset(DataConfig(name="video_frames_folder", root=str(tmp_path), args=args), "train")
 
 
@@ -91,13 +98,19 @@ def test_an_empty_class_folder_is_an_error_naming_it(tmp_path, split):
     (root / split / "c").mkdir()
     (root / "train" / "c").mkdir(exist_ok=True)
     (root / split / "c" / ".DS_Store").write_bytes(JUNK)  # only debris: still empty
-    with pytest.raises(DataError, match=rf"class folder '.*{split}/c' holds no images \(looked for .jpg, .*\); add its images or remove the folder"):
+    with pytest.raises(
+        DataError,
+        match=rf"class folder '.*{split}/c' holds no images \(looked for .jpg, .*\); add its images or remove the folder",
+    ):
         build_dataset(image_folder(root), split, ["a", "b", "c"])
 
 
 def test_a_missing_test_folder_is_an_error_and_data_test_split_names_another(tmp_path):
     root = tree(tmp_path, splits=("train", "val"))
-    with pytest.raises(DataError, match=r"data folder '.*/test' does not exist; expected <root>/test/<class>/<image>; data.test_split names the split folder"):
+    with pytest.raises(
+        DataError,
+        match=r"data folder '.*/test' does not exist; expected <root>/test/<class>/<image>; data.test_split names the split folder",
+    ):
         build_dataset(image_folder(root), "test")
     tested = build_dataset(image_folder(root, "data.test_split=val"), "test")
     assert tested.root == root / "val" and len(tested) == 4
@@ -109,11 +122,17 @@ def test_a_split_lacking_training_classes_is_a_warning_naming_them_once(tmp_path
     for _ in range(2):  # training builds the split, and testing may build it again
         build_dataset(image_folder(root), "val", ["a", "b", "c"])
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and "has no samples of 2 of the 3 classes (b, c)" in warnings[0] and str(root / "val") in warnings[0]
+    assert (
+        len(warnings) == 1
+        and "has no samples of 2 of the 3 classes (b, c)" in warnings[0]
+        and str(root / "val") in warnings[0]
+    )
 
 
 def test_the_class_count_error_names_the_classes_shortened_when_long():
-    with pytest.raises(ConfigError, match=r"the data has 3 classes \(cat, dog, eel\) but the network outputs 2 score\(s\) per sample"):
+    with pytest.raises(
+        ConfigError, match=r"the data has 3 classes \(cat, dog, eel\) but the network outputs 2 score\(s\) per sample"
+    ):
         check_output_classes(torch.zeros(4, 2), 3, ["cat", "dog", "eel"])
     many = [f"class{i:02d}" for i in range(30)]
     with pytest.raises(ConfigError, match=r"the data has 30 classes \(class00, .*, class09 \.\.\. and 20 more\) but"):

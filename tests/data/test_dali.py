@@ -27,7 +27,17 @@ def image_root(tmp_path):
 
 
 def _cfg(root, *extra):
-    return load_config(None, ["data.name=image_folder", f"data.root={root}", "data.args={image_size: 8}", "data.loader=dali", "data.batch_size=4", *extra])
+    return load_config(
+        None,
+        [
+            "data.name=image_folder",
+            f"data.root={root}",
+            "data.args={image_size: 8}",
+            "data.loader=dali",
+            "data.batch_size=4",
+            *extra,
+        ],
+    )
 
 
 def test_missing_dali_names_the_install_command(image_root, monkeypatch):

@@ -33,7 +33,9 @@ def global_order(world_size: int, epoch: int, skip_batches: int = 0) -> List[Lis
 def test_every_world_size_reads_the_global_batches_of_one_process(world_size):
     for epoch in (0, 1):
         assert global_order(world_size, epoch) == global_order(1, epoch)
-    assert global_order(world_size, 0, skip_batches=3) == global_order(1, 0)[3:]  # a resume at any world size continues there
+    assert (
+        global_order(world_size, 0, skip_batches=3) == global_order(1, 0)[3:]
+    )  # a resume at any world size continues there
 
 
 def test_an_epoch_is_a_permutation_cut_into_full_global_batches():
@@ -48,7 +50,10 @@ def test_the_per_process_batch_comes_from_the_global_batch():
     cfg = DataConfig(batch_size=64, global_batch_size=24)
     assert with_process_batch(cfg, 3).batch_size == 8 and cfg.batch_size == 64  # the config itself is not changed
     assert with_process_batch(dataclasses.replace(cfg, global_batch_size=None), 3).batch_size == 64
-    with pytest.raises(ConfigError, match=r"data.global_batch_size=24 cannot be split over 5 processes; run with one of \[1, 2, 3, 4, 6, 8, 12, 24\] processes"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data.global_batch_size=24 cannot be split over 5 processes; run with one of \[1, 2, 3, 4, 6, 8, 12, 24\] processes",
+    ):
         with_process_batch(cfg, 5)
 
 

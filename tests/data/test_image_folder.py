@@ -52,7 +52,9 @@ def test_a_split_without_a_class_keeps_the_train_split_labels(tmp_path):
 
 def test_a_class_folder_that_train_lacks_is_an_error_naming_it(tmp_path):
     root = tree(tmp_path, {"train": "ab", "val": "abc"})
-    with pytest.raises(DataError, match=r"class folder\(s\) \['c'\] in '.*val' are not classes of the training split \(a, b\)"):
+    with pytest.raises(
+        DataError, match=r"class folder\(s\) \['c'\] in '.*val' are not classes of the training split \(a, b\)"
+    ):
         build_dataset(data_config(root), "val", ["a", "b"])
 
 
@@ -67,9 +69,16 @@ def test_symlinked_folders_are_read_once_and_never_loop(tmp_path):
 
 def _png_header(width: int, height: int) -> bytes:
     """A PNG that declares ``width`` x ``height`` pixels (PIL checks the size when it opens the file)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b""))
+        + chunk(b"IEND", b"")
+    )
 
 
 def bad_files(folder: Path) -> None:
@@ -87,20 +96,38 @@ def test_skip_covers_decompression_bombs_and_truncated_images(tmp_path, caplog):
     dataset = build_dataset(data_config(root, "data.args={on_bad_sample: skip}"), "train")
     images = [dataset[i][0] for i in range(len(dataset))]
     assert len(images) == 15 and len(dataset.bad_samples.bad) == 3
-    for name, error in (("bomb.png", "DecompressionBombError"), ("large.png", "DecompressionBombWarning"), ("truncated.png", "OSError")):
+    for name, error in (
+        ("bomb.png", "DecompressionBombError"),
+        ("large.png", "DecompressionBombWarning"),
+        ("truncated.png", "OSError"),
+    ):
         assert f"skipping unreadable image '{root / 'train' / 'a' / name}' ({error}" in caplog.text
 
 
 def test_the_class_list_is_saved_and_test_mode_labels_with_it(tmp_path, capsys):
     root = tree(tmp_path / "data", {"train": "abc", "val": "ac", "test": "c"})
-    args = [f"experiment.output_root={tmp_path / 'out'}", "experiment.name=shades", "data.name=image_folder", f"data.root={root}", "model.input_size=[3,8,8]",
-            "custom_imports=[tests.fixtures.brightness_net]", "model.name=brightness_classifier", "model.args={num_classes: 3}", "data.batch_size=2", "train.epochs=1"]
+    args = [
+        f"experiment.output_root={tmp_path / 'out'}",
+        "experiment.name=shades",
+        "data.name=image_folder",
+        f"data.root={root}",
+        "model.input_size=[3,8,8]",
+        "custom_imports=[tests.fixtures.brightness_net]",
+        "model.name=brightness_classifier",
+        "model.args={num_classes: 3}",
+        "data.batch_size=2",
+        "train.epochs=1",
+    ]
     assert main.main(args) == 0
-    rows = [json.loads(line) for line in (tmp_path / "out" / "shades" / "latest" / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (tmp_path / "out" / "shades" / "latest" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [r["top1"] for r in rows] == [1.0, 1.0]  # val (a, c) and test (c): c is labelled 2 everywhere
     best = tmp_path / "out" / "shades" / "latest" / "checkpoints" / "best.pt"
     assert Checkpoint.load(best).classes == ["a", "b", "c"]
-    (root / "train" / "b").rename(root / "train_b")  # the training data changed since: test mode still uses the saved list
+    (root / "train" / "b").rename(
+        root / "train_b"
+    )  # the training data changed since: test mode still uses the saved list
     capsys.readouterr()
     assert main.main(["--mode", "test", "--checkpoint", str(best)]) == 0
     assert "test: top1=1.0000" in capsys.readouterr().out

@@ -57,13 +57,17 @@ def test_train_loader_yields_the_same_batches_in_order_as_without_prefetch(num_w
         assert len(a) == len(b) == len(plain)
         for (xa, ya), (xb, yb) in zip(a, b):
             assert torch.equal(xa, xb) and torch.equal(ya, yb)
-    assert not torch.equal(_batches(plain)[0][1], _batches(build_train_loader(dataset, plain_cfg.data, 0, 1, seed=10))[0][1])  # the order is seeded: the comparison can fail
+    assert not torch.equal(
+        _batches(plain)[0][1], _batches(build_train_loader(dataset, plain_cfg.data, 0, 1, seed=10))[0][1]
+    )  # the order is seeded: the comparison can fail
 
 
 def test_auto_mode_is_thread_on_cpu_and_cuda_needs_a_gpu():
     assert resolve_mode("auto", torch.device("cpu")) == "thread"
     assert resolve_mode("auto", torch.device("cuda", 0)) == "cuda"
-    with pytest.raises(ConfigError, match=r"data.prefetch=cuda needs a CUDA device, but .*; use data.prefetch=thread or auto"):
+    with pytest.raises(
+        ConfigError, match=r"data.prefetch=cuda needs a CUDA device, but .*; use data.prefetch=thread or auto"
+    ):
         resolve_mode("cuda", torch.device("cpu"))
 
 
@@ -71,7 +75,9 @@ def test_auto_mode_is_thread_on_cpu_and_cuda_needs_a_gpu():
 @pytest.mark.parametrize("fail_at", [0, 9])
 @pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])  # 2: worker processes
 def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_workers):
-    loader = PrefetchLoader(DataLoader(Numbers(fail_at=fail_at), batch_size=4, num_workers=num_workers), "thread", depth=2)
+    loader = PrefetchLoader(
+        DataLoader(Numbers(fail_at=fail_at), batch_size=4, num_workers=num_workers), "thread", depth=2
+    )
     seen = []
     iterator = iter(loader)
     start = time.monotonic()
@@ -97,7 +103,14 @@ def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
     loader = PrefetchLoader(DataLoader(Numbers(fail_at=10, delay=0.001), batch_size=4), "thread", depth=2)
     model = torch.nn.Linear(2, 40)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    parts = Parts(model, torch.nn.functional.cross_entropy, Amp(AmpConfig(), torch.device("cpu")), opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0), train_loader=loader)
+    parts = Parts(
+        model,
+        torch.nn.functional.cross_entropy,
+        Amp(AmpConfig(), torch.device("cpu")),
+        opt,
+        torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0),
+        train_loader=loader,
+    )
 
     start = time.monotonic()
     with pytest.raises(OSError, match="corrupt file for item 10"):
@@ -130,7 +143,13 @@ def test_leaving_the_loop_early_ends_the_thread(how):
 
 
 def test_prefetch_loader_normalizes_inputs_when_mean_and_std_are_given():
-    loader = PrefetchLoader(DataLoader([(torch.full((3, 2, 2), 0.5), 0)] * 4, batch_size=2), "thread", 2, mean=[0.5, 0.25, 0.0], std=[1.0, 0.25, 0.5])
+    loader = PrefetchLoader(
+        DataLoader([(torch.full((3, 2, 2), 0.5), 0)] * 4, batch_size=2),
+        "thread",
+        2,
+        mean=[0.5, 0.25, 0.0],
+        std=[1.0, 0.25, 0.5],
+    )
     x, _ = next(iter(loader))
     assert torch.allclose(x[:, 0], torch.zeros(2, 2, 2)) and torch.allclose(x[:, 1], torch.ones(2, 2, 2))
     assert torch.allclose(x[:, 2], torch.ones(2, 2, 2))

@@ -22,18 +22,26 @@ def test_the_digits_file_reads_as_scikit_learns_load_digits():
 def test_stratified_split_draws_what_train_test_split_draws(seed, fraction):
     model_selection = pytest.importorskip("sklearn.model_selection")
     rng = np.random.RandomState(seed + 1)
-    for labels in (load_digits()[1], rng.randint(0, 7, size=203), np.repeat([3, 1, 2], [5, 40, 11])):  # uneven classes: ties in the remainders
+    for labels in (
+        load_digits()[1],
+        rng.randint(0, 7, size=203),
+        np.repeat([3, 1, 2], [5, 40, 11]),
+    ):  # uneven classes: ties in the remainders
         idx = np.arange(len(labels))
         train, test = model_selection.train_test_split(idx, test_size=fraction, stratify=labels, random_state=seed)
         ours = stratified_split(labels, fraction, seed)
-        assert np.array_equal(ours[0], train) and np.array_equal(ours[1], test)  # the order too: it decides a further split
+        assert np.array_equal(ours[0], train) and np.array_equal(
+            ours[1], test
+        )  # the order too: it decides a further split
 
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_the_digits_splits_are_scikit_learns_two_nested_splits(seed):
     model_selection = pytest.importorskip("sklearn.model_selection")
     labels = load_digits()[1]
-    rest, test = model_selection.train_test_split(np.arange(len(labels)), test_size=0.2, stratify=labels, random_state=seed)
+    rest, test = model_selection.train_test_split(
+        np.arange(len(labels)), test_size=0.2, stratify=labels, random_state=seed
+    )
     train, val = model_selection.train_test_split(rest, test_size=0.1 / 0.8, stratify=labels[rest], random_state=seed)
     splits = split_indices(labels, 0.1, 0.2, seed)
     for name, reference in (("train", train), ("val", val), ("test", test)):

@@ -24,12 +24,14 @@ def grads_in_buckets(rank: int, world_size: int) -> List[Dict[str, object]]:
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
         ddp = wrap_model(model, cfg, DistInfo(rank=rank, world_size=world_size))
         ddp(torch.randn(4, 8) + rank).sum().backward()
-        out.append({
-            "as_view": ddp.gradient_as_bucket_view,
-            "cap_bytes": ddp.bucket_bytes_cap,
-            "grads_are_views": [p.grad._base is not None for p in model.parameters()],
-            "grads": [p.grad.clone() for p in model.parameters()],
-        })
+        out.append(
+            {
+                "as_view": ddp.gradient_as_bucket_view,
+                "cap_bytes": ddp.bucket_bytes_cap,
+                "grads_are_views": [p.grad._base is not None for p in model.parameters()],
+                "grads": [p.grad.clone() for p in model.parameters()],
+            }
+        )
     return out
 
 

@@ -42,7 +42,11 @@ def rows(run_dir: Path) -> List[Dict]:
 
 
 def printed(stdout: str) -> List[Dict[str, float]]:
-    return [{k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)} for line in stdout.splitlines() if line.startswith("test: ")]
+    return [
+        {k: float(v) for k, v in re.findall(r"(\w+)=([-\d.eE]+)", line)}
+        for line in stdout.splitlines()
+        if line.startswith("test: ")
+    ]
 
 
 def check_run(proc: subprocess.CompletedProcess, run_dir: Path, world_size: int) -> Dict[str, float]:
@@ -81,7 +85,9 @@ def test_launch_trains_digits_on_two_ranks(launched):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_torchrun_trains_digits_with_cpu_sync_bn(tmp_path):
-    proc = run(torchrun(2, f"experiment.output_root={tmp_path}", "experiment.name=syncbn", "model.sync_bn=true", *TRAIN))
+    proc = run(
+        torchrun(2, f"experiment.output_root={tmp_path}", "experiment.name=syncbn", "model.sync_bn=true", *TRAIN)
+    )
     result = check_run(proc, tmp_path / "syncbn" / "latest", 2)
     assert result["top1"] >= 0.95
     assert "BatchNorm layer(s) now CPUSyncBatchNorm" in (tmp_path / "syncbn" / "latest" / "log.txt").read_text()
@@ -97,7 +103,15 @@ def padded_control(checkpoint: Path, world_size: int) -> Dict[str, float]:
     for rank in range(world_size):
         sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False)
         metric = build_metric(cfg.eval.metric)
-        shard = evaluate(model, DataLoader(dataset, batch_size=64, sampler=sampler), build_criterion(cfg.loss), metric, Amp(cfg.amp, torch.device("cpu")), torch.device("cpu"), show_progress=False)
+        shard = evaluate(
+            model,
+            DataLoader(dataset, batch_size=64, sampler=sampler),
+            build_criterion(cfg.loss),
+            metric,
+            Amp(cfg.amp, torch.device("cpu")),
+            torch.device("cpu"),
+            show_progress=False,
+        )
         correct += metric.sums["correct1"].item()
         count += metric.sums["count"].item()
         loss_sum += shard["loss"] * shard["samples"]
@@ -139,11 +153,33 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     shutil.copytree(launched, run_dir)
     epochs = EPOCHS
     port = free_port()
-    args = ["--resume", f"experiment.output_root={tmp_path}", "experiment.name=launch", *TRAIN, f"train.epochs={epochs + 1}", "train.accumulate=2"]
+    args = [
+        "--resume",
+        f"experiment.output_root={tmp_path}",
+        "experiment.name=launch",
+        *TRAIN,
+        f"train.epochs={epochs + 1}",
+        "train.accumulate=2",
+    ]
     procs = [
         subprocess.Popen(
-            [PYTHON, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1", f"--node_rank={k}", "--master_addr=127.0.0.1", f"--master_port={port}", "main.py", *args],
-            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                PYTHON,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc_per_node=1",
+                f"--node_rank={k}",
+                "--master_addr=127.0.0.1",
+                f"--master_port={port}",
+                "main.py",
+                *args,
+            ],
+            cwd=ROOT,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for k in (0, 1)
     ]
@@ -168,7 +204,14 @@ def test_a_failing_rank_ends_the_job_instead_of_hanging(tmp_path):
     (as a blocked loader thread would be); rank 0 is inside a collective. Before the
     fail-fast exit, rank 1 waited for that thread forever and the job hung."""
     proc = run(
-        torchrun(2, f"experiment.output_root={tmp_path}", "custom_imports=[tests.fixtures.faulty_net]", "model.name=faulty_classifier", "model.args={num_classes: 10, linger: true}", "train.epochs=1"),
+        torchrun(
+            2,
+            f"experiment.output_root={tmp_path}",
+            "custom_imports=[tests.fixtures.faulty_net]",
+            "model.name=faulty_classifier",
+            "model.args={num_classes: 10, linger: true}",
+            "train.epochs=1",
+        ),
         timeout=180,
     )
     assert proc.returncode != 0
@@ -186,15 +229,27 @@ def test_a_rank_with_bad_input_is_named_as_the_root_cause_by_torchrun(tmp_path):
         for label in ("a", "b"):
             (root / "rank0" / split / label).mkdir(parents=True)
             for i in range(4):
-                Image.fromarray(np.full((8, 8, 3), 60 * i, dtype=np.uint8)).save(root / "rank0" / split / label / f"{i}.png")
+                Image.fromarray(np.full((8, 8, 3), 60 * i, dtype=np.uint8)).save(
+                    root / "rank0" / split / label / f"{i}.png"
+                )
     # a poll every second (default 0.1 s) puts both exits in one poll, as on a busy launcher
     launcher = torchrun(2)
     launcher.insert(launcher.index("main.py"), "--monitor-interval=1")
-    proc = run([
-        *launcher, f"experiment.output_root={tmp_path / 'out'}", "custom_imports=[tests.fixtures.rank_data]", "data.name=rank_image_folder",
-        f"data.root={root}/rank{{rank}}", "data.args={missing_after_s: 3}", "model.input_size=[3,8,8]", "data.batch_size=2",
-        "model.args={num_classes: 2, backbone: small_cnn, backbone_args: {in_channels: 3, widths: [8]}}", "train.epochs=1",
-    ], timeout=180)
+    proc = run(
+        [
+            *launcher,
+            f"experiment.output_root={tmp_path / 'out'}",
+            "custom_imports=[tests.fixtures.rank_data]",
+            "data.name=rank_image_folder",
+            f"data.root={root}/rank{{rank}}",
+            "data.args={missing_after_s: 3}",
+            "model.input_size=[3,8,8]",
+            "data.batch_size=2",
+            "model.args={num_classes: 2, backbone: small_cnn, backbone_args: {in_channels: 3, widths: [8]}}",
+            "train.epochs=1",
+        ],
+        timeout=180,
+    )
     assert proc.returncode != 0
     assert f"[rank1] error: data folder '{root}/rank1/train' does not exist" in proc.stderr, proc.stderr[-3000:]
     root_cause = proc.stderr.split("Root Cause (first observed failure):", 1)[-1]

@@ -58,7 +58,9 @@ def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True)
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True
+    )
     (out.parent / f"{out.name}.stderr").write_text(done.stderr)
     assert (done.returncode != 0) if kill_at else (done.returncode == 0), done.stderr[-3000:]
     return done
@@ -100,8 +102,16 @@ def test_fsdp_trains_digits_as_ddp_does(runs):
     tmp: Path = runs["tmp"]
     ddp_line, fsdp_line = the_test_line(runs["ddp"]), the_test_line(runs["fsdp"])
     top1 = {name: float(line.split("top1=")[1].split()[0]) for name, line in (("ddp", ddp_line), ("fsdp", fsdp_line))}
-    assert top1["fsdp"] >= 0.5 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (ddp_line, fsdp_line)  # one epoch: 0.63 here, chance 0.1
-    assert worst(weights(tmp / "ddp/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp/run/latest/checkpoints/last.dcp")) <= LONG_ATOL
+    assert top1["fsdp"] >= 0.5 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (
+        ddp_line,
+        fsdp_line,
+    )  # one epoch: 0.63 here, chance 0.1
+    assert (
+        worst(
+            weights(tmp / "ddp/run/latest/checkpoints/last.pt"), weights(tmp / "fsdp/run/latest/checkpoints/last.dcp")
+        )
+        <= LONG_ATOL
+    )
     assert global_batches(tmp / "fsdp", 2, GLOBAL) == global_batches(tmp / "ddp", 2, GLOBAL)
 
 
@@ -144,7 +154,9 @@ def test_convert_writes_one_ordinary_file(runs, capsys):
     single = Checkpoint.load(tmp / "last.pt")  # its checksum checked
     assert single.shards is None and single.progress == sharded.progress
     assert worst(single.model_weights, sharded.model_weights) == 0
-    assert len(single.optimizer_state()["state"]) == len(single.model_weights) - sum("running" in k or "num_batches" in k for k in single.model_weights)
+    assert len(single.optimizer_state()["state"]) == len(single.model_weights) - sum(
+        "running" in k or "num_batches" in k for k in single.model_weights
+    )
     assert convert([str(tmp / "last.pt"), str(tmp / "again.pt")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
 
@@ -169,7 +181,13 @@ def test_fsdp_kill_and_resume_is_exact_without_syncbn(unsynced):
     tmp: Path = unsynced["tmp"]
     assert f"training state restored: epoch 1, step {STEPS}" in unsynced["resumed"].stderr
     assert the_test_line(unsynced["resumed"]) == the_test_line(unsynced["full"])
-    assert worst(weights(tmp / "killed/run/latest/checkpoints/last.dcp"), weights(tmp / "full/run/latest/checkpoints/last.dcp")) == 0
+    assert (
+        worst(
+            weights(tmp / "killed/run/latest/checkpoints/last.dcp"),
+            weights(tmp / "full/run/latest/checkpoints/last.dcp"),
+        )
+        == 0
+    )
 
 
 @pytest.mark.timeout(300)
@@ -180,5 +198,15 @@ def test_a_sharded_checkpoint_holds_what_its_validation_scored(unsynced, epoch):
 
     tmp: Path = unsynced["tmp"]
     checkpoint = tmp / f"full/run/latest/checkpoints/epoch{epoch:04d}_batch000000.dcp"
-    done = launch(1, tmp / f"val{epoch}", tmp / f"val{epoch}", *UNSYNCED, "--mode", "test", "--checkpoint", str(checkpoint), "data.test_split=val")
+    done = launch(
+        1,
+        tmp / f"val{epoch}",
+        tmp / f"val{epoch}",
+        *UNSYNCED,
+        "--mode",
+        "test",
+        "--checkpoint",
+        str(checkpoint),
+        "data.test_split=val",
+    )
     assert the_test_line(done) == "test: " + format_metrics(read_record(checkpoint)["metrics"])

@@ -25,7 +25,13 @@ import pytest
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
 
-SETTINGS = ["model.args.backbone_args={widths: [8, 16]}", "data.global_batch_size=24", "train.iterations=20", "train.log_every=50", "data.prefetch=none"]
+SETTINGS = [
+    "model.args.backbone_args={widths: [8, 16]}",
+    "data.global_batch_size=24",
+    "train.iterations=20",
+    "train.log_every=50",
+    "data.prefetch=none",
+]
 TIMEOUT = 180
 
 
@@ -35,7 +41,9 @@ def _can_make_namespaces() -> bool:
 
 pytestmark = [
     pytest.mark.slow,  # torchrun agents in two network namespaces
-    pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and iproute2 (ip netns) for two network-namespace hosts"),
+    pytest.mark.skipif(
+        not _can_make_namespaces(), reason="needs root and iproute2 (ip netns) for two network-namespace hosts"
+    ),
 ]
 
 
@@ -81,22 +89,60 @@ def printed_test_line(stdout: str) -> str:
 def node_command(hosts, node: int, port: int, extra_conf: str, *args: str) -> List[str]:
     """torchrun on host ``node``: one process, the c10d rendezvous hosted by the first host on ``port``."""
     name, address, _ = hosts[node]
-    return ["ip", "netns", "exec", name, PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=1", "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={hosts[0][1]}:{port}", f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}{extra_conf}",
-            f"--local_addr={address}", *args]
+    return [
+        "ip",
+        "netns",
+        "exec",
+        name,
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=1",
+        "--rdzv_backend=c10d",
+        f"--rdzv_endpoint={hosts[0][1]}:{port}",
+        f"--rdzv_conf=is_host={'true' if node == 0 else 'false'}{extra_conf}",
+        f"--local_addr={address}",
+        *args,
+    ]
 
 
 @pytest.mark.timeout(400)
 def test_two_nodes_equal_one_node_with_two_processes(hosts, tmp_path):
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
-    one = subprocess.run(torchrun(2, f"experiment.output_root={tmp_path / 'one'}", *SETTINGS), cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    one = subprocess.run(
+        torchrun(2, f"experiment.output_root={tmp_path / 'one'}", *SETTINGS),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
 
     procs = []
     for node, (_, _, interface) in enumerate(hosts):
-        cmd = node_command(hosts, node, 29531, "", "--nnodes=2", "--rdzv_id=multinode-test", "main.py", f"experiment.output_root={tmp_path / 'two'}", *SETTINGS)
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env={**env, "GLOO_SOCKET_IFNAME": interface}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        cmd = node_command(
+            hosts,
+            node,
+            29531,
+            "",
+            "--nnodes=2",
+            "--rdzv_id=multinode-test",
+            "main.py",
+            f"experiment.output_root={tmp_path / 'two'}",
+            *SETTINGS,
+        )
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env={**env, "GLOO_SOCKET_IFNAME": interface},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outputs = []
     try:
         for proc in procs:
@@ -113,8 +159,15 @@ def test_two_nodes_equal_one_node_with_two_processes(hosts, tmp_path):
     assert not any(line.startswith("test: ") for line in outputs[1][0].splitlines())  # rank 0 prints, on the first node
 
 
-ELASTIC = [*RECORDED_DIGITS, "data.global_batch_size=24", "train.epochs=3", "train.checkpoint_every_steps=10", "train.log_every=50",
-           "train.auto_resume=true", "dist.timeout_s=60"]
+ELASTIC = [
+    *RECORDED_DIGITS,
+    "data.global_batch_size=24",
+    "train.epochs=3",
+    "train.checkpoint_every_steps=10",
+    "train.log_every=50",
+    "train.auto_resume=true",
+    "dist.timeout_s=60",
+]
 
 
 @pytest.mark.timeout(400)
@@ -126,19 +179,46 @@ def test_a_host_lost_under_elastic_torchrun_leaves_the_other_to_finish_with_the_
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     record = tmp_path / "elastic"
-    reference = subprocess.Popen([PYTHON, "main.py", f"experiment.output_root={tmp_path / 'one'}", *ELASTIC], cwd=ROOT,
-                                 env={**env, "REGTRAIN_RECORD": str(tmp_path / "one")}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reference = subprocess.Popen(
+        [PYTHON, "main.py", f"experiment.output_root={tmp_path / 'one'}", *ELASTIC],
+        cwd=ROOT,
+        env={**env, "REGTRAIN_RECORD": str(tmp_path / "one")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out = tmp_path / "two"
-    procs = [subprocess.Popen(node_command(hosts, node, 29532, ",last_call_timeout=3", "--nnodes=1:2", "--max_restarts=3", "--rdzv_id=elastic-test",
-                                           "main.py", f"experiment.output_root={out}", *ELASTIC),
-                              cwd=ROOT, env={**env, "GLOO_SOCKET_IFNAME": hosts[node][2], "REGTRAIN_RECORD": str(record)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) for node in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            node_command(
+                hosts,
+                node,
+                29532,
+                ",last_call_timeout=3",
+                "--nnodes=1:2",
+                "--max_restarts=3",
+                "--rdzv_id=elastic-test",
+                "main.py",
+                f"experiment.output_root={out}",
+                *ELASTIC,
+            ),
+            cwd=ROOT,
+            env={**env, "GLOO_SOCKET_IFNAME": hosts[node][2], "REGTRAIN_RECORD": str(record)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        for node in (0, 1)
+    ]
     try:
         deadline = time.monotonic() + TIMEOUT
         while not list(out.glob("*/run_001/checkpoints/epoch0000_batch000010.pt")):
             assert time.monotonic() < deadline and procs[0].poll() is None, "no first checkpoint"
             time.sleep(0.05)
-        lost = subprocess.run(["ip", "netns", "pids", hosts[1][0]], capture_output=True, text=True, timeout=30).stdout.split()
+        lost = subprocess.run(
+            ["ip", "netns", "pids", hosts[1][0]], capture_output=True, text=True, timeout=30
+        ).stdout.split()
         for pid in lost:  # the host dies: its launcher and its worker at once
             os.kill(int(pid), signal.SIGKILL)
         _, survivor_err = procs[0].communicate(timeout=TIMEOUT)

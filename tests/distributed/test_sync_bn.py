@@ -52,7 +52,13 @@ def run_bn(bn: nn.Module, p: Dict[str, Any], lo: int, hi: int) -> Dict[str, Any]
     bn.eval()
     with torch.no_grad():
         eval_y = bn(p["xs"][0][lo:hi])
-    return {"steps": steps, "eval_y": eval_y, "running_mean": bn.running_mean.clone(), "running_var": bn.running_var.clone(), "tracked": int(bn.num_batches_tracked)}
+    return {
+        "steps": steps,
+        "eval_y": eval_y,
+        "running_mean": bn.running_mean.clone(),
+        "running_var": bn.running_var.clone(),
+        "tracked": int(bn.num_batches_tracked),
+    }
 
 
 def _rank_main(rank: int, world_size: int) -> Dict[str, Any]:

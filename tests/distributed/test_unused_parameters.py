@@ -12,8 +12,15 @@ from torch import nn
 from tests.fixtures.dist_utils import run, spawn, torchrun
 from utils.distributed.unused import reduced_parameter_names, unused_parameters_error
 
-SPARE = ["experiment.name=spare", "custom_imports=[tests.fixtures.unused_net]", "model.name=spare_layer_classifier", "model.args.backbone_args={widths: [8]}",
-         "data.batch_size=32", "train.iterations=3", "train.log_every=1"]
+SPARE = [
+    "experiment.name=spare",
+    "custom_imports=[tests.fixtures.unused_net]",
+    "model.name=spare_layer_classifier",
+    "model.args.backbone_args={widths: [8]}",
+    "data.batch_size=32",
+    "train.iterations=3",
+    "train.log_every=1",
+]
 
 
 @pytest.mark.slow
@@ -23,7 +30,9 @@ def test_unused_parameters_under_ddp_are_one_line_naming_them_and_the_fix(tmp_pa
     errors = [line for line in proc.stderr.splitlines() if re.match(r"(\[rank\d\] )?error:", line)]
     assert proc.returncode != 0 and errors, proc.stderr[-3000:]
     for line in errors:  # each rank that got to print says the same
-        assert re.search(r"parameter\(s\) spare\.weight, spare\.bias of the network received no gradient on rank \d", line), line
+        assert re.search(
+            r"parameter\(s\) spare\.weight, spare\.bias of the network received no gradient on rank \d", line
+        ), line
         assert "dist.find_unused_parameters=true" in line and "model.freeze" in line, line
     assert len({line.split("]")[0] for line in errors}) == len(errors), "one line per rank"
     root_cause = proc.stderr.split("Root Cause (first observed failure):", 1)[-1]
@@ -35,7 +44,9 @@ def test_unused_parameters_under_ddp_are_one_line_naming_them_and_the_fix(tmp_pa
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_the_same_run_trains_with_find_unused_parameters(tmp_path):
-    proc = run(torchrun(2, f"experiment.output_root={tmp_path}", *SPARE, "dist.find_unused_parameters=true"), timeout=180)
+    proc = run(
+        torchrun(2, f"experiment.output_root={tmp_path}", *SPARE, "dist.find_unused_parameters=true"), timeout=180
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "replicas identical on 2 rank(s)" in (tmp_path / "spare" / "latest" / "log.txt").read_text()
 
@@ -71,6 +82,10 @@ def test_parameter_indices_are_named_in_ddp_s_own_order(tmp_path):
 def test_other_errors_are_returned_unchanged_and_debug_names_are_used():
     other = RuntimeError("mat1 and mat2 shapes cannot be multiplied")
     assert unused_parameters_error(other, nn.Linear(1, 1)) is other
-    debug = RuntimeError("Expected to have finished reduction in the prior iteration before starting a new one. ...\n"
-                         "Parameters which did not receive grad for rank 1: head.extra.weight, head.extra.bias\n")
-    assert str(unused_parameters_error(debug, nn.Linear(1, 1))).startswith("parameter(s) head.extra.weight, head.extra.bias of the network received no gradient on rank 1")
+    debug = RuntimeError(
+        "Expected to have finished reduction in the prior iteration before starting a new one. ...\n"
+        "Parameters which did not receive grad for rank 1: head.extra.weight, head.extra.bias\n"
+    )
+    assert str(unused_parameters_error(debug, nn.Linear(1, 1))).startswith(
+        "parameter(s) head.extra.weight, head.extra.bias of the network received no gradient on rank 1"
+    )

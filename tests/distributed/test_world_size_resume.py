@@ -49,12 +49,19 @@ def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})
     # a session of its own: the kill takes the launcher's whole process group, never pytest
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True)
+    return subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True
+    )
 
 
 def final(run: Path) -> Dict[str, object]:
     data = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
-    return {"model": data["model"], "step": data["progress"]["step"], "scheduler": data["scheduler"], "lrs": [g["lr"] for g in data["optimizer"]["param_groups"]]}
+    return {
+        "model": data["model"],
+        "step": data["progress"]["step"],
+        "scheduler": data["scheduler"],
+        "lrs": [g["lr"] for g in data["optimizer"]["param_groups"]],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +78,13 @@ def runs(tmp_path_factory) -> Dict[str, object]:
     assert (progress.epoch, progress.batch) == (0, EVERY * (KILL_BATCH // EVERY)), progress  # mid-epoch, as intended
     per_epoch = len(Digits("train")) // GLOBAL
     consumed = global_batches(tmp / "killed", 2, GLOBAL)[: progress.epoch * per_epoch + progress.batch]
-    return {"tmp": tmp, "reference": global_batches(tmp / "ref", 2, GLOBAL), "before": consumed, "per_epoch": per_epoch, "final": final(tmp / "ref" / "run" / "latest")}
+    return {
+        "tmp": tmp,
+        "reference": global_batches(tmp / "ref", 2, GLOBAL),
+        "before": consumed,
+        "per_epoch": per_epoch,
+        "final": final(tmp / "ref" / "run" / "latest"),
+    }
 
 
 @pytest.mark.timeout(600)
@@ -90,7 +103,9 @@ def test_resume_on_another_world_size_continues_the_global_order(runs, world_siz
     assert len(order) == 2 * per_epoch
     for epoch in range(2):
         seen = [i for batch in order[epoch * per_epoch : (epoch + 1) * per_epoch] for i in batch]
-        assert len(seen) == len(set(seen)) == per_epoch * GLOBAL, epoch  # each sample at most once; only the incomplete last global batch is left out
+        assert len(seen) == len(set(seen)) == per_epoch * GLOBAL, (
+            epoch
+        )  # each sample at most once; only the incomplete last global batch is left out
 
     mine, ref = final(out / "run" / "latest"), runs["final"]
     assert mine["step"] == ref["step"] == 2 * per_epoch

@@ -19,7 +19,9 @@ def run_epoch(model, batches, accumulate=1, lr=0.5, momentum=0.9, **kwargs) -> i
     """One epoch of the framework's loop (no hooks) over ``batches``; returns the optimizer steps."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
-    parts = Parts(model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, train_loader=batches)
+    parts = Parts(
+        model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, train_loader=batches
+    )
     trainer = Trainer(parts, LoopOptions(accumulate=accumulate, **kwargs))
     trainer.fit()
     return trainer.state.step
@@ -58,7 +60,15 @@ def test_a_shorter_last_group_is_the_mean_of_its_micro_batches():
 @pytest.mark.timeout(180)
 def test_accumulation_under_two_process_ddp_syncs_once_per_step(tmp_path):
     out = tmp_path / "ddp.pt"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "tests" / "fixtures" / "accumulate_worker.py"), str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "tests" / "fixtures" / "accumulate_worker.py"),
+        str(out),
+    ]
     proc = subprocess.run(cmd, env=subprocess_env(), cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = torch.load(out, weights_only=False)

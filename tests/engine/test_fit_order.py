@@ -108,14 +108,19 @@ class Recorder:
         self.events.append(("after_train",))
 
 
-def trainer(events: Events, epochs: int = 2, values=(3.0, 2.0, 1.0, 0.5), patience=None, every_steps=0, signal_at_step=None) -> Trainer:
+def trainer(
+    events: Events, epochs: int = 2, values=(3.0, 2.0, 1.0, 0.5), patience=None, every_steps=0, signal_at_step=None
+) -> Trainer:
     torch.manual_seed(0)
     model = nn.Linear(2, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     batches = [(torch.randn(2, 2), torch.tensor([0, 1])) for _ in range(4)]
     parts = Parts(model, nn.CrossEntropyLoss(), Amp(AmpConfig(), torch.device("cpu")), optimizer, scheduler, batches)
-    services = Services(checkpoints=Built(SpyCheckpointer(events, every_steps)), validation=Built(SpyValidator(events, list(values), patience)))
+    services = Services(
+        checkpoints=Built(SpyCheckpointer(events, every_steps)),
+        validation=Built(SpyValidator(events, list(values), patience)),
+    )
     return Trainer(parts, LoopOptions(epochs=epochs, log_every=1), services, hooks=[Recorder(events, signal_at_step)])
 
 
@@ -128,7 +133,14 @@ def fit(run: Trainer) -> Any:
 
 def epoch(e: int) -> List[Tuple[Any, ...]]:
     """One epoch of 4 steps: trained, checkpointed, then validated."""
-    return [("before_epoch", e), ("after_epoch", e), ("save", Progress(e + 1, 0, 4 * (e + 1)), False), ("validate", e), ("commit", e), ("after_validation", e)]
+    return [
+        ("before_epoch", e),
+        ("after_epoch", e),
+        ("save", Progress(e + 1, 0, 4 * (e + 1)), False),
+        ("validate", e),
+        ("commit", e),
+        ("after_validation", e),
+    ]
 
 
 def test_each_epoch_is_checkpointed_before_it_is_validated():
@@ -143,10 +155,19 @@ def test_each_epoch_is_checkpointed_before_it_is_validated():
 def test_a_resume_finishes_the_pending_validation_first_showing_the_epoch_it_validates():
     events: Events = []
     run = trainer(events, epochs=3)
-    run.validator.epoch_trained(1, last=False)  # as restored from epoch 1's checkpoint, written before its validation finished
+    run.validator.epoch_trained(
+        1, last=False
+    )  # as restored from epoch 1's checkpoint, written before its validation finished
     run.start_from(Restored(Progress(2, 0, 8), Path("epoch2_batch0.pt"), record=None, best=None))
     fit(run)
-    assert events[:6] == [("resumed_from", Path("epoch2_batch0.pt"), None), ("prepare",), ("before_train",), ("validate", 1), ("commit", 1), ("after_validation", 1)]
+    assert events[:6] == [
+        ("resumed_from", Path("epoch2_batch0.pt"), None),
+        ("prepare",),
+        ("before_train",),
+        ("validate", 1),
+        ("commit", 1),
+        ("after_validation", 1),
+    ]
     assert events[6:-2] == epoch(2) and run.state.epoch == 3
 
 
@@ -161,7 +182,12 @@ def test_periodic_checkpoints_come_inside_epochs_only():
     events: Events = []
     fit(trainer(events, every_steps=3))
     saves = [e[1] for e in events if e[0] == "save"]
-    assert saves == [Progress(0, 3, 3), Progress(1, 0, 4), Progress(1, 2, 6), Progress(2, 0, 8)]  # step 4 ends epoch 0: no periodic
+    assert saves == [
+        Progress(0, 3, 3),
+        Progress(1, 0, 4),
+        Progress(1, 2, 6),
+        Progress(2, 0, 8),
+    ]  # step 4 ends epoch 0: no periodic
 
 
 def test_early_stopping_ends_training_after_the_validation_that_used_up_the_patience():
@@ -176,8 +202,21 @@ def test_a_resume_whose_validation_was_recorded_continues_after_it():
     events: Events = []
     run = trainer(events)
     state = {"metric": "loss", "mode": "min", "value": 2.0, "epoch": 1, "evals_since_best": 0, "pending": None}
-    run.start_from(Restored(Progress(2, 0, 8), Path("epoch2_batch0.pt"), ValidationRecord(1, 8, {"loss": 2.0}, state, "epoch1_batch0.pt"), "epoch1_batch0.pt"))
+    run.start_from(
+        Restored(
+            Progress(2, 0, 8),
+            Path("epoch2_batch0.pt"),
+            ValidationRecord(1, 8, {"loss": 2.0}, state, "epoch1_batch0.pt"),
+            "epoch1_batch0.pt",
+        )
+    )
     assert run.state.progress == Progress(2, 0, 8) and run.validator.tracker.value == 2.0
     result = fit(run)  # both epochs trained, their validations done: nothing is left to do
-    assert events == [("resumed_from", Path("epoch2_batch0.pt"), "epoch1_batch0.pt"), ("prepare",), ("before_train",), ("finish",), ("after_train",)]
+    assert events == [
+        ("resumed_from", Path("epoch2_batch0.pt"), "epoch1_batch0.pt"),
+        ("prepare",),
+        ("before_train",),
+        ("finish",),
+        ("after_train",),
+    ]
     assert (result.best_epoch, result.best_value) == (1, 2.0)

@@ -31,7 +31,14 @@ class NanAt(nn.Module):
     def __init__(self, nan_at=()):
         super().__init__()
         torch.manual_seed(0)
-        self.net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+        self.net = nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(4, 10),
+        )
         self.nan_at, self.calls = set(nan_at), 0
 
     def forward(self, x):
@@ -49,7 +56,11 @@ def trainer_for(tmp_path, impl="auto", amp=None, nan_at=(), nonfinite="stop", em
     model, optimizer = amp.initialize(model, optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     parts = Parts(model, nn.CrossEntropyLoss(), amp, optimizer, scheduler, train_loader=batches, ema=ema)
-    return Trainer(parts, LoopOptions(log_every=LOG_EVERY, nonfinite=nonfinite, max_nonfinite_skips=100), hooks=[ProgressHook(LOG_EVERY)])
+    return Trainer(
+        parts,
+        LoopOptions(log_every=LOG_EVERY, nonfinite=nonfinite, max_nonfinite_skips=100),
+        hooks=[ProgressHook(LOG_EVERY)],
+    )
 
 
 def reads_of(trainer) -> int:
@@ -68,7 +79,11 @@ def reads_of(trainer) -> int:
         ("auto", AmpConfig(), "stop"),  # the defaults: O0, fused AdamW
         ("auto", AmpConfig(opt_level="O1"), "stop"),  # bf16 autocast on the CPU
         ("auto", AmpConfig(), "skip"),  # the skip decision stays on the device
-        ("auto", AmpConfig(opt_level="O1", dtype="float16", loss_scale=128.0), "stop"),  # fp16 loss scaling, fused: no read
+        (
+            "auto",
+            AmpConfig(opt_level="O1", dtype="float16", loss_scale=128.0),
+            "stop",
+        ),  # fp16 loss scaling, fused: no read
     ],
 )
 def test_one_read_per_log_step_and_one_at_the_epoch_end(tmp_path, impl, amp, nonfinite):
@@ -80,7 +95,10 @@ def test_an_optimizer_without_found_inf_reads_once_per_step_under_skip(tmp_path)
 
 
 def test_stop_names_the_step_and_the_checked_range(tmp_path):
-    with pytest.raises(NonFiniteError, match=re.escape("loss is nan at epoch 0, step 3 (train.nonfinite=stop); steps 0..9 were checked at step 10")):
+    with pytest.raises(
+        NonFiniteError,
+        match=re.escape("loss is nan at epoch 0, step 3 (train.nonfinite=stop); steps 0..9 were checked at step 10"),
+    ):
         trainer_for(tmp_path, nan_at=[3]).fit()
 
 

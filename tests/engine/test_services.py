@@ -50,7 +50,14 @@ def checkpointer(tmp_path: Path, state: StateObjects, synced: List[int], backgro
 
 
 def validation(epoch: int, is_best: bool) -> Validation:
-    return Validation(epoch, 10 * (epoch + 1), {"top1": 0.5 + epoch}, is_best, False, {"metric": "top1", "value": 0.5, "pending": None})
+    return Validation(
+        epoch,
+        10 * (epoch + 1),
+        {"top1": 0.5 + epoch},
+        is_best,
+        False,
+        {"metric": "top1", "value": 0.5, "pending": None},
+    )
 
 
 @pytest.mark.parametrize("background", [False, True])
@@ -61,7 +68,11 @@ def test_the_checkpointer_saves_what_its_contents_hold_after_their_sync_point(tm
     saver.finish()
     assert synced == [1] and path == tmp_path / "epoch0001_batch000000.pt" and saver.last_path == path
     saved = Checkpoint.load(path)
-    assert saved.progress == Progress(1, 0, 8) and saved.config == {"seed": 0} and saved.loop_state("validator") == {"pending": 0}
+    assert (
+        saved.progress == Progress(1, 0, 8)
+        and saved.config == {"seed": 0}
+        and saved.loop_state("validator") == {"pending": 0}
+    )
     assert saver.is_periodic(4, 2, 10) and not saver.is_periodic(4, 10, 10) and not saver.is_periodic(3, 2, 10)
 
 
@@ -82,7 +93,9 @@ def test_a_committed_validation_records_the_best_file_then_links_best_pt(tmp_pat
     saver.commit_validation(validation(1, is_best=False))
     assert saver.store.best == first.name and saver.best_path().samefile(first)  # best.pt is a link to it
     second = tmp_path / "epoch0002_batch000000.pt"
-    assert read_record(second) == ValidationRecord(1, 20, {"top1": 1.5}, {"metric": "top1", "value": 0.5, "pending": None}, first.name)
+    assert read_record(second) == ValidationRecord(
+        1, 20, {"top1": 1.5}, {"metric": "top1", "value": 0.5, "pending": None}, first.name
+    )
     assert saver.state_dict() == {"best": first.name}
     saver.best_is_epoch(1)  # a best rebuilt under another monitor: the file whose record is of that epoch
     assert saver.store.best == second.name
@@ -95,7 +108,9 @@ def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_
     assert list(json.loads(record_path(checkpoint).read_text())) == ["epoch", "step", "metrics", "validator", "best"]
     back = read_record(checkpoint)
     assert back.epoch == 0 and back["metrics"].keys() == {"top1"} and back.best == record.best
-    record_path(checkpoint).write_text(json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}}))  # an older version's: no best
+    record_path(checkpoint).write_text(
+        json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}})
+    )  # an older version's: no best
     older = read_record(checkpoint)
     assert older.best is None and best_as_of(older, {"best": "epoch0003_batch000000.pt"}) == "epoch0003_batch000000.pt"
     assert best_as_of(None, None) is None and best_as_of(record, {"best": "other.pt"}) == record.best
@@ -105,7 +120,9 @@ def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_
 
 def test_progress_names_the_epoch_to_continue_from_and_the_epoch_its_weights_are_of():
     assert Progress(2, 0, 20).trained_epoch == 1 and Progress(2, 3, 23).trained_epoch == 2
-    assert Progress(1, 10, 20).rolled_over(10) == Progress(2, 0, 20) and Progress(1, 4, 14).rolled_over(10) == Progress(1, 4, 14)
+    assert Progress(1, 10, 20).rolled_over(10) == Progress(2, 0, 20) and Progress(1, 4, 14).rolled_over(10) == Progress(
+        1, 4, 14
+    )
 
 
 class Evaluations:
@@ -128,8 +145,16 @@ def test_the_validator_owns_what_is_pending_and_scores_the_model_and_its_ema():
     validator.epoch_trained(1, last=False)
     assert validator.pending == 1 and validator.state_dict()["pending"] == 1  # saved in the epoch's checkpoint
     outcome = validator.run_pending(step=8)
-    assert (outcome.epoch, outcome.step, outcome.metrics, outcome.is_best) == (1, 8, {"top1": 0.4, "ema_top1": 0.6}, True)
-    assert [(m, split) for m, _, split in evaluate.calls] == [(model, "val"), (ema, "val_ema")] and validator.pending is None
+    assert (outcome.epoch, outcome.step, outcome.metrics, outcome.is_best) == (
+        1,
+        8,
+        {"top1": 0.4, "ema_top1": 0.6},
+        True,
+    )
+    assert [(m, split) for m, _, split in evaluate.calls] == [
+        (model, "val"),
+        (ema, "val_ema"),
+    ] and validator.pending is None
     assert outcome.record("epoch0002_batch000000.pt").to_dict()["validator"]["value"] == 0.6
     validator.epoch_trained(2, last=True)  # the last epoch is always validated
     assert not validator.run_pending(step=12).is_best and validator.tracker.epoch == 1

@@ -47,7 +47,12 @@ def test_ema_follows_the_documented_formula():
 
 
 def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, capsys):
-    args = fast_overrides(out_root, "ema", epochs=3) + ["train.ema={decay: 0.9}", "eval.use_ema=true", "eval.monitor=loss", "eval.monitor_mode=min"]
+    args = fast_overrides(out_root, "ema", epochs=3) + [
+        "train.ema={decay: 0.9}",
+        "eval.use_ema=true",
+        "eval.monitor=loss",
+        "eval.monitor_mode=min",
+    ]
     assert main.main(args) == 0
     capsys.readouterr()
     run = out_root / "ema" / "latest"
@@ -66,7 +71,15 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     def test_loss(weights):
         model = build_network(cfg.model)
         model.load_state_dict(weights)
-        return evaluate(model, loader, build_criterion(cfg.loss), build_metric("classification"), Amp(AmpConfig(), device), device, show_progress=False)["loss"]
+        return evaluate(
+            model,
+            loader,
+            build_criterion(cfg.loss),
+            build_metric("classification"),
+            Amp(AmpConfig(), device),
+            device,
+            show_progress=False,
+        )["loss"]
 
     tested = rows(run, "test")[-1]["loss"]
     assert tested == pytest.approx(test_loss(best["ema"]["weights"]), rel=1e-9)
@@ -87,14 +100,24 @@ def test_best_tracker_counts_evaluations_without_improvement():
     assert [low.update(v, i) for i, v in enumerate([3.0, 2.0, 2.5, 1.0])] == [True, True, False, True]
     assert not low.should_stop
     nan = BestTracker("loss", "min", patience=2)  # a NaN value is never the best: later numbers still win
-    assert [nan.update(v, i) for i, v in enumerate([float("nan"), 2.0, float("nan"), 1.0])] == [False, True, False, True]
+    assert [nan.update(v, i) for i, v in enumerate([float("nan"), 2.0, float("nan"), 1.0])] == [
+        False,
+        True,
+        False,
+        True,
+    ]
     assert nan.value == 1.0 and nan.epoch == 3 and nan.evals_since_best == 0
 
 
 def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):
     caplog.set_level(logging.INFO)
     # lr 0 and frozen BatchNorm: the network never changes, so epoch 0 stays the best
-    args = fast_overrides(out_root, "stop", epochs=10) + ["optim.lr=0.0", "model.freeze_bn=true", "train.patience=2", "eval.every=2"]
+    args = fast_overrides(out_root, "stop", epochs=10) + [
+        "optim.lr=0.0",
+        "model.freeze_bn=true",
+        "train.patience=2",
+        "eval.every=2",
+    ]
     assert main.main(args) == 0
     run = out_root / "stop" / "latest"
     assert [r["epoch"] for r in rows(run)] == [1, 3, 5]  # best at 1, then 2 evaluations without improvement
@@ -108,7 +131,11 @@ def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):
 def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, caplog):
     caplog.set_level(logging.INFO)
     # 1257 training digits, batch 64, drop_last: 19 micro-batches = 10 optimizer steps per epoch with K=2
-    args = fast_overrides(out_root, "iters", epochs=50) + ["train.iterations=25", "train.accumulate=2", "schedule.warmup_epochs=0"]
+    args = fast_overrides(out_root, "iters", epochs=50) + [
+        "train.iterations=25",
+        "train.accumulate=2",
+        "schedule.warmup_epochs=0",
+    ]
     assert main.main(args) == 0
     state = torch.load(out_root / "iters" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     # step 25 is the 5th step of epoch 2: the last checkpoint records where the run really stopped
@@ -121,13 +148,19 @@ def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, ca
 
 def test_auto_resume_restores_the_ema_and_continues(out_root, caplog):
     caplog.set_level(logging.INFO)
-    args = fast_overrides(out_root, "auto", epochs=2) + ["train.ema={decay: 0.9, warmup: false}", "train.auto_resume=true"]
+    args = fast_overrides(out_root, "auto", epochs=2) + [
+        "train.ema={decay: 0.9, warmup: false}",
+        "train.auto_resume=true",
+    ]
     assert main.main(args) == 0
     first = torch.load(out_root / "auto" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert main.main([*args, "train.epochs=3"]) == 0
     second = torch.load(out_root / "auto" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert "resumed from" in caplog.text
-    assert second["progress"]["epoch"] == 3 and second["ema"]["updates"] == second["progress"]["step"] > first["ema"]["updates"]
+    assert (
+        second["progress"]["epoch"] == 3
+        and second["ema"]["updates"] == second["progress"]["step"] > first["ema"]["updates"]
+    )
 
 
 def test_bad_training_control_values_are_config_errors():

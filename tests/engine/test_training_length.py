@@ -18,12 +18,25 @@ from utils.config import AmpConfig, ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 
 # data.prefetch=none: no batch is read ahead, so what is read is what training consumed
-RECORDED = ["custom_imports=[tests.fixtures.recorded_digits]", "data.name=recorded_digits", "data.prefetch=none", "threads=1", "schedule.warmup_epochs=0"]
+RECORDED = [
+    "custom_imports=[tests.fixtures.recorded_digits]",
+    "data.name=recorded_digits",
+    "data.prefetch=none",
+    "threads=1",
+    "schedule.warmup_epochs=0",
+]
 
 
 def train(out: Path, name: str, record: Path, *extra: str) -> None:
     cmd = [PYTHON, "main.py", *fast_overrides(out, name, epochs=1), *RECORDED, *extra]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**subprocess_env(), "REGTRAIN_RECORD": str(record)}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**subprocess_env(), "REGTRAIN_RECORD": str(record)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -54,7 +67,9 @@ def test_a_resume_with_a_longer_run_steps_on_the_new_schedule_from_the_resumed_s
     for _ in range(5):
         optimizer.step()
         scheduler.step()
-    saved = snapshot_training_state(StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu"))), Progress(0, 5, 5), RunRecord())
+    saved = snapshot_training_state(
+        StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu"))), Progress(0, 5, 5), RunRecord()
+    )
     assert optimizer.param_groups[0]["lr"] == 0.0  # the 5-step cosine ended
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -66,4 +81,6 @@ def test_a_resume_with_a_longer_run_steps_on_the_new_schedule_from_the_resumed_s
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     same = build_scheduler(optimizer, cfg, iters_per_epoch=10, total_iters=5)
     Checkpoint(saved).restore(StateObjects(model, optimizer, same, Amp(AmpConfig(), torch.device("cpu"))), rank=0)
-    assert optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]  # the same length: the same LR
+    assert (
+        optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]
+    )  # the same length: the same LR

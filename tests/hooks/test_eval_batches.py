@@ -38,7 +38,11 @@ class BatchRecorder(Hook):
 def test_validation_the_ema_pass_and_the_test_reach_after_eval_batch(tmp_path):
     recorder = BatchRecorder()
     run_with(recorder, "classification", tmp_path, ema=True)  # 2 epochs, 2 val batches of 4, then the test on them
-    assert recorder.batches == {"val": 4, "val_ema": 4, "test": 2} and recorder.samples == {"val": 16, "val_ema": 16, "test": 8}
+    assert recorder.batches == {"val": 4, "val_ema": 4, "test": 2} and recorder.samples == {
+        "val": 16,
+        "val_ema": 16,
+        "test": 8,
+    }
     assert [i for split, i in recorder.indices if split == "val"] == [0, 1, 0, 1]  # per evaluation, from 0
 
 
@@ -51,7 +55,12 @@ def _confusion_on_shards(rank: int, world_size: int, samples: int) -> list:
     shard = list(ShardSampler(samples, rank, world_size))
     loader = [(inputs[shard[i : i + 2]], labels[shard[i : i + 2]]) for i in range(0, len(shard), 2)]
     hook = HOOKS.build("confusion_matrix")
-    parts = Parts(model, build_criterion([{"name": "cross_entropy"}]), Amp(AmpConfig(), torch.device("cpu")), metric=build_metric("classification"))
+    parts = Parts(
+        model,
+        build_criterion([{"name": "cross_entropy"}]),
+        Amp(AmpConfig(), torch.device("cpu")),
+        metric=build_metric("classification"),
+    )
     trainer = Trainer(parts, LoopOptions(), hooks=[hook], dist=DistInfo(rank=rank, world_size=world_size))
     metrics = trainer.evaluate(model, loader, split="val")
     matrix = hook.matrix("val")  # what after_validation draws; every rank reduces

@@ -19,13 +19,16 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.hook.profiler import ProfilerHook, fit_schedule
 
 
-@pytest.mark.parametrize("schedule, steps, fitted", [
-    ((1, 1, 5), 2, (0, 1, 1)),  # the waiting goes first, one step is recorded
-    ((1, 1, 5), 1, (0, 0, 1)),
-    ((1, 1, 5), 6, (0, 1, 5)),
-    ((2, 1, 3), 100, (2, 1, 3)),  # it fits: as given
-    ((1, 1, 5), None, (1, 1, 5)),  # an unknown length: as given (the epoch's end stops it)
-])
+@pytest.mark.parametrize(
+    "schedule, steps, fitted",
+    [
+        ((1, 1, 5), 2, (0, 1, 1)),  # the waiting goes first, one step is recorded
+        ((1, 1, 5), 1, (0, 0, 1)),
+        ((1, 1, 5), 6, (0, 1, 5)),
+        ((2, 1, 3), 100, (2, 1, 3)),  # it fits: as given
+        ((1, 1, 5), None, (1, 1, 5)),  # an unknown length: as given (the epoch's end stops it)
+    ],
+)
 def test_the_schedule_shrinks_to_the_steps_the_run_takes(schedule, steps, fitted):
     assert fit_schedule(*schedule, steps) == fitted
 
@@ -82,8 +85,17 @@ def test_a_run_shorter_than_the_wait_says_so_instead_of_an_empty_range(tmp_path,
 @pytest.mark.slow  # a training process: the profiler's C++ library prints to the process's stderr
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU lines are about a CPU-only machine")
 def test_a_profiled_cpu_run_prints_no_gpu_lines(tmp_path):
-    args = [*fast_overrides(tmp_path, "p", epochs=1), "train.iterations=2", "threads=1", "train.profile={wait: 1, warmup: 1, active: 5}"]
-    proc = subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    args = [
+        *fast_overrides(tmp_path, "p", epochs=1),
+        "train.iterations=2",
+        "threads=1",
+        "train.profile={wait: 1, warmup: 1, active: 5}",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "main.py", *args], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "training steps 2-2 (ProfilerStep#1-#1)" in proc.stderr
-    assert not [line for line in proc.stderr.splitlines() if re.match(r"(ERROR|USDT|STAGE|INFO):\d{4}-", line)], proc.stderr[-3000:]
+    assert not [line for line in proc.stderr.splitlines() if re.match(r"(ERROR|USDT|STAGE|INFO):\d{4}-", line)], (
+        proc.stderr[-3000:]
+    )

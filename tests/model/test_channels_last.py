@@ -19,7 +19,9 @@ NHWC = torch.channels_last
 
 def small_net():
     torch.manual_seed(0)
-    return NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"in_channels": 3, "widths": [8, 16]})
+    return NETWORKS.build(
+        "classifier", num_classes=10, backbone="small_cnn", backbone_args={"in_channels": 3, "widths": [8, 16]}
+    )
 
 
 def test_outputs_and_gradients_equal_the_contiguous_model():
@@ -47,7 +49,7 @@ def test_outputs_and_gradients_equal_the_contiguous_model():
 @pytest.mark.parametrize("mode", ["none", "thread"])
 def test_the_prefetcher_hands_out_nhwc_inputs_and_leaves_the_rest(mode):
     batches = [(torch.randn(2, 3, 4, 4), torch.zeros(2, 1, 4, 4), torch.tensor([0, 1]))]
-    (inputs, mask, labels), = list(PrefetchLoader(batches, mode=mode, channels_last=True))
+    ((inputs, mask, labels),) = list(PrefetchLoader(batches, mode=mode, channels_last=True))
     assert inputs.is_contiguous(memory_format=NHWC) and not inputs.is_contiguous()
     assert mask.is_contiguous() and torch.equal(inputs, batches[0][0])
     clip = [(torch.randn(2, 3, 2, 4, 4), labels)]  # 5-D video clips keep their layout

@@ -37,7 +37,14 @@ FP32_TOL = {"rtol": 1e-4, "atol": 1e-5}
 BF16_TOL = {"rtol": 1e-2, "atol": 1e-3}
 # eval batches of 60 divide the val (180) and test (360) splits: one eval graph, no recompiles;
 # a constant LR: runs of 1, 2 and 3 epochs follow the same schedule
-FAST = ["data.eval_batch_size=60", "threads=1", "schedule.name=constant", "schedule.warmup_epochs=0", "optim.name=sgd", "optim.lr=0.01"]
+FAST = [
+    "data.eval_batch_size=60",
+    "threads=1",
+    "schedule.name=constant",
+    "schedule.warmup_epochs=0",
+    "optim.name=sgd",
+    "optim.lr=0.01",
+]
 
 
 class Losses:
@@ -54,20 +61,31 @@ def losses_of(compiled: bool, level: str, grad_checkpointing: bool, steps: int =
     torch.manual_seed(0)
     model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [4, 8]})
     model.set_grad_checkpointing(grad_checkpointing)
-    optimizer = build_optimizer(model, OptimConfig(name="sgd", lr=1e-2))  # Adam would amplify bf16 rounding in tiny gradients
+    optimizer = build_optimizer(
+        model, OptimConfig(name="sgd", lr=1e-2)
+    )  # Adam would amplify bf16 rounding in tiny gradients
     amp = Amp(AmpConfig(opt_level=level, dtype="bfloat16"), torch.device("cpu"))
     model, optimizer = amp.initialize(model, optimizer)
     compile_model(model, dict(COMPILE_DEFAULTS) if compiled else None)
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 10, (8,), generator=g)) for _ in range(steps)]
     recorder = Losses()
-    parts = Parts(model, nn.CrossEntropyLoss(), amp, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0), train_loader=batches)
+    parts = Parts(
+        model,
+        nn.CrossEntropyLoss(),
+        amp,
+        optimizer,
+        torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0),
+        train_loader=batches,
+    )
     Trainer(parts, LoopOptions(), hooks=[recorder]).fit()
     return recorder.values, model
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("level, grad_checkpointing, tol", [("O0", False, FP32_TOL), ("O1", True, BF16_TOL), ("O2", False, BF16_TOL)])
+@pytest.mark.parametrize(
+    "level, grad_checkpointing, tol", [("O0", False, FP32_TOL), ("O1", True, BF16_TOL), ("O2", False, BF16_TOL)]
+)
 def test_compiled_losses_equal_eager_over_a_few_steps(level, grad_checkpointing, tol):
     compiled, model = losses_of(True, level, grad_checkpointing)
     eager, reference = losses_of(False, level, grad_checkpointing)
@@ -94,11 +112,16 @@ def runs(tmp_path_factory):
     base = [*fast_overrides(root, "compiled", epochs=2), *FAST]
     assert main.main(["--resume", *base]) == 0  # compiled checkpoint, eager run
     out["then_eager"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
-    assert main.main(["--resume", *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0  # and back
+    assert (
+        main.main(["--resume", *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0
+    )  # and back
     out["then_compiled"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     assert main.main([*fast_overrides(root, "eager3", epochs=3), *FAST]) == 0
     out["eager3"] = load_verified(root / "eager3" / "latest" / "checkpoints" / "last.pt")
-    out["metrics"] = {name: [json.loads(line) for line in (root / name / "latest" / "metrics.jsonl").read_text().splitlines()] for name in ("eager", "eager3", "compiled")}
+    out["metrics"] = {
+        name: [json.loads(line) for line in (root / name / "latest" / "metrics.jsonl").read_text().splitlines()]
+        for name in ("eager", "eager3", "compiled")
+    }
     return out
 
 
@@ -116,7 +139,9 @@ def test_a_compiled_epoch_trains_like_an_eager_one(runs):
 def test_a_compiled_run_resumes_into_an_eager_one_and_back(runs):
     assert runs["then_eager"]["progress"]["epoch"] == 2 and runs["then_compiled"]["progress"]["epoch"] == 3
     assert runs["then_compiled"]["progress"]["step"] == runs["eager3"]["progress"]["step"]
-    tests = {name: [m for m in runs["metrics"][name] if m["split"] == "test"][-1]["loss"] for name in ("eager3", "compiled")}
+    tests = {
+        name: [m for m in runs["metrics"][name] if m["split"] == "test"][-1]["loss"] for name in ("eager3", "compiled")
+    }
     assert tests["compiled"] == pytest.approx(tests["eager3"], rel=1e-2)
 
 
@@ -125,12 +150,22 @@ def test_a_compiled_run_resumes_into_an_eager_one_and_back(runs):
 def test_compiled_under_two_rank_ddp_trains_like_eager_over_a_few_steps(tmp_path):
     weights, losses = {}, {}
     for name, extra in (("eager", []), ("compiled", ["train.compile=true"])):
-        settings = [f"experiment.output_root={tmp_path}", f"experiment.name={name}", "train.iterations=4", "model.args.backbone_args={widths: [8, 16]}", *FAST]
-        proc = run(torchrun(2, *settings, "data.eval_batch_size=30", *extra), timeout=360)  # 30 divides each rank's shards
+        settings = [
+            f"experiment.output_root={tmp_path}",
+            f"experiment.name={name}",
+            "train.iterations=4",
+            "model.args.backbone_args={widths: [8, 16]}",
+            *FAST,
+        ]
+        proc = run(
+            torchrun(2, *settings, "data.eval_batch_size=30", *extra), timeout=360
+        )  # 30 divides each rank's shards
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "replicas identical on 2 rank(s)" in proc.stderr
         weights[name] = load_verified(tmp_path / name / "latest" / "checkpoints" / "last.pt")["model"]
         losses[name] = float(re.search(r"epoch 0 train: loss=([0-9.]+)", proc.stderr).group(1))
     assert losses["compiled"] == pytest.approx(losses["eager"], rel=FP32_TOL["rtol"])
     for name, value in weights["eager"].items():
-        torch.testing.assert_close(weights["compiled"][name], value, rtol=1e-3, atol=1e-4, msg=name)  # ReLU ties (see the top)
+        torch.testing.assert_close(
+            weights["compiled"][name], value, rtol=1e-3, atol=1e-4, msg=name
+        )  # ReLU ties (see the top)

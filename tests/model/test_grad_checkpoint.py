@@ -90,8 +90,16 @@ def _free_port() -> int:
 
 def _ddp_run(out_root, name: str, *extra: str):
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}",
-        "main.py", *fast_overrides(out_root, name, epochs=1), "dist.static_graph=false", "data.batch_size=32", *extra,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={_free_port()}",
+        "main.py",
+        *fast_overrides(out_root, name, epochs=1),
+        "dist.static_graph=false",
+        "data.batch_size=32",
+        *extra,
     ]
     proc = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=200)
     output = proc.stdout + proc.stderr

@@ -24,7 +24,11 @@ def test_materialize_creates_the_weights_without_touching_statistics_modes_or_rn
     assert model[4].weight.shape == (3, 4 * 6 * 6)
     assert torch.equal(torch.get_rng_state(), rng)  # the streams after it are those of a network without lazy modules
     bn = model[1]
-    assert int(bn.num_batches_tracked) == 0 and torch.equal(bn.running_mean, torch.zeros(4)) and torch.equal(bn.running_var, torch.ones(4))
+    assert (
+        int(bn.num_batches_tracked) == 0
+        and torch.equal(bn.running_mean, torch.zeros(4))
+        and torch.equal(bn.running_var, torch.ones(4))
+    )
     assert model.training and not bn.training and model[2].training
 
 

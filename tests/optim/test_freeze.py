@@ -26,7 +26,9 @@ def one_epoch(model: nn.Module, batches: int = 4) -> None:
     optimizer = build_optimizer(model, OptimConfig(lr=0.05, weight_decay=0.1))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
     g = torch.Generator().manual_seed(0)
-    loader = [(torch.randn(8, 1, 8, 8, generator=g) * 3 + 1, torch.randint(0, 4, (8,), generator=g)) for _ in range(batches)]
+    loader = [
+        (torch.randn(8, 1, 8, 8, generator=g) * 3 + 1, torch.randint(0, 4, (8,), generator=g)) for _ in range(batches)
+    ]
     amp = Amp(AmpConfig(), torch.device("cpu"))
     Trainer(Parts(model, nn.CrossEntropyLoss(), amp, optimizer, scheduler, train_loader=loader), LoopOptions()).fit()
 

@@ -25,7 +25,12 @@ def test_layer_decay_on_the_small_backbone_gives_the_documented_rates():
     optimizer = build_optimizer(model, OptimConfig(lr=0.1, layer_decay=0.75))
     lrs = lrs_by_name(model, optimizer)
     # ids: stage i -> i, head -> num_layers = 3; lr_i = 0.1 * 0.75 ** (3 - i)
-    expected = {"backbone.stages.0.": 0.0421875, "backbone.stages.1.": 0.05625, "backbone.stages.2.": 0.075, "head.": 0.1}
+    expected = {
+        "backbone.stages.0.": 0.0421875,
+        "backbone.stages.1.": 0.05625,
+        "backbone.stages.2.": 0.075,
+        "head.": 0.1,
+    }
     for name, (lr, _) in lrs.items():
         (want,) = [v for prefix, v in expected.items() if name.startswith(prefix)]
         assert lr == pytest.approx(want, rel=1e-12), name

@@ -57,7 +57,9 @@ def mask_folder(root: Path, mask: Image.Image, count: int = 2, split: str = "tes
     for sub in ("Image", "Mask"):
         (root / split / sub).mkdir(parents=True, exist_ok=True)
     for i in range(count):
-        Image.fromarray(rng.integers(0, 256, (*OBJECT.shape, 3), dtype=np.uint8)).save(root / split / "Image" / f"{i}.png")
+        Image.fromarray(rng.integers(0, 256, (*OBJECT.shape, 3), dtype=np.uint8)).save(
+            root / split / "Image" / f"{i}.png"
+        )
         mask.save(root / split / "Mask" / f"{i}.png")
     return root
 
@@ -101,9 +103,18 @@ def _transparent() -> Image.Image:
 
 
 REFUSED = {
-    "label indices": (_labels, r"mask '.*0.png' holds the values 0, 1, 2: the largest is below half of the range 0..255"),
-    "two values, no background": (lambda: Image.fromarray((OBJECT * 100 + 100).astype(np.uint8)), r"mask '.*0.png' holds two values, 100, 200, and neither is 0"),
-    "three colours": (_three_colours, r"mask '.*0.png' holds 3 colours \(\(0, 0, 0\), \(0, 0, 255\), \(255, 0, 0\)\); a saliency mask is grey, or one colour on black"),
+    "label indices": (
+        _labels,
+        r"mask '.*0.png' holds the values 0, 1, 2: the largest is below half of the range 0..255",
+    ),
+    "two values, no background": (
+        lambda: Image.fromarray((OBJECT * 100 + 100).astype(np.uint8)),
+        r"mask '.*0.png' holds two values, 100, 200, and neither is 0",
+    ),
+    "three colours": (
+        _three_colours,
+        r"mask '.*0.png' holds 3 colours \(\(0, 0, 0\), \(0, 0, 255\), \(255, 0, 0\)\); a saliency mask is grey, or one colour on black",
+    ),
     "transparent": (_transparent, r"mask '.*0.png' has transparent pixels"),
 }
 
@@ -113,7 +124,11 @@ def test_encodings_no_rule_reads_are_refused_by_name_or_skipped(tmp_path, caplog
     make, message = REFUSED[case]
     root = mask_folder(tmp_path, ENCODINGS["grey 0/255"](), count=2)
     make().save(root / "test" / "Mask" / "0.png")
-    with pytest.raises(DataError, match=message + r".*save it as grey with 0 for the background and 255 for the object.*, or set data.args.on_bad_sample=skip"):
+    with pytest.raises(
+        DataError,
+        match=message
+        + r".*save it as grey with 0 for the background and 255 for the object.*, or set data.args.on_bad_sample=skip",
+    ):
         dataset(root)[0]
     skipping = dataset(root, on_bad_sample="skip")
     assert skipping[0][1]["name"] == "1" and re.search(r"skipping " + message, caplog.text)
@@ -135,7 +150,10 @@ def test_unreadable_images_and_masks_stop_or_are_skipped(tmp_path, caplog):
     root = mask_folder(tmp_path, ENCODINGS["grey 0/255"](), count=3)
     (root / "test" / "Image" / "0.png").write_bytes(b"\x89PNG truncated")
     (root / "test" / "Mask" / "1.png").write_bytes(b"not a mask")
-    with pytest.raises(DataError, match=r"cannot read image '.*Image/0.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip"):
+    with pytest.raises(
+        DataError,
+        match=r"cannot read image '.*Image/0.png' \(UnidentifiedImageError\); fix or remove the file, or set data.args.on_bad_sample=skip",
+    ):
         dataset(root)[0]
     with pytest.raises(DataError, match=r"cannot read mask '.*Mask/1.png' \(UnidentifiedImageError\)"):
         dataset(root)[1]
@@ -149,7 +167,10 @@ def test_mixed_sizes_without_a_size_name_two_files_and_the_fix(tmp_path):
     Image.fromarray(np.zeros((5, 9, 3), np.uint8)).save(root / "test" / "Image" / "1.png")
     Image.fromarray(np.zeros((5, 9), np.uint8)).save(root / "test" / "Mask" / "1.png")
     loader = build_eval_loader(dataset(root), DataConfig(batch_size=2), rank=0, world_size=1)
-    with pytest.raises(DataError, match=r"images of different sizes cannot form a batch: '.*Image/0.png' is 8x6 and '.*Image/1.png' is 9x5 .*data.args.size=N"):
+    with pytest.raises(
+        DataError,
+        match=r"images of different sizes cannot form a batch: '.*Image/0.png' is 8x6 and '.*Image/1.png' is 9x5 .*data.args.size=N",
+    ):
         next(iter(loader))
 
 
@@ -162,8 +183,20 @@ def test_0_1_masks_train_and_score_as_0_255_masks(tmp_path, capsys):
         Image.fromarray((np.array(Image.open(path)) // 255).astype(np.uint8)).save(path)
     results = {}
     for encoding in ("255", "01"):
-        args = ["--config", "configs/sod_shapes.yaml", f"experiment.output_root={tmp_path / 'out'}", f"experiment.name=m{encoding}", "data.name=image_mask_folder",
-                f"data.root={tmp_path / encoding}", "data.args={size: 32}", "train.epochs=1", "eval.save_predictions=false", "hooks=[{name: saliency_grid, enabled: false}]"]
+        args = [
+            "--config",
+            "configs/sod_shapes.yaml",
+            f"experiment.output_root={tmp_path / 'out'}",
+            f"experiment.name=m{encoding}",
+            "data.name=image_mask_folder",
+            f"data.root={tmp_path / encoding}",
+            "data.args={size: 32}",
+            "train.epochs=1",
+            "eval.save_predictions=false",
+            "hooks=[{name: saliency_grid, enabled: false}]",
+        ]
         assert main.main(args) == 0
         results[encoding] = printed_metrics(capsys.readouterr().out)
-    assert results["01"] == results["255"] and results["255"]["max_f"] > 0.1  # 0/1 masks scored max_f=0 (and trained on targets of 1/255)
+    assert (
+        results["01"] == results["255"] and results["255"]["max_f"] > 0.1
+    )  # 0/1 masks scored max_f=0 (and trained on targets of 1/255)

@@ -27,7 +27,10 @@ def test_scenes_are_reproducible_per_index_and_splits_differ():
     sizes = {render_scene(0, "test", i)[1].shape for i in range(10)}
     assert len(sizes) > 5 and all(48 <= s <= 80 for size in sizes for s in size)
     # the shapes stand out: the mean colour inside the mask differs from the outside
-    inside, outside = image[mask > 0].astype(float).std(axis=1).mean(), image[mask == 0].astype(float).std(axis=1).mean()
+    inside, outside = (
+        image[mask > 0].astype(float).std(axis=1).mean(),
+        image[mask == 0].astype(float).std(axis=1).mean(),
+    )
     assert inside > 2 * outside  # saturated shapes vs a low-saturation background
 
 
@@ -101,7 +104,9 @@ def test_missing_masks_and_images_are_listed(tmp_path):
 
 
 def test_multi_scale_batches_share_one_random_size():
-    dataset = DATASETS.build("shapes_sod", split="train", root=None, transform=None, size=32, multi_scale=[0.5, 1.0, 1.5], size_divisor=8)
+    dataset = DATASETS.build(
+        "shapes_sod", split="train", root=None, transform=None, size=32, multi_scale=[0.5, 1.0, 1.5], size_divisor=8
+    )
     loader = build_train_loader(dataset, DataConfig(batch_size=4), rank=0, world_size=1, seed=0)
     torch.manual_seed(0)
     sizes = set()

@@ -32,8 +32,15 @@ def test_two_rank_evaluation_equals_one_process(tmp_path):
 
     result = tmp_path / "dist.json"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
-        str(ROOT / "tests" / "fixtures" / "sod_dist_eval.py"), str(result), str(tmp_path / "dist"),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(ROOT / "tests" / "fixtures" / "sod_dist_eval.py"),
+        str(result),
+        str(tmp_path / "dist"),
     ]
     proc = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

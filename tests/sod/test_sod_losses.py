@@ -36,7 +36,9 @@ def test_bce_handles_dense_dict_targets_and_weights_combine():
     mask = (torch.rand(2, 1, 5, 6) > 0.5).float()
     bce = LOSSES.build("bce_with_logits")(logits, {"mask": mask, "original": [None, None]})
     assert bce.item() == pytest.approx(F.binary_cross_entropy_with_logits(logits, mask).item(), rel=1e-6)
-    combined = build_criterion([{"name": "bce_with_logits", "weight": 1.0}, {"name": "cel", "weight": 0.5}, {"name": "iou", "weight": 2.0}])
+    combined = build_criterion(
+        [{"name": "bce_with_logits", "weight": 1.0}, {"name": "cel", "weight": 0.5}, {"name": "iou", "weight": 2.0}]
+    )
     want = bce + 0.5 * LOSSES.build("cel")(logits, mask) + 2.0 * LOSSES.build("iou")(logits, mask)
     assert combined(logits, {"mask": mask}).item() == pytest.approx(want.item(), rel=1e-6)
 

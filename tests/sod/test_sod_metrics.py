@@ -51,7 +51,13 @@ def reference(items):
     """pysodmetrics used the way its README shows, over all pairs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Fmeasure (v1) announces its successor; it is the reference here
-        evaluators = {"fm": psm.Fmeasure(), "wfm": psm.WeightedFmeasure(), "sm": psm.Smeasure(), "em": psm.Emeasure(), "mae": psm.MAE()}
+        evaluators = {
+            "fm": psm.Fmeasure(),
+            "wfm": psm.WeightedFmeasure(),
+            "sm": psm.Smeasure(),
+            "em": psm.Emeasure(),
+            "mae": psm.MAE(),
+        }
     for pred, gt in items:
         for evaluator in evaluators.values():
             evaluator.step(pred=pred, gt=gt)

@@ -17,8 +17,12 @@ SOD_NAMES = {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f"}
 
 def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, capsys):
     args = [
-        "--config", "configs/sod_shapes.yaml", f"experiment.output_root={out_root}", "experiment.name=sod",
-        "data.args.counts={train: 320, val: 8, test: 9}", "train.epochs=2",
+        "--config",
+        "configs/sod_shapes.yaml",
+        f"experiment.output_root={out_root}",
+        "experiment.name=sod",
+        "data.args.counts={train: 320, val: 8, test: 9}",
+        "train.epochs=2",
     ]
     assert main.main(args) == 0
     trained = printed_metrics(capsys.readouterr().out)
@@ -53,13 +57,29 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
 
     # --mode predict on the test scenes written as PNG files: resized as the dataset resizes, the same maps
     images = write_split(out_root / "pngs", "test", 9) / "Image"
-    assert main.main(["--mode", "predict", "--checkpoint", str(run / "checkpoints" / "best.pt"), "--input", str(images), "--output", str(out_root / "predicted")]) == 0
+    assert (
+        main.main(
+            [
+                "--mode",
+                "predict",
+                "--checkpoint",
+                str(run / "checkpoints" / "best.pt"),
+                "--input",
+                str(images),
+                "--output",
+                str(out_root / "predicted"),
+            ]
+        )
+        == 0
+    )
     predicted = sorted((out_root / "predicted" / "masks").glob("*.png"))
     assert [p.name for p in predicted] == [p.name for p in maps]
     assert [p.read_bytes() for p in predicted] == [p.read_bytes() for p in maps]
 
 
-@pytest.mark.skipif(not os.environ.get("REGTRAIN_FULL_SOD"), reason="the full demo takes minutes; set REGTRAIN_FULL_SOD=1")
+@pytest.mark.skipif(
+    not os.environ.get("REGTRAIN_FULL_SOD"), reason="the full demo takes minutes; set REGTRAIN_FULL_SOD=1"
+)
 def test_full_sod_demo_reaches_the_acceptance_numbers(out_root, capsys):
     assert main.main(["--config", "configs/sod_shapes.yaml", f"experiment.output_root={out_root}"]) == 0
     metrics = printed_metrics(capsys.readouterr().out)

@@ -55,7 +55,9 @@ def test_moving_shapes_single_frames_are_alike_across_classes():
 
 
 def test_moving_shapes_motion_goes_the_labelled_way():
-    data = DATASETS.build("moving_shapes", split="train", videos={"train": 6}, num_frames=3, size=32, noise=0.0, clip_len=3)
+    data = DATASETS.build(
+        "moving_shapes", split="train", videos={"train": 6}, num_frames=3, size=32, noise=0.0, clip_len=3
+    )
     for video, label in enumerate(data.labels):
         f = torch.from_numpy(data.frames[video]).float()
         name = CLASSES[label]
@@ -79,7 +81,9 @@ def test_training_clips_jitter_and_eval_clips_are_uniform_with_video_index(tmp_p
     frames = frame_numbers(train[0][0])
     assert frames == [frames[0] + 2 * i for i in range(4)]
 
-    test = DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2, num_clips=3)
+    test = DATASETS.build(
+        "video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2, num_clips=3
+    )
     assert test.classes == ["a", "b"] and len(test) == 6
     firsts = [frame_numbers(test[i][0])[0] for i in range(6)]
     assert firsts[:3] == eval_starts(20, 7, 3) == [2, 6, 10]
@@ -106,7 +110,9 @@ def test_split_files_and_class_order(tmp_path):
     (lists / "train.txt").write_text("Run/v_Run_g01.avi 1\nWalk/v_Walk_g01.avi 2\n")
     (lists / "test.txt").write_text("# comment\n\nRun/v_Run_g02.avi\n")
     files = {"train": "lists/train.txt", "test": "lists/test.txt"}
-    test = DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), split_files=files, clip_len=2, num_clips=1)
+    test = DATASETS.build(
+        "video_frames_folder", split="test", root=str(tmp_path), split_files=files, clip_len=2, num_clips=1
+    )
     assert test.classes == ["Run", "Walk"] and test.labels == [0]  # classes of all lists, not only this one
     with pytest.raises(ConfigError, match="no entry for split 'val'"):
         DATASETS.build("video_frames_folder", split="val", root=str(tmp_path), split_files=files)
@@ -124,7 +130,9 @@ def test_empty_and_short_videos_are_named_with_the_fix(tmp_path):
     write_video(tmp_path / "test" / "a" / "short", 5)
     with pytest.raises(DataError, match=r"short' has 5 frames, but a clip spans 7 .*lower data.args.clip_len"):
         DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2)
-    padded = DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2, pad_short=True, num_clips=1)
+    padded = DATASETS.build(
+        "video_frames_folder", split="test", root=str(tmp_path), clip_len=4, frame_stride=2, pad_short=True, num_clips=1
+    )
     assert frame_numbers(padded[1][0]) == clip_indices(0, 4, 2, 5) == [0, 2, 4, 4]
     with pytest.raises(DataError, match="split_files"):
         DATASETS.build("video_frames_folder", split="val", root=str(tmp_path))

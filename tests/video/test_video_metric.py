@@ -65,7 +65,15 @@ def test_multi_process_evaluation_equals_single_process(tmp_path, world_size):
     single = evaluate_splits(0, 1)
     assert single["uneven"]["videos"] == 5.0 and single["fewer_clips_than_ranks"]["videos"] == 2.0
     out = tmp_path / "metrics.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}", str(ROOT / "tests" / "fixtures" / "video_eval_worker.py"), str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={world_size}",
+        str(ROOT / "tests" / "fixtures" / "video_eval_worker.py"),
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     multi = json.loads(out.read_text())

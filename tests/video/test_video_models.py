@@ -25,14 +25,18 @@ def test_torchvision_video_backbone_loads_a_local_torchvision_state_dict(tmp_pat
 
 def test_frame_classifier_sees_only_its_frame_and_all_frames_ignore_order():
     torch.manual_seed(0)
-    middle = NETWORKS.build("frame_classifier", num_classes=4, backbone_args={"in_channels": 3, "widths": [4, 8]}).eval()
+    middle = NETWORKS.build(
+        "frame_classifier", num_classes=4, backbone_args={"in_channels": 3, "widths": [4, 8]}
+    ).eval()
     clip = torch.randn(2, 3, 5, 16, 16)
     other = clip.clone()
     other[:, :, [0, 1, 3, 4]] = torch.randn(2, 3, 4, 16, 16)
     with torch.no_grad():
         assert torch.allclose(middle(clip), middle(other))
         assert not torch.allclose(middle(clip), middle(clip.roll(1, dims=2)))
-    every = NETWORKS.build("frame_classifier", num_classes=4, backbone_args={"in_channels": 3, "widths": [4, 8]}, frames="all").eval()
+    every = NETWORKS.build(
+        "frame_classifier", num_classes=4, backbone_args={"in_channels": 3, "widths": [4, 8]}, frames="all"
+    ).eval()
     with torch.no_grad():
         assert torch.allclose(every(clip), every(clip.flip(2)), atol=1e-6)  # time reversed: same answer
 

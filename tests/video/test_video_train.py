@@ -27,10 +27,20 @@ def rows(path):
 
 @pytest.mark.parametrize(
     "config, model_override",
-    [("video_moving_shapes.yaml", "model.args.backbone_args={widths: [4, 8]}"), ("video_moving_shapes_single_frame.yaml", "model.args.backbone_args={in_channels: 3, widths: [4, 8]}")],
+    [
+        ("video_moving_shapes.yaml", "model.args.backbone_args={widths: [4, 8]}"),
+        ("video_moving_shapes_single_frame.yaml", "model.args.backbone_args={in_channels: 3, widths: [4, 8]}"),
+    ],
 )
 def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, config, model_override):
-    args = ["--config", str(ROOT / "configs" / config), f"experiment.output_root={out_root}", "experiment.name=v", model_override, *TINY]
+    args = [
+        "--config",
+        str(ROOT / "configs" / config),
+        f"experiment.output_root={out_root}",
+        "experiment.name=v",
+        model_override,
+        *TINY,
+    ]
     torch.set_num_threads(2)
     assert main.main(args) == 0
     assert torch.get_num_threads() == 1  # the configs' `threads: 1`
@@ -47,7 +57,9 @@ def test_video_config_trains_and_test_mode_reproduces_it(out_root, capsys, confi
     acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
     acc.Reload()
     strips = acc.Images("val/clips")
-    assert [e.step for e in strips] == [3, 6] and {(e.width, e.height) for e in strips} == {(6 * 64 + 5 + 2 + 8, 4 * (66 + 18) + 5 * 4)}
+    assert [e.step for e in strips] == [3, 6] and {(e.width, e.height) for e in strips} == {
+        (6 * 64 + 5 + 2 + 8, 4 * (66 + 18) + 5 * 4)
+    }
     assert {"val/confusion_matrix", "test/confusion_matrix"} <= set(acc.Tags()["images"])
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
     assert rows(out_root / "v" / "test_001" / "metrics.jsonl")[-1]["video_top1"] == test_row["video_top1"]

@@ -29,19 +29,34 @@ from utils.amp.outcome import ClipOptions, StepOutcome, StepResult
 from utils.amp.policy import AmpPolicy, apex_amp_available, resolve_policy
 from utils.config import AmpConfig
 
-__all__ = ["Amp", "AmpPolicy", "ClipOptions", "LossScaler", "StepOutcome", "StepResult", "apex_amp_available", "resolve_policy"]
+__all__ = [
+    "Amp",
+    "AmpPolicy",
+    "ClipOptions",
+    "LossScaler",
+    "StepOutcome",
+    "StepResult",
+    "apex_amp_available",
+    "resolve_policy",
+]
 
 
 class Amp:
     """The precision of one run, selected by ``cfg.opt_level``; delegates to the chosen backend."""
 
-    def __init__(self, cfg: AmpConfig, device: torch.device, cast_by_wrapper: bool = False, policy: Optional[AmpPolicy] = None) -> None:
+    def __init__(
+        self, cfg: AmpConfig, device: torch.device, cast_by_wrapper: bool = False, policy: Optional[AmpPolicy] = None
+    ) -> None:
         """``policy``: one ``resolve_policy`` already made of the same arguments (main.py checks it before the run
         folder exists), used as it is."""
         self.policy = policy or resolve_policy(cfg, device, cast_by_wrapper)
-        self.backend: Union[NativeAmp, ApexAmp] = ApexAmp(self.policy) if self.policy.backend == "apex" else NativeAmp(self.policy)
+        self.backend: Union[NativeAmp, ApexAmp] = (
+            ApexAmp(self.policy) if self.policy.backend == "apex" else NativeAmp(self.policy)
+        )
 
-    def initialize(self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:
+    def initialize(
+        self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None
+    ) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:
         """Apply the opt level; call before DDP wrapping and before loading optimizer state."""
         return self.backend.initialize(model, optimizer)
 
@@ -53,7 +68,12 @@ class Amp:
         """``loss.backward()``, with the loss scaled when the level scales."""
         self.backend.backward(loss)
 
-    def step(self, optimizer: torch.optim.Optimizer, clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None) -> bool:
+    def step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        clip_grad_norm: Optional[float] = None,
+        clip_grad_value: Optional[float] = None,
+    ) -> bool:
         """Unscale, clip, step; False when an overflow made it skip the step (reads the decision)."""
         outcome = self.apply_step(optimizer, ClipOptions(clip_grad_norm, clip_grad_value))
         if outcome.result is StepResult.ON_DEVICE:
@@ -62,7 +82,9 @@ class Amp:
             return not skipped
         return outcome.result is StepResult.TAKEN
 
-    def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
+    def apply_step(
+        self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False
+    ) -> StepOutcome:
         """Unscale, clip, step, skipping the update where a gradient is not finite (overflow; any
         non-finite gradient with ``check_finite``); with a fused optimizer the device decides and
         the outcome's ``found_inf`` says, to be read later (see ``count_skipped``)."""
@@ -95,5 +117,7 @@ class Amp:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore a checkpoint's amp state (after ``initialize`` and after the model's weights)."""
         if state.get("backend", self.policy.backend) != self.policy.backend:
-            state = {"skipped_steps": state.get("skipped_steps", 0)}  # the other backend's scaler state does not transfer
+            state = {
+                "skipped_steps": state.get("skipped_steps", 0)
+            }  # the other backend's scaler state does not transfer
         self.backend.load_state_dict(state)

@@ -29,7 +29,9 @@ class ApexAmp:
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.skipped_steps = 0
 
-    def initialize(self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:
+    def initialize(
+        self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None
+    ) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:
         kwargs: Dict[str, Any] = {"opt_level": self.policy.opt_level, "verbosity": 0}
         if self.policy.opt_level in ("O2", "O3"):
             kwargs["keep_batchnorm_fp32"] = self.policy.keep_batchnorm_fp32
@@ -54,7 +56,9 @@ class ApexAmp:
         with self.apex_amp.scale_loss(loss, self.optimizer) as scaled:
             scaled.backward()
 
-    def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
+    def apply_step(
+        self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False
+    ) -> StepOutcome:
         """apex decides on the host (it reads its overflow flag in ``scale_loss``); ``check_finite`` adds one read."""
         if check_finite:
             grads = [p.grad for p in self.apex_amp.master_params(optimizer) if p.grad is not None]
@@ -67,7 +71,12 @@ class ApexAmp:
     def count_skipped(self, steps: int, where: str = "") -> None:
         self.skipped_steps += steps
 
-    def step(self, optimizer: torch.optim.Optimizer, clip_grad_norm: Optional[float] = None, clip_grad_value: Optional[float] = None) -> bool:
+    def step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        clip_grad_norm: Optional[float] = None,
+        clip_grad_value: Optional[float] = None,
+    ) -> bool:
         # On overflow apex replaces optimizer.step by a one-shot skip and marks the stash.
         stash = getattr(optimizer, "_amp_stash", None)
         skip = bool(getattr(stash, "already_patched", False))
@@ -84,7 +93,11 @@ class ApexAmp:
         return not skip
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"opt_level": self.policy.opt_level, "skipped_steps": self.skipped_steps, "apex": self.apex_amp.state_dict()}
+        return {
+            "opt_level": self.policy.opt_level,
+            "skipped_steps": self.skipped_steps,
+            "apex": self.apex_amp.state_dict(),
+        }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.skipped_steps = state.get("skipped_steps", 0)

@@ -39,7 +39,12 @@ def add_cast_hooks(model: nn.Module, dtype: torch.dtype) -> List[Any]:
 
 def low_precision_params(model: nn.Module, keep_batchnorm_fp32: bool) -> Set[nn.Parameter]:
     """The floating parameters that ``cast_model`` turns low precision."""
-    return {p for module in _cast_modules(model, keep_batchnorm_fp32) for p in module.parameters(recurse=False) if p.is_floating_point()}
+    return {
+        p
+        for module in _cast_modules(model, keep_batchnorm_fp32)
+        for p in module.parameters(recurse=False)
+        if p.is_floating_point()
+    }
 
 
 def _cast_modules(model: nn.Module, keep_batchnorm_fp32: bool) -> List[nn.Module]:
@@ -73,7 +78,9 @@ class MasterWeights:
         if optimizer.state:
             raise ValueError("amp.initialize must see a fresh optimizer: load optimizer state after amp.initialize")
         self.pairs: List[Tuple[nn.Parameter, torch.Tensor]] = []
-        self.names: List[Optional[str]] = []  # the parameters' names, where the groups have them: a resume matches masters by name
+        self.names: List[
+            Optional[str]
+        ] = []  # the parameters' names, where the groups have them: a resume matches masters by name
         for group in optimizer.param_groups:
             params = []
             for param, name in zip(group["params"], group.get("names") or [None] * len(group["params"])):
@@ -103,7 +110,9 @@ class MasterWeights:
         return [master.detach() for _, master in self.pairs]
 
     @torch.no_grad()
-    def load_state_dict(self, masters: Optional[List[torch.Tensor]], names: Optional[List[Optional[str]]] = None) -> None:
+    def load_state_dict(
+        self, masters: Optional[List[torch.Tensor]], names: Optional[List[Optional[str]]] = None
+    ) -> None:
         """Restore saved masters; without them (a checkpoint of another level) start from the model weights.
         With the saved masters' ``names`` they are matched by name (the optimizer's grouping may have changed);
         a parameter without a saved master starts from its model weight."""
@@ -117,7 +126,9 @@ class MasterWeights:
                 master.copy_(by_name[name] if name in by_name else param)
             self.masters_to_model()
             return
-        if len(masters) != len(self.pairs) or any(m.shape != master.shape for m, (_, master) in zip(masters, self.pairs)):
+        if len(masters) != len(self.pairs) or any(
+            m.shape != master.shape for m, (_, master) in zip(masters, self.pairs)
+        ):
             raise CheckpointError(
                 f"amp state holds {len(masters)} master weights that do not match the {len(self.pairs)} of this optimizer; "
                 "resume with the same model, optimizer groups and amp.opt_level"

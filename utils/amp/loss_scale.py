@@ -82,7 +82,9 @@ class LossScaler:
         """``update`` with the overflow flag still on the device (no read)."""
         if self.dynamic:
             scale = self._on(found_inf.device)
-            torch._amp_update_scale_(scale, self._clean, found_inf.float(), self.growth_factor, self.backoff_factor, self.growth_interval)
+            torch._amp_update_scale_(
+                scale, self._clean, found_inf.float(), self.growth_factor, self.backoff_factor, self.growth_interval
+            )
 
     def state_dict(self) -> Dict[str, Any]:
         return {"scale": self.scale, "dynamic": self.dynamic, "clean_steps": self.clean_steps}

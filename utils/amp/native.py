@@ -28,12 +28,16 @@ class NativeAmp:
 
     def __init__(self, policy: AmpPolicy) -> None:
         self.policy = policy
-        self.scaler: Optional[LossScaler] = LossScaler.from_setting(policy.loss_scale) if policy.loss_scale is not None else None
+        self.scaler: Optional[LossScaler] = (
+            LossScaler.from_setting(policy.loss_scale) if policy.loss_scale is not None else None
+        )
         self.masters: Optional[MasterWeights] = None
         self.skipped_steps = 0
         self._initialized = False
 
-    def initialize(self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:
+    def initialize(
+        self, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None
+    ) -> Tuple[nn.Module, Optional[torch.optim.Optimizer]]:
         """Apply the opt level to ``model`` (and ``optimizer``) in place; returns the same objects."""
         if self._initialized:
             raise RuntimeError("amp.initialize was already called for this run; build a new Amp for another model")
@@ -56,7 +60,9 @@ class NativeAmp:
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale_loss(loss) if self.scaler is not None else loss).backward()
 
-    def apply_step(self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False) -> StepOutcome:
+    def apply_step(
+        self, optimizer: torch.optim.Optimizer, clip: ClipOptions = ClipOptions(), check_finite: bool = False
+    ) -> StepOutcome:
         """Unscale, clip and step; skip the update where a gradient is not finite (loss scaling, or ``check_finite``).
 
         Reads nothing when nothing can skip the step, or when the optimizer takes ``found_inf``
@@ -66,12 +72,20 @@ class NativeAmp:
             self.masters.grads_to_masters()
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         grads = [p.grad for p in params]
-        found_inf = self.scaler.check_and_unscale_(grads) if self.scaler is not None else unscale_and_check_(grads) if check_finite else None
+        found_inf = (
+            self.scaler.check_and_unscale_(grads)
+            if self.scaler is not None
+            else unscale_and_check_(grads)
+            if check_finite
+            else None
+        )
         if found_inf is None:
             self._clip_and_step(optimizer, params, clip)
             return StepOutcome(StepResult.TAKEN)
         if takes_found_inf(optimizer):
-            self._clip_and_step(optimizer, params, clip, found_inf)  # a skipped step's NaN gradients are clipped to NaN: never applied
+            self._clip_and_step(
+                optimizer, params, clip, found_inf
+            )  # a skipped step's NaN gradients are clipped to NaN: never applied
             if self.scaler is not None:
                 self.scaler.update_from(found_inf)
             return StepOutcome(StepResult.ON_DEVICE, found_inf)
@@ -84,7 +98,13 @@ class NativeAmp:
                 self.count_skipped(1)
         return StepOutcome.decided(taken, found_inf)
 
-    def _clip_and_step(self, optimizer: torch.optim.Optimizer, params: List[torch.Tensor], clip: ClipOptions, found_inf: Optional[torch.Tensor] = None) -> None:
+    def _clip_and_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: List[torch.Tensor],
+        clip: ClipOptions,
+        found_inf: Optional[torch.Tensor] = None,
+    ) -> None:
         # Clipping sees the true (unscaled, fp32 master at O2) gradients.
         if clip.norm is not None:
             torch.nn.utils.clip_grad_norm_(params, clip.norm)
@@ -101,7 +121,12 @@ class NativeAmp:
         """Count ``steps`` overflow-skipped steps (found at a sync point when the device decided)."""
         self.skipped_steps += steps
         if self.scaler is not None and steps:
-            log.info("gradient overflow: step skipped%s (%d so far), loss scale now %g", where, self.skipped_steps, self.scaler.scale)
+            log.info(
+                "gradient overflow: step skipped%s (%d so far), loss scale now %g",
+                where,
+                self.skipped_steps,
+                self.scaler.scale,
+            )
 
     @property
     def loss_scale(self) -> float:
@@ -124,4 +149,7 @@ class NativeAmp:
         if self.masters is not None:
             self.masters.load_state_dict(state.get("master_params"), state.get("master_names"))
             if state.get("master_params") is None:
-                log.info("amp state has no master weights (saved at %s); they start from the model weights", state.get("opt_level", "O0"))
+                log.info(
+                    "amp state has no master weights (saved at %s); they start from the model weights",
+                    state.get("opt_level", "O0"),
+                )

@@ -29,7 +29,9 @@ class AmpPolicy:
     dtype: torch.dtype  # the low-precision dtype; float32 at O0
     loss_scale: Optional[Union[str, float]]  # None | "dynamic" | a static float
     keep_batchnorm_fp32: bool
-    cast_by_wrapper: bool = False  # dist.mode=fsdp: its MixedPrecisionPolicy casts the weights, the sharded fp32 ones are the masters
+    cast_by_wrapper: bool = (
+        False  # dist.mode=fsdp: its MixedPrecisionPolicy casts the weights, the sharded fp32 ones are the masters
+    )
 
     @property
     def autocast(self) -> bool:
@@ -51,7 +53,9 @@ class AmpPolicy:
             return f"amp O0 ({self.backend}): fp32"
         if self.cast_by_wrapper and self.opt_level != "O1":
             return f"amp {self.opt_level} (fsdp MixedPrecisionPolicy): {str(self.dtype).replace('torch.', '')} weights in forward and backward, BatchNorm fp32, fp32 sharded weights stepped"
-        scaling = {None: "no loss scaling", "dynamic": "dynamic loss scaling"}.get(self.loss_scale, f"static loss scale {self.loss_scale}")  # type: ignore[arg-type]
+        scaling = {None: "no loss scaling", "dynamic": "dynamic loss scaling"}.get(
+            self.loss_scale, f"static loss scale {self.loss_scale}"
+        )  # type: ignore[arg-type]
         bn = ", BatchNorm fp32" if self.cast_model and self.keep_batchnorm_fp32 else ""
         masters = ", fp32 master weights" if self.master_weights else ""
         return f"amp {self.opt_level} ({self.backend}): {str(self.dtype).replace('torch.', '')}{bn}{masters}, {scaling}"
@@ -79,7 +83,9 @@ def _backend(cfg: AmpConfig, device: torch.device, dtype: torch.dtype) -> str:
         )
     need_cuda("amp.backend=apex", device, "apex amp is CUDA-only: use amp.backend=native")
     if dtype == torch.bfloat16:
-        raise ConfigError("amp.backend=apex supports float16 only; use amp.dtype=float16, or amp.backend=native for bfloat16")
+        raise ConfigError(
+            "amp.backend=apex supports float16 only; use amp.dtype=float16, or amp.backend=native for bfloat16"
+        )
     return "apex"
 
 
@@ -105,7 +111,9 @@ def resolve_policy(cfg: AmpConfig, device: torch.device, cast_by_wrapper: bool =
     else:
         dtype = _DTYPES[cfg.dtype]
     if level == "O1" and cfg.keep_batchnorm_fp32 is not None:
-        raise ConfigError("amp.keep_batchnorm_fp32 applies to O2 and O3 only (at O1 all weights stay fp32); remove it or set amp.keep_batchnorm_fp32=null")
+        raise ConfigError(
+            "amp.keep_batchnorm_fp32 applies to O2 and O3 only (at O1 all weights stay fp32); remove it or set amp.keep_batchnorm_fp32=null"
+        )
     keep_bn = cfg.keep_batchnorm_fp32 if cfg.keep_batchnorm_fp32 is not None else level != "O3"
     return AmpPolicy(
         opt_level=level,

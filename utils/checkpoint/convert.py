@@ -41,7 +41,9 @@ def check_source(source: Path) -> None:
         raise CheckpointError(f"'{source}' is not a sharded checkpoint directory (no .metadata); it is a file already")
     if not source.exists():
         raise missing(source)
-    raise CheckpointError(f"'{source}' is not a sharded checkpoint directory (no .metadata, state.pt or shards); give a <run>/checkpoints/*.dcp directory")
+    raise CheckpointError(
+        f"'{source}' is not a sharded checkpoint directory (no .metadata, state.pt or shards); give a <run>/checkpoints/*.dcp directory"
+    )
 
 
 def check_target(target: Path, source: Path) -> None:
@@ -50,14 +52,22 @@ def check_target(target: Path, source: Path) -> None:
     resolved = target.expanduser().resolve()
     existing = next((path for path in (target, sidecar(target)) if os.path.lexists(path)), None)
     if existing is not None:
-        raise CheckpointError(f"target '{existing}' exists; convert never overwrites a file: give a new file name (or move the old file away)")
+        raise CheckpointError(
+            f"target '{existing}' exists; convert never overwrites a file: give a new file name (or move the old file away)"
+        )
     if resolved.is_relative_to(source.expanduser().resolve()):
-        raise CheckpointError(f"target '{target}' lies inside the source '{source}', whose files its checksums cover; give a file outside it")
+        raise CheckpointError(
+            f"target '{target}' lies inside the source '{source}', whose files its checksums cover; give a file outside it"
+        )
     run = run_holding(target)
     if run is not None:
-        raise CheckpointError(f"target '{target}' lies inside the run folder '{run}', whose files are the run's own; give a file outside every run folder")
+        raise CheckpointError(
+            f"target '{target}' lies inside the run folder '{run}', whose files are the run's own; give a file outside every run folder"
+        )
     if not resolved.parent.is_dir():
-        raise CheckpointError(f"the folder of target '{target}' does not exist; create it first (mkdir -p {target.parent}) or give a file in an existing folder")
+        raise CheckpointError(
+            f"the folder of target '{target}' does not exist; create it first (mkdir -p {target.parent}) or give a file in an existing folder"
+        )
 
 
 def convert(source: Path, target: Path) -> str:
@@ -73,10 +83,19 @@ def convert(source: Path, target: Path) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("source", type=Path, help="a sharded checkpoint directory (epochE_batchB.dcp, last.dcp, best.dcp)")
-    parser.add_argument("target", type=Path, help="the file to write: a checkpoint (e.g. best.pt) or weights (best.safetensors)")
-    parser.add_argument("--trust-file", action="append", default=[], metavar="PATH",
-                        help="read this file or sharded checkpoint directory with full unpickling, which runs any code it holds (repeatable)")
+    parser.add_argument(
+        "source", type=Path, help="a sharded checkpoint directory (epochE_batchB.dcp, last.dcp, best.dcp)"
+    )
+    parser.add_argument(
+        "target", type=Path, help="the file to write: a checkpoint (e.g. best.pt) or weights (best.safetensors)"
+    )
+    parser.add_argument(
+        "--trust-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="read this file or sharded checkpoint directory with full unpickling, which runs any code it holds (repeatable)",
+    )
     args = parser.parse_args(argv)
     try:
         trust_files(args.trust_file)

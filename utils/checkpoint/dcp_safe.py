@@ -49,7 +49,11 @@ def metadata_classes() -> Dict[Tuple[str, str], Any]:
         pass
     for module in modules:
         for name, obj in vars(module).items():
-            if isinstance(obj, type) and obj.__module__ == module.__name__ and (dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)):
+            if (
+                isinstance(obj, type)
+                and obj.__module__ == module.__name__
+                and (dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum))
+            ):
                 allowed[(module.__name__, name)] = obj
     for name, obj in vars(torch).items():
         if isinstance(obj, (torch.dtype, torch.layout, torch.memory_format)):
@@ -57,7 +61,9 @@ def metadata_classes() -> Dict[Tuple[str, str], Any]:
     allowed[("torch", "Size")] = torch.Size
     allowed[("torch.serialization", "_get_layout")] = torch.serialization._get_layout  # a lookup by layout name
     for name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "Path"):  # StorageMeta.checkpoint_id
-        allowed[("pathlib", name)] = allowed[("pathlib._local", name)] = getattr(pathlib, name)  # Python 3.13 pickles pathlib._local
+        allowed[("pathlib", name)] = allowed[("pathlib._local", name)] = getattr(
+            pathlib, name
+        )  # Python 3.13 pickles pathlib._local
     for name in ("set", "frozenset", "bytearray", "complex", "slice", "range"):  # containers older protocols name
         allowed[("builtins", name)] = getattr(__import__("builtins"), name)
     allowed[("collections", "OrderedDict")] = __import__("collections").OrderedDict
@@ -86,7 +92,9 @@ def _check_storage(metadata: Metadata, source: str) -> None:
     for info in storage.values():
         relative = getattr(info, "relative_path", None)
         if not isinstance(relative, str) or relative in ("", ".", "..") or "/" in relative or "\\" in relative:
-            raise CheckpointError(f"'{source}' points at shard {relative!r}, not a file of its directory: the directory is damaged or crafted")
+            raise CheckpointError(
+                f"'{source}' points at shard {relative!r}, not a file of its directory: the directory is damaged or crafted"
+            )
 
 
 def load_metadata(file: IO[bytes], source: str, trusted: bool = False) -> Metadata:
@@ -98,7 +106,9 @@ def load_metadata(file: IO[bytes], source: str, trusted: bool = False) -> Metada
     except LOAD_ERRORS as err:
         if isinstance(err, CheckpointError):
             raise
-        raise CheckpointError(f"'{source}' is corrupt or not DCP metadata ({type(err).__name__}: {one_line_reason(err)})") from err
+        raise CheckpointError(
+            f"'{source}' is corrupt or not DCP metadata ({type(err).__name__}: {one_line_reason(err)})"
+        ) from err
     if not isinstance(metadata, Metadata):
         raise CheckpointError(f"'{source}' holds a {type(metadata).__name__}, not DCP metadata")
     _check_storage(metadata, source)

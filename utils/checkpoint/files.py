@@ -39,7 +39,11 @@ def sidecar(path: Path) -> Path:
 def stable_addresses(obj: Any) -> Set[int]:
     """Start addresses of the CPU tensor storages in ``obj`` (any container, ``utils/tree.py``): memory that
     stays as it is while ``torch.save`` writes it, so it can be hashed after the write returns."""
-    return {t.untyped_storage().data_ptr() for t in tensors_in(obj) if t.device.type == "cpu" and t.untyped_storage().nbytes()}
+    return {
+        t.untyped_storage().data_ptr()
+        for t in tensors_in(obj)
+        if t.device.type == "cpu" and t.untyped_storage().nbytes()
+    }
 
 
 class HashingWriter:
@@ -174,8 +178,12 @@ def write_hashed(path: Union[str, Path], serialize: Callable[[int], str], recycl
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     if recycle is not None:
         os.close(fd)
-        os.replace(recycle, tmp)  # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
-        fd = os.open(tmp, os.O_WRONLY)  # not truncated: its blocks are overwritten where they are, none freed and allocated again
+        os.replace(
+            recycle, tmp
+        )  # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
+        fd = os.open(
+            tmp, os.O_WRONLY
+        )  # not truncated: its blocks are overwritten where they are, none freed and allocated again
     try:
         digest = serialize(fd)
         write_text_atomic(sidecar(path), digest)
@@ -203,7 +211,9 @@ def file_digest(path: Path) -> str:
 
 def missing(path: Union[str, Path]) -> CheckpointError:
     """The error for a checkpoint path that names no file."""
-    return CheckpointError(f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/run_NNN/checkpoints/)")
+    return CheckpointError(
+        f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/run_NNN/checkpoints/)"
+    )
 
 
 def load_file(path: Union[str, Path]) -> Dict[str, Any]:

@@ -19,7 +19,11 @@ def upgrade_format_1(data: Dict[str, Any]) -> Dict[str, Any]:
         "framework": data.get("version"),
         "config": data.get("config"),
         "world_size": data.get("world_size"),
-        "progress": {"epoch": int(data.get("epoch", 0)), "batch": int(data.get("batch", 0)), "step": int(data.get("global_step", 0))},
+        "progress": {
+            "epoch": int(data.get("epoch", 0)),
+            "batch": int(data.get("batch", 0)),
+            "step": int(data.get("global_step", 0)),
+        },
         "model": data["model"],
         "ema": None if ema is None else {"weights": ema, "updates": int(data.get("ema_updates", 0))},
         "optimizer": data.get("optimizer"),

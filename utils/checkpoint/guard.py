@@ -42,7 +42,11 @@ class ResumeChoices(NamedTuple):
 def _world_change(saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: int, world_size: int) -> str:
     old, new = lookup(saved, "data.batch_size", None), lookup(current, "data.batch_size", None)
     change = f"world size: {saved_world} -> {world_size}"
-    if lookup(saved, "data.global_batch_size", None) is not None or not isinstance(old, int) or not isinstance(new, int):
+    if (
+        lookup(saved, "data.global_batch_size", None) is not None
+        or not isinstance(old, int)
+        or not isinstance(new, int)
+    ):
         return change
     return (
         f"{change}, which changes the global batch from {saved_world} x {old} = {saved_world * old} to {world_size} x {new} = {world_size * new} samples "
@@ -62,7 +66,9 @@ def setting_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> Lis
     return [c for c in changes(Config, saved, current) if not (kept and c.key == "data.batch_size")]
 
 
-def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: Any, world_size: int) -> List[str]:
+def config_differences(
+    saved: Mapping[str, Any], current: Mapping[str, Any], saved_world: Any, world_size: int
+) -> List[str]:
     """``"key: checkpoint value -> current value"`` for every ``match`` key that differs, and a world
     size change that changes the global batch."""
     diffs = [f"{c.key}: {c.old!r} -> {c.new!r}" for c in setting_changes(saved, current) if c.rule == "match"]
@@ -71,7 +77,13 @@ def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any], sav
     return diffs
 
 
-def check_resume(checkpoint: Checkpoint, current: Mapping[str, Any], data: Optional[Mapping[str, Any]], world_size: int, choices: ResumeChoices) -> bool:
+def check_resume(
+    checkpoint: Checkpoint,
+    current: Mapping[str, Any],
+    data: Optional[Mapping[str, Any]],
+    world_size: int,
+    choices: ResumeChoices,
+) -> bool:
     """Refuse a resume whose model, data or optimizer type changed (unless the user allowed it),
     log every other changed setting; True when the checkpoint's data order still holds."""
     saved = checkpoint.config
@@ -86,10 +98,14 @@ def check_resume(checkpoint: Checkpoint, current: Mapping[str, Any], data: Optio
             "or pass --reset-optimizer to start the optimizer state afresh from the resumed weights"
         )
     _check_sharding(checkpoint, lookup(current, "dist.mode", None) == "fsdp")
-    diffs = config_differences(saved, current, checkpoint.world_size, world_size) + identity_differences(checkpoint.data_identity, data)
+    diffs = config_differences(saved, current, checkpoint.world_size, world_size) + identity_differences(
+        checkpoint.data_identity, data
+    )
     if diffs and not choices.force:
-        raise CheckpointError(f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({'; '.join(diffs)}); "
-                              "restore these keys, use another experiment.name, or pass --resume-force")
+        raise CheckpointError(
+            f"cannot resume from '{checkpoint.source}': the config changed the model or the data ({'; '.join(diffs)}); "
+            "restore these keys, use another experiment.name, or pass --resume-force"
+        )
     for change in found:
         if change.rule != "match":
             log.info("changed on resume: %s%s", change, "" if change.rule == "apply" else " (does not touch training)")
@@ -105,5 +121,9 @@ def _check_sharding(checkpoint: Checkpoint, sharding: bool) -> None:
         raise CheckpointError(
             f"cannot resume from '{checkpoint.source}': it is a {'sharded' if sharded else 'single-file'} checkpoint, "
             f"but this run has dist.mode={'fsdp' if sharding else 'ddp/dp'}; resume with the dist.mode it was written with"
-            + (" (or turn it into one file with python -m utils.checkpoint.convert and --resume that file)" if sharded else "")
+            + (
+                " (or turn it into one file with python -m utils.checkpoint.convert and --resume that file)"
+                if sharded
+                else ""
+            )
         )

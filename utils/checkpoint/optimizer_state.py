@@ -57,7 +57,10 @@ def restore_optimizer(optimizer: Any, saved: Dict[str, Any], source: str) -> Non
     fresh = optimizer.state_dict()
     now, before = layout_of(optimizer), saved_layout(saved)
     if before is None or now is None:
-        sizes_now, sizes_before = [len(g["params"]) for g in fresh["param_groups"]], [len(g["params"]) for g in saved["param_groups"]]
+        sizes_now, sizes_before = (
+            [len(g["params"]) for g in fresh["param_groups"]],
+            [len(g["params"]) for g in saved["param_groups"]],
+        )
         if sizes_now != sizes_before:
             raise CheckpointError(
                 f"cannot resume from '{source}': its optimizer has parameter groups of sizes {sizes_before}, this run's {sizes_now}, "
@@ -82,16 +85,27 @@ def _moved_by_name(saved: Dict[str, Any], before: Layout, now: Layout) -> Dict[i
             state[position] = saved["state"][ids[index[name]]]
     dropped = sorted(set(index) - set(_flat(now)))
     if new:
-        log.warning("%d parameter(s) have no optimizer state in the checkpoint (now trainable: model.freeze changed); their state starts empty: %s",
-                    len(new), ", ".join(new[:8]) + (" ..." if len(new) > 8 else ""))
+        log.warning(
+            "%d parameter(s) have no optimizer state in the checkpoint (now trainable: model.freeze changed); their state starts empty: %s",
+            len(new),
+            ", ".join(new[:8]) + (" ..." if len(new) > 8 else ""),
+        )
     if dropped:
-        log.info("the optimizer state of %d parameter(s) no longer trained is dropped: %s", len(dropped), ", ".join(dropped[:8]) + (" ..." if len(dropped) > 8 else ""))
+        log.info(
+            "the optimizer state of %d parameter(s) no longer trained is dropped: %s",
+            len(dropped),
+            ", ".join(dropped[:8]) + (" ..." if len(dropped) > 8 else ""),
+        )
     if before != now and not new and not dropped:
-        log.info("optimizer state moved by parameter name into the new grouping (%d groups -> %d)", len(before), len(now))
+        log.info(
+            "optimizer state moved by parameter name into the new grouping (%d groups -> %d)", len(before), len(now)
+        )
     return state
 
 
 def check_sharded_layout(before: Optional[Layout], now: Optional[Layout], source: str) -> None:
     """A sharded checkpoint's optimizer state loads into the same grouping only (DCP matches groups by position)."""
     if before is not None and now is not None and before != now:
-        raise CheckpointError(f"cannot resume from '{source}': the optimizer's parameter groups changed, which a sharded (dist.mode=fsdp) checkpoint cannot follow; {RESET_WAY}")
+        raise CheckpointError(
+            f"cannot resume from '{source}': the optimizer's parameter groups changed, which a sharded (dist.mode=fsdp) checkpoint cannot follow; {RESET_WAY}"
+        )

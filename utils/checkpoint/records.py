@@ -42,11 +42,19 @@ class ValidationRecord:
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON form (the file's keys, in this order)."""
-        return {"epoch": self.epoch, "step": self.step, "metrics": self.metrics, "validator": self.validator, "best": self.best}
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "metrics": self.metrics,
+            "validator": self.validator,
+            "best": self.best,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ValidationRecord":
-        return cls(int(data["epoch"]), int(data["step"]), dict(data["metrics"]), dict(data["validator"]), data.get("best"))
+        return cls(
+            int(data["epoch"]), int(data["step"]), dict(data["metrics"]), dict(data["validator"]), data.get("best")
+        )
 
     def __getitem__(self, key: str) -> Any:
         # scripts and tests read a record as the JSON it is stored as: record["metrics"]
@@ -78,7 +86,9 @@ def read_record(checkpoint: Path) -> Optional[ValidationRecord]:
     try:
         return ValidationRecord.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError) as err:
-        log.warning("validation record '%s' is unreadable (%s): the validation after that checkpoint runs again", path, err)
+        log.warning(
+            "validation record '%s' is unreadable (%s): the validation after that checkpoint runs again", path, err
+        )
         return None
 
 

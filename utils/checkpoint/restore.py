@@ -52,14 +52,24 @@ class Resume:
         checkpoint, progress = self.checkpoint, self.checkpoint.progress
         checkpoint.restore(objects, dist.rank, dist.world_size, self.reset_optimizer)
         if progress.batch and not self.same_data:
-            log.warning("the data or world size changed (--resume-force): epoch %d restarts from its first batch", progress.epoch)
+            log.warning(
+                "the data or world size changed (--resume-force): epoch %d restarts from its first batch",
+                progress.epoch,
+            )
             progress = Progress(progress.epoch, 0, progress.step)
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
-        return Restored(progress, self.path, self.record, best_as_of(self.record, checkpoint.loop_state("checkpointer")))
+        return Restored(
+            progress, self.path, self.record, best_as_of(self.record, checkpoint.loop_state("checkpointer"))
+        )
 
 
 def load_initial_weights(
-    model: nn.Module, cfg: ModelConfig, resume_path: Optional[Path], record: Optional[ValidationRecord], check: Callable[[Checkpoint], bool], reset_optimizer: bool = False
+    model: nn.Module,
+    cfg: ModelConfig,
+    resume_path: Optional[Path],
+    record: Optional[ValidationRecord],
+    check: Callable[[Checkpoint], bool],
+    reset_optimizer: bool = False,
 ) -> Optional[Resume]:
     """Initialise ``model`` (not yet wrapped) and log where its weights came from.
 
@@ -80,17 +90,39 @@ def load_initial_weights(
         try:
             model.load_state_dict(checkpoint.model_weights)
         except RuntimeError as err:
-            raise CheckpointError(f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, checkpoint.model_weights)}); move it away to start afresh") from err
-        log.info("weights: resumed from %s (epoch %s)%s", resume_path, checkpoint.progress.epoch, "; model.pretrained is not used" if cfg.pretrained else "")
+            raise CheckpointError(
+                f"cannot resume from '{resume_path}': its weights do not fit network '{cfg.name}' ({weight_mismatch(model, checkpoint.model_weights)}); move it away to start afresh"
+            ) from err
+        log.info(
+            "weights: resumed from %s (epoch %s)%s",
+            resume_path,
+            checkpoint.progress.epoch,
+            "; model.pretrained is not used" if cfg.pretrained else "",
+        )
         return Resume(checkpoint, Path(resume_path), record, same_data, reset_optimizer)
     if cfg.pretrained:
         over = f", over the backbone's pretrained file {backbone_file(cfg)}" if backbone_file(cfg) else ""
-        log.info("weights: model.pretrained=%s (prefix '%s', strict %s%s)", cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict, over)
-        load_weights(model, cfg.pretrained, cfg.pretrained_prefix, cfg.pretrained_strict, MinShare(cfg.pretrained_min_share, PRETRAINED_WAY_OUT))
+        log.info(
+            "weights: model.pretrained=%s (prefix '%s', strict %s%s)",
+            cfg.pretrained,
+            cfg.pretrained_prefix,
+            cfg.pretrained_strict,
+            over,
+        )
+        load_weights(
+            model,
+            cfg.pretrained,
+            cfg.pretrained_prefix,
+            cfg.pretrained_strict,
+            MinShare(cfg.pretrained_min_share, PRETRAINED_WAY_OUT),
+        )
         return None
     loaded = backbone_file(cfg)
     if loaded:  # the backbone read its own file while the network was built (its "loaded N tensors" line)
-        log.info("weights: the network's initialisation, with the backbone's pretrained file %s loaded by the backbone (no checkpoint to resume, no model.pretrained)", loaded)
+        log.info(
+            "weights: the network's initialisation, with the backbone's pretrained file %s loaded by the backbone (no checkpoint to resume, no model.pretrained)",
+            loaded,
+        )
     else:
         log.info("weights: the network's own initialisation (no checkpoint to resume, no model.pretrained)")
     return None

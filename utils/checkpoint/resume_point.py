@@ -39,14 +39,20 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
     if isinstance(resume, str):
         given = Path(resume).expanduser()
         if looks_sharded(given):
-            problem = None if is_sharded_checkpoint(given) else verify_dir(given)  # half-written: named, before anything is written
+            problem = (
+                None if is_sharded_checkpoint(given) else verify_dir(given)
+            )  # half-written: named, before anything is written
             if problem:
-                raise CheckpointError(f"--resume {resume}: sharded checkpoint '{given}': {problem}; resume from an earlier checkpoint of the run, or its run folder")
+                raise CheckpointError(
+                    f"--resume {resume}: sharded checkpoint '{given}': {problem}; resume from an earlier checkpoint of the run, or its run folder"
+                )
             return _continued_by_sharded(given)
         if given.is_file():
             return _continued_by(given)
         if not given.is_dir():
-            raise CheckpointError(f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run")
+            raise CheckpointError(
+                f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
+            )
         return _run_folder(given, resume), None
     if not (resume or auto_resume):
         return None, None
@@ -66,8 +72,14 @@ def _run_folder(given: Path, resume: str) -> RunFolder:
         hint = f"it lies inside the run folder '{run}': --resume {run}"
     else:
         runs = numbered(given)
-        hint = f"it holds runs: --resume {runs[-1].path} continues the newest (or --resume alone)" if runs else "give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
-    raise CheckpointError(f"--resume {resume}: '{given}' is not a run folder (no checkpoints/, config.yaml or log.txt of a run); {hint}")
+        hint = (
+            f"it holds runs: --resume {runs[-1].path} continues the newest (or --resume alone)"
+            if runs
+            else "give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
+        )
+    raise CheckpointError(
+        f"--resume {resume}: '{given}' is not a run folder (no checkpoints/, config.yaml or log.txt of a run); {hint}"
+    )
 
 
 def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:

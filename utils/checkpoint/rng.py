@@ -54,7 +54,12 @@ def restore_rng(state: Dict[str, Any]) -> None:
     if cuda and torch.cuda.is_available():
         count = torch.cuda.device_count()
         if len(cuda) != count:
-            log.warning("the checkpoint holds %d CUDA generator states, this process sees %d devices; restoring the first %d", len(cuda), count, min(len(cuda), count))
+            log.warning(
+                "the checkpoint holds %d CUDA generator states, this process sees %d devices; restoring the first %d",
+                len(cuda),
+                count,
+                min(len(cuda), count),
+            )
         for index, value in enumerate(cuda[:count]):
             torch.cuda.set_rng_state(value, index)
 
@@ -77,7 +82,10 @@ def rng_untouched() -> Iterator[None]:
 def restore_rank_rng(states: Optional[List[Dict[str, Any]]], rank: int) -> bool:
     """Restore rank ``rank``'s entry of the per-rank list a checkpoint keeps; False when it has none."""
     if not states or rank >= len(states) or states[rank] is None:
-        log.warning("the checkpoint has no random state for rank %d; the random streams continue from the seed, so the run is not bit-identical to an uninterrupted one", rank)
+        log.warning(
+            "the checkpoint has no random state for rank %d; the random streams continue from the seed, so the run is not bit-identical to an uninterrupted one",
+            rank,
+        )
         return False
     restore_rng(states[rank])
     return True

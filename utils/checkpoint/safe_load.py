@@ -29,7 +29,18 @@ from utils.errors import CheckpointError
 log = logging.getLogger(__name__)
 
 # what a corrupt or foreign file raises inside torch.load (truncated zip, bad pickle opcodes, ...)
-LOAD_ERRORS = (pickle.UnpicklingError, RuntimeError, OSError, EOFError, KeyError, ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError)
+LOAD_ERRORS = (
+    pickle.UnpicklingError,
+    RuntimeError,
+    OSError,
+    EOFError,
+    KeyError,
+    ValueError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    UnicodeDecodeError,
+)
 
 _TRUSTED: Set[Path] = set()  # files
 _TRUSTED_DIRS: Set[Path] = set()  # sharded checkpoint directories, which cover the files directly in them
@@ -66,10 +77,14 @@ def trust_files(paths: Iterable[Union[str, Path]]) -> None:
     for given in paths:
         path = Path(given).expanduser()
         if not path.exists():
-            raise CheckpointError(f"--trust-file '{given}' does not exist; name the checkpoint or weights file to trust (or a sharded checkpoint's *.dcp directory)")
+            raise CheckpointError(
+                f"--trust-file '{given}' does not exist; name the checkpoint or weights file to trust (or a sharded checkpoint's *.dcp directory)"
+            )
         if path.is_dir() and not is_sharded_checkpoint(path):
-            raise CheckpointError(f"--trust-file '{given}' is a folder, not a sharded checkpoint directory (no .metadata), and trust covers no other folder's "
-                                  "files; name the file to trust itself")
+            raise CheckpointError(
+                f"--trust-file '{given}' is a folder, not a sharded checkpoint directory (no .metadata), and trust covers no other folder's "
+                "files; name the file to trust itself"
+            )
         (dirs if path.is_dir() else files).add(path.resolve())
     _TRUSTED.update(files)
     _TRUSTED_DIRS.update(dirs)
@@ -125,7 +140,9 @@ def inner_message(message: str) -> str:
     return lines[-1] if lines else message.strip()
 
 
-def weights_only_load(source: Any, name: Union[str, Path], map_location: Any = "cpu", trust: Union[str, Path, None] = None) -> Any:
+def weights_only_load(
+    source: Any, name: Union[str, Path], map_location: Any = "cpu", trust: Union[str, Path, None] = None
+) -> Any:
     """``torch.load(source, weights_only=True)`` with the allowlist; UnsafeFileError naming what a refused file asked for
     (``trust``: see ``refusal``). Other failures (a truncated or foreign file) propagate as torch raises them."""
     with warnings.catch_warnings():
@@ -153,7 +170,9 @@ def load_torch(path: Union[str, Path]) -> Any:
     except LOAD_ERRORS as err:
         if isinstance(err, CheckpointError):
             raise
-        raise CheckpointError(f"checkpoint '{path}' is corrupt or not a PyTorch file ({type(err).__name__}: {one_line_reason(err)})") from err
+        raise CheckpointError(
+            f"checkpoint '{path}' is corrupt or not a PyTorch file ({type(err).__name__}: {one_line_reason(err)})"
+        ) from err
 
 
 def one_line_reason(err: BaseException) -> str:

@@ -31,7 +31,9 @@ def read_safetensors(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
     try:
         return dict(load_file(str(path), device="cpu"))
     except (SafetensorError, OSError) as err:
-        raise CheckpointError(f"weights file '{path}' is corrupt or not a safetensors file ({type(err).__name__}: {err})") from err
+        raise CheckpointError(
+            f"weights file '{path}' is corrupt or not a safetensors file ({type(err).__name__}: {err})"
+        ) from err
 
 
 def _unshared(weights: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:

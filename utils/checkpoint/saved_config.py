@@ -20,7 +20,9 @@ def checkpoint_base(checkpoint: Checkpoint) -> Dict[str, Any]:
     """The config a checkpoint saved, as the base of a mode that reads it, less what a checkpoint never chooses: code to
     import (its ``custom_imports``) and where to write (its ``experiment``). A checkpoint inside a training run
     (``<root>/<experiment>/run_NNN/checkpoints/``) writes beside that run, ``<root>/<experiment>/test_NNN``."""
-    base = {key: value for key, value in (checkpoint.config or {}).items() if key not in ("custom_imports", "experiment")}
+    base = {
+        key: value for key, value in (checkpoint.config or {}).items() if key not in ("custom_imports", "experiment")
+    }
     experiment = experiment_of(Path(checkpoint.source))
     if experiment is not None:
         base["experiment"] = {"output_root": str(experiment.parent), "name": experiment.name}
@@ -35,5 +37,7 @@ def not_imported(checkpoint: Optional[Checkpoint], cfg: Config) -> List[str]:
 
 def how_to_import(names: List[str], mode: str) -> str:
     """What to say about a checkpoint's ``custom_imports`` that were left out."""
-    return (f"the checkpoint's config names custom_imports {names}, which --mode {mode} does not import (a checkpoint never imports code); "
-            f"if you trust them, import them with custom_imports=[{', '.join(names)}] (an override, or in --config)")
+    return (
+        f"the checkpoint's config names custom_imports {names}, which --mode {mode} does not import (a checkpoint never imports code); "
+        f"if you trust them, import them with custom_imports=[{', '.join(names)}] (an override, or in --config)"
+    )

@@ -52,7 +52,11 @@ def looks_sharded(path: Path) -> bool:
     path = Path(path)
     if not path.is_dir():
         return False
-    return path.suffix == ".dcp" or any((path / name).exists() for name in (".metadata", STATE, SUMS)) or any(path.glob("*.distcp"))
+    return (
+        path.suffix == ".dcp"
+        or any((path / name).exists() for name in (".metadata", STATE, SUMS))
+        or any(path.glob("*.distcp"))
+    )
 
 
 def verify_dir(path: Path) -> Optional[str]:
@@ -111,7 +115,9 @@ def load_sharded_optimizer(path: Path, model: Any, optimizer: Any) -> None:
 
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
     for group in state["optimizer"]["param_groups"]:
-        group.pop("names", None)  # checkpoints of 0.3.0 and older lack it (DCP wants every key asked for); the caller keeps this run's
+        group.pop(
+            "names", None
+        )  # checkpoints of 0.3.0 and older lack it (DCP wants every key asked for); the caller keeps this run's
     load_into(state, Path(path))  # byte entries (param_groups) weights-only, .metadata restricted
     set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
@@ -150,7 +156,9 @@ class ShardedCheckpointStore:
         barrier()
         try:
             with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*assuming the intent is to save in a single process")  # dist.mode=fsdp in one process
+                warnings.filterwarnings(
+                    "ignore", message=".*assuming the intent is to save in a single process"
+                )  # dist.mode=fsdp in one process
                 dcp.save({key: state[key] for key in TENSORS}, checkpoint_id=str(tmp))
             if main:
                 write_checkpoint({k: v for k, v in state.items() if k not in TENSORS}, tmp / STATE)
@@ -166,7 +174,9 @@ class ShardedCheckpointStore:
                 fsync_dir(self.directory)
                 self._prune()
         except OSError as err:
-            raise CheckpointError(f"could not write sharded checkpoint '{path}' ({err.strerror or err}); earlier checkpoints are intact; free disk space and resume with --resume") from err
+            raise CheckpointError(
+                f"could not write sharded checkpoint '{path}' ({err.strerror or err}); earlier checkpoints are intact; free disk space and resume with --resume"
+            ) from err
         return path
 
     def link(self, source: Path, name: str) -> None:
@@ -208,7 +218,9 @@ class ShardedCheckpointStore:
             return
         target, best = self.directory / self.best, self.directory / BEST
         if not target.is_dir():
-            log.warning("the best checkpoint '%s' named by the resumed state no longer exists; removing best.dcp", target)
+            log.warning(
+                "the best checkpoint '%s' named by the resumed state no longer exists; removing best.dcp", target
+            )
             if best.is_symlink():
                 best.unlink()
             self.best = None
@@ -234,7 +246,9 @@ class ShardedCheckpointStore:
             log.warning("sharded checkpoint '%s': %s; falling back to the checkpoint before it", path, problem)
             problems.append(f"'{path}': {problem}")
         if problems:
-            raise CheckpointError(f"no usable checkpoint in '{self.directory}': {'; '.join(problems)}; move the folder away to start afresh")
+            raise CheckpointError(
+                f"no usable checkpoint in '{self.directory}': {'; '.join(problems)}; move the folder away to start afresh"
+            )
         return None
 
 

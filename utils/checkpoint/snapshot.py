@@ -48,7 +48,9 @@ class RunRecord:
     data: Optional[Dict[str, Any]] = None  # the training split's identity (utils/data/identity.py)
 
 
-def snapshot_training_state(objects: StateObjects, progress: Progress, run: RunRecord, sharded: bool = False) -> Dict[str, Any]:
+def snapshot_training_state(
+    objects: StateObjects, progress: Progress, run: RunRecord, sharded: bool = False
+) -> Dict[str, Any]:
     """The checkpoint of ``progress``: every object's state, the config, class list and data identity, the random states of all ranks.
 
     A collective (the random states are gathered): every rank calls it. ``sharded``: the model's and
@@ -58,7 +60,10 @@ def snapshot_training_state(objects: StateObjects, progress: Progress, run: RunR
     if sharded:
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
-        model, optimizer = get_model_state_dict(objects.model), get_optimizer_state_dict(objects.model, objects.optimizer)
+        model, optimizer = (
+            get_model_state_dict(objects.model),
+            get_optimizer_state_dict(objects.model, objects.optimizer),
+        )
     else:
         model, optimizer = objects.model.state_dict(), objects.optimizer.state_dict()
     return {

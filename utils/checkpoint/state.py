@@ -73,7 +73,16 @@ from utils.errors import CheckpointError
 from utils.optim.schedules import follow_optimizer, recompute_lr
 
 # the writer's names are importable from here too, beside the reader (tests, code written before snapshot.py)
-__all__ = ["FORMAT", "Checkpoint", "Progress", "RunRecord", "StateObjects", "is_training_checkpoint", "network_weights_of", "snapshot_training_state"]
+__all__ = [
+    "FORMAT",
+    "Checkpoint",
+    "Progress",
+    "RunRecord",
+    "StateObjects",
+    "is_training_checkpoint",
+    "network_weights_of",
+    "snapshot_training_state",
+]
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +95,17 @@ def is_training_checkpoint(data: Mapping[str, Any]) -> bool:
 class Checkpoint:
     """A checkpoint of this framework, read: the only reader of the format."""
 
-    def __init__(self, data: Dict[str, Any], source: Union[str, Path] = "<memory>", shards: Optional[Path] = None) -> None:
+    def __init__(
+        self, data: Dict[str, Any], source: Union[str, Path] = "<memory>", shards: Optional[Path] = None
+    ) -> None:
         self.source = str(source)
         self.shards = shards  # a sharded checkpoint's directory: model and optimizer are read from it when asked
         if shards is not None:
             data = {**data, "model": {}}
         if not is_training_checkpoint(data):
-            raise CheckpointError(f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained")
+            raise CheckpointError(
+                f"'{self.source}' is not a training checkpoint of this framework (no 'format' entry); a plain state_dict loads as model.pretrained"
+            )
         check_structure(data, self.source, sharded=shards is not None)  # one line naming a missing or mistyped entry
         if "format" not in data:
             data = upgrade_format_1(data)
@@ -104,7 +117,9 @@ class Checkpoint:
                 f"(and upgrades formats 1 and 2); it was written by framework {data.get('framework')}: use that version to read it"
             )
         if not isinstance(data.get("model"), Mapping):
-            raise CheckpointError(f"checkpoint '{self.source}' has no model weights; it is damaged or not a checkpoint of this framework")
+            raise CheckpointError(
+                f"checkpoint '{self.source}' has no model weights; it is damaged or not a checkpoint of this framework"
+            )
         self._data = {**data, "loop": data.get("loop") or {}, "hooks": data.get("hooks") or {}}
 
     @classmethod
@@ -183,7 +198,9 @@ class Checkpoint:
     def loop_state(self, name: str) -> Optional[Any]:
         return self._data.get("loop", {}).get(name)
 
-    def restore(self, objects: StateObjects, rank: int, world_size: Optional[int] = None, reset_optimizer: bool = False) -> None:
+    def restore(
+        self, objects: StateObjects, rank: int, world_size: Optional[int] = None, reset_optimizer: bool = False
+    ) -> None:
         """Everything but the model's weights (loaded before amp and DDP, see restore.py), and rank ``rank``'s random state
         (new streams from the seed and step when ``world_size`` differs from the checkpoint's).
 
@@ -192,11 +209,18 @@ class Checkpoint:
         leaves that state empty. The schedule continues from the saved step with this run's base LRs."""
         data = self._data
         if reset_optimizer:
-            log.warning("--reset-optimizer: the optimizer state of '%s' is not restored; %s starts afresh at step %d", self.source, type(objects.optimizer).__name__, self.progress.step)
+            log.warning(
+                "--reset-optimizer: the optimizer state of '%s' is not restored; %s starts afresh at step %d",
+                self.source,
+                type(objects.optimizer).__name__,
+                self.progress.step,
+            )
         elif self.shards is not None:
             check_sharded_layout(self.param_layout, layout_of(objects.optimizer), self.source)
             own = hyperparameters(objects.optimizer)
-            load_sharded_optimizer(self.shards, objects.model, objects.optimizer)  # resharded to this world size; collective
+            load_sharded_optimizer(
+                self.shards, objects.model, objects.optimizer
+            )  # resharded to this world size; collective
             keep_hyperparameters(objects.optimizer, own)
         else:
             restore_optimizer(objects.optimizer, data["optimizer"], self.source)
@@ -216,7 +240,11 @@ class Checkpoint:
         self._restore_hooks(objects.hooks)
         if world_size is not None and self.world_size is not None and world_size != self.world_size:
             if rank == 0:
-                log.info("world size %d -> %d: the random streams (dropout, augmentation) start anew from the seed and step on every rank", self.world_size, world_size)
+                log.info(
+                    "world size %d -> %d: the random streams (dropout, augmentation) start anew from the seed and step on every rank",
+                    self.world_size,
+                    world_size,
+                )
             reseed_rank(int((self.config or {}).get("seed", 0)), self.progress.step, rank)
         else:
             restore_rank_rng(data.get("rng"), rank)
@@ -227,10 +255,16 @@ class Checkpoint:
             if name in saved:
                 hook.load_state_dict(saved[name])
             else:
-                log.warning("hook '%s' has no state in the checkpoint (it was not used then, or an older version wrote the checkpoint); it starts fresh", name)
+                log.warning(
+                    "hook '%s' has no state in the checkpoint (it was not used then, or an older version wrote the checkpoint); it starts fresh",
+                    name,
+                )
         unused: List[str] = sorted(set(saved) - set(hooks))
         if unused:
-            log.warning("the checkpoint holds the state of hook(s) %s that this run does not use; it is ignored", ", ".join(unused))
+            log.warning(
+                "the checkpoint holds the state of hook(s) %s that this run does not use; it is ignored",
+                ", ".join(unused),
+            )
 
 
 def network_weights_of(data: Dict[str, Any]) -> Dict[str, torch.Tensor]:

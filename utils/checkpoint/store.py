@@ -48,7 +48,14 @@ log = logging.getLogger(__name__)
 LAST = "last.pt"
 BEST = "best.pt"
 # errors that mean "this file system has no hard links" (a copy then does instead)
-_NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
+_NO_LINKS = {
+    errno.EPERM,
+    errno.EXDEV,
+    errno.EMLINK,
+    errno.ENOSYS,
+    errno.EOPNOTSUPP,
+    getattr(errno, "ENOTSUP", errno.EOPNOTSUPP),
+}
 
 
 class CheckpointStore:
@@ -58,7 +65,9 @@ class CheckpointStore:
     first validation, or for a run resumed from an older version's checkpoint).
     """
 
-    collective = False  # rank 0 writes a whole file (a sharded store's save is every rank's, utils/checkpoint/sharded.py)
+    collective = (
+        False  # rank 0 writes a whole file (a sharded store's save is every rank's, utils/checkpoint/sharded.py)
+    )
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
@@ -90,7 +99,9 @@ class CheckpointStore:
         """
         path = self.path_for(epoch, batch)
         try:
-            record_path(path).unlink(missing_ok=True)  # a record of an earlier file of this name (a rerun after a fallback) is not this one's
+            record_path(path).unlink(
+                missing_ok=True
+            )  # a record of an earlier file of this name (a rerun after a fallback) is not this one's
             write_checkpoint(state, path, recycle=self._recyclable(path))
             self.link(path, LAST)
             if self.best == path.name:
@@ -104,7 +115,9 @@ class CheckpointStore:
     def _write_error(self, path: Path, err: OSError) -> CheckpointError:
         newest = next(iter(self.numbered()), None)  # numbered files appear only once complete
         kept = f"the newest complete checkpoint '{newest}' is intact" if newest else "no earlier checkpoint exists"
-        return CheckpointError(f"could not write checkpoint '{path}' ({err.strerror or err}); {kept}; free disk space or fix the permissions of '{self.directory}' and resume with --resume")
+        return CheckpointError(
+            f"could not write checkpoint '{path}' ({err.strerror or err}); {kept}; free disk space or fix the permissions of '{self.directory}' and resume with --resume"
+        )
 
     def link(self, source: Path, name: str) -> None:
         """Point ``name`` at ``source``: a hard link renamed into place, then its checksum (when it has one) the same way."""
@@ -123,7 +136,11 @@ class CheckpointStore:
 
     def _copy(self, src: Path, tmp: Path, err: OSError) -> None:
         if not self._warned_copy:
-            log.warning("no hard links in '%s' (%s): last.pt and best.pt are copies, each checkpoint is written more than once", self.directory, err.strerror or err)
+            log.warning(
+                "no hard links in '%s' (%s): last.pt and best.pt are copies, each checkpoint is written more than once",
+                self.directory,
+                err.strerror or err,
+            )
             self._warned_copy = True
         shutil.copyfile(src, tmp)
         with open(tmp, "rb+") as fh:
@@ -191,12 +208,19 @@ class CheckpointStore:
             return
         target, best = self.directory / self.best, self.directory / BEST
         if not target.is_file():
-            log.warning("the best checkpoint '%s' named by the resumed state no longer exists; %s", target, "removing best.pt, which holds other weights" if best.exists() else "no best.pt")
+            log.warning(
+                "the best checkpoint '%s' named by the resumed state no longer exists; %s",
+                target,
+                "removing best.pt, which holds other weights" if best.exists() else "no best.pt",
+            )
             best.unlink(missing_ok=True)
             sidecar(best).unlink(missing_ok=True)
             self.best = None
         elif not self.links_to(BEST, target):
-            log.warning("best.pt did not hold '%s', the best checkpoint the resumed state names (interrupted between the two); linking it now", target.name)
+            log.warning(
+                "best.pt did not hold '%s', the best checkpoint the resumed state names (interrupted between the two); linking it now",
+                target.name,
+            )
             self.link(target, BEST)
             fsync_dir(self.directory)
 
@@ -209,7 +233,11 @@ class CheckpointStore:
         if self.best is None and best.is_file():  # written by an older version, which named no file
             return best
         last = self.directory / LAST
-        log.warning("no best checkpoint in '%s' (it was lost after a fallback to an older checkpoint); testing '%s', the last one", self.directory, last)
+        log.warning(
+            "no best checkpoint in '%s' (it was lost after a fallback to an older checkpoint); testing '%s', the last one",
+            self.directory,
+            last,
+        )
         return last
 
     def latest_usable(self) -> Optional[Path]:
@@ -237,5 +265,7 @@ class CheckpointStore:
                 log.warning("resuming from '%s' after skipping %d unusable checkpoint(s)", path, len(problems))
             return path
         if problems:
-            raise CheckpointError(f"no usable checkpoint in '{self.directory}': {'; '.join(problems)}; move the folder away to start afresh")
+            raise CheckpointError(
+                f"no usable checkpoint in '{self.directory}': {'; '.join(problems)}; move the folder away to start afresh"
+            )
         return None

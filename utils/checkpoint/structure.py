@@ -76,7 +76,11 @@ def _rng(value: Any) -> Optional[str]:
 def _plain(*types: type) -> Rule:
     """Of ``types`` and a plain tree (``utils/plain_tree.py``): what the config checks and the resume guards walk
     never refers to itself or expands beyond its bounds (a 90 KB pickle can share one list 2^40 times)."""
-    return lambda value: _held(value) if not isinstance(value, types) else (None if (problem := tree_problem(value)) is None else f"{_held(value)} that {problem}")
+    return lambda value: (
+        _held(value)
+        if not isinstance(value, types)
+        else (None if (problem := tree_problem(value)) is None else f"{_held(value)} that {problem}")
+    )
 
 
 def _optional(rule: Rule) -> Rule:
@@ -106,7 +110,9 @@ RULES: Dict[str, Tuple[Rule, str]] = {
 
 def damaged(source: str, problem: str) -> CheckpointError:
     """The one line for a checkpoint whose structure is wrong."""
-    return CheckpointError(f"checkpoint '{source}' {problem}; the file is damaged or not a checkpoint of this framework")
+    return CheckpointError(
+        f"checkpoint '{source}' {problem}; the file is damaged or not a checkpoint of this framework"
+    )
 
 
 def _check_entries(data: Mapping[str, Any], source: str, keys: Iterable[str]) -> None:
@@ -122,11 +128,17 @@ def _check_format_1(data: Mapping[str, Any], source: str) -> None:
     for key in FORMAT_1_COUNTERS:
         if key in data and not _count(data[key]):
             raise damaged(source, f"entry '{key}' is {data[key]!r}, expected a count >= 0")
-    for key, rule, expected in (("ema", _tensors, RULES["model"][1]), ("best", _of_type(Mapping), "a mapping"), ("nonfinite", _of_type(Mapping), "a mapping")):
+    for key, rule, expected in (
+        ("ema", _tensors, RULES["model"][1]),
+        ("best", _of_type(Mapping), "a mapping"),
+        ("nonfinite", _of_type(Mapping), "a mapping"),
+    ):
         problem = _optional(rule)(data.get(key))
         if problem is not None:
             raise damaged(source, f"entry '{key}' is {problem}, expected {expected}")
-    _check_entries(data, source, [key for key in RULES if key not in ("progress", "ema", "loop", "hooks", "data", "param_layout")])
+    _check_entries(
+        data, source, [key for key in RULES if key not in ("progress", "ema", "loop", "hooks", "data", "param_layout")]
+    )
 
 
 def check_structure(data: Mapping[str, Any], source: str, sharded: bool = False) -> None:
@@ -144,6 +156,8 @@ def check_structure(data: Mapping[str, Any], source: str, sharded: bool = False)
         raise damaged(source, "has no 'progress' entry (where training continues)")
     _check_entries(data, source, [key for key in RULES if not (key == "model" and sharded)])
     hooks = data.get("hooks") or {}
-    for name in ("validation", "checkpoint") if data["format"] == 2 else ():  # upgraded into the validator's and checkpointer's states
+    for name in (
+        ("validation", "checkpoint") if data["format"] == 2 else ()
+    ):  # upgraded into the validator's and checkpointer's states
         if name in hooks and not isinstance(hooks[name], Mapping):
             raise damaged(source, f"entry 'hooks.{name}' is {_held(hooks[name])}, expected a mapping")

@@ -48,17 +48,25 @@ def verify(path: Path) -> Optional[str]:
             return None
     expected = side.read_text().strip()
     actual = file_digest(path)
-    return None if actual == expected else f"checksum mismatch (stored {expected[:12]}..., file {actual[:12]}...): the file is truncated or corrupt"
+    return (
+        None
+        if actual == expected
+        else f"checksum mismatch (stored {expected[:12]}..., file {actual[:12]}...): the file is truncated or corrupt"
+    )
 
 
 def load_verified(path: Path) -> Dict[str, Any]:
     """Load ``path`` after checking its checksum; CheckpointError when either fails."""
     path = Path(path)
     if path.is_dir():
-        raise CheckpointError(f"checkpoint '{path}' is a folder, not a checkpoint file nor a sharded checkpoint directory (.dcp); give a checkpoint file (e.g. <run>/checkpoints/best.pt) or a .dcp directory")
+        raise CheckpointError(
+            f"checkpoint '{path}' is a folder, not a checkpoint file nor a sharded checkpoint directory (.dcp); give a checkpoint file (e.g. <run>/checkpoints/best.pt) or a .dcp directory"
+        )
     if not path.is_file():
         raise missing(path)
     problem = verify(path)
     if problem:
-        raise CheckpointError(f"checkpoint '{path}': {problem}; use an earlier checkpoint of the run, or delete its .sha256 if you changed the file on purpose")
+        raise CheckpointError(
+            f"checkpoint '{path}': {problem}; use an earlier checkpoint of the run, or delete its .sha256 if you changed the file on purpose"
+        )
     return load_file(path)

@@ -29,7 +29,11 @@ def compare_keys(own: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Te
     return KeyDiff(
         missing=[k for k in own if k not in weights],
         unexpected=[k for k in weights if k not in own],
-        mismatched=[f"{k}: {tuple(v.shape)} -> {tuple(own[k].shape)}" for k, v in weights.items() if k in own and tuple(own[k].shape) != tuple(v.shape)],
+        mismatched=[
+            f"{k}: {tuple(v.shape)} -> {tuple(own[k].shape)}"
+            for k, v in weights.items()
+            if k in own and tuple(own[k].shape) != tuple(v.shape)
+        ],
     )
 
 
@@ -37,7 +41,11 @@ def weight_mismatch(model: nn.Module, weights: Mapping[str, torch.Tensor]) -> st
     """What keeps ``weights`` from loading into ``model``, for an error message."""
     diff = compare_keys(model.state_dict(), weights)
     parts = []
-    for label, keys in (("missing", diff.missing), ("unexpected", diff.unexpected), ("shape (checkpoint -> network)", diff.mismatched)):
+    for label, keys in (
+        ("missing", diff.missing),
+        ("unexpected", diff.unexpected),
+        ("shape (checkpoint -> network)", diff.mismatched),
+    ):
         if keys:
             parts.append(f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''} ({len(keys)})")
     return "; ".join(parts) or "no key differs"
@@ -54,7 +62,11 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def load_matching(
-    model: nn.Module, state: Dict[str, torch.Tensor], prefix: str = "", strict: bool = False, check: Optional[Callable[[LoadReport], None]] = None
+    model: nn.Module,
+    state: Dict[str, torch.Tensor],
+    prefix: str = "",
+    strict: bool = False,
+    check: Optional[Callable[[LoadReport], None]] = None,
 ) -> LoadReport:
     """Load the tensors of ``state`` whose names and shapes match ``model``.
 
@@ -86,9 +98,15 @@ def load_matching(
 
 def log_report(report: LoadReport, source: str) -> None:
     log.info("loaded %d tensors from %s", len(report.loaded), source)
-    for label, keys in (("missing (kept their init)", report.missing), ("unexpected (ignored)", report.unexpected), ("shape-mismatched (dropped; new from the network's init)", report.mismatched)):
+    for label, keys in (
+        ("missing (kept their init)", report.missing),
+        ("unexpected (ignored)", report.unexpected),
+        ("shape-mismatched (dropped; new from the network's init)", report.mismatched),
+    ):
         if keys:
-            log.warning("%s: %d %s: %s", source, len(keys), label, ", ".join(keys[:20]) + (" ..." if len(keys) > 20 else ""))
+            log.warning(
+                "%s: %d %s: %s", source, len(keys), label, ", ".join(keys[:20]) + (" ..." if len(keys) > 20 else "")
+            )
 
 
 # The documented share (README, model.pretrained_min_share): weights that fill less of the model are another model's.
@@ -117,8 +135,10 @@ def read_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
         return Checkpoint.load(path).eval_weights
     if Path(path).is_dir():
         best = next((f for f in (Path(path) / "checkpoints" / "best.pt", Path(path) / "best.pt") if f.is_file()), None)
-        raise CheckpointError(f"pretrained weights '{path}' is a folder; give a checkpoint or weights file (.pt, .pth, .safetensors) or a sharded checkpoint's "
-                              f"*.dcp directory{f', e.g. {best}' if best is not None else ''}")
+        raise CheckpointError(
+            f"pretrained weights '{path}' is a folder; give a checkpoint or weights file (.pt, .pth, .safetensors) or a sharded checkpoint's "
+            f"*.dcp directory{f', e.g. {best}' if best is not None else ''}"
+        )
     return network_weights_of(load_file(path))
 
 
@@ -129,7 +149,11 @@ def check_share(model: nn.Module, report: LoadReport, prefix: str, source: str, 
     loaded = set(report.loaded)
     filled = sum(1 for k in own if k in loaded)
     if own and filled < minimum.share * len(own):
-        part = f"the {len(own)} floating-point tensors under '{prefix}'" if prefix else f"the model's {len(own)} floating-point tensors"
+        part = (
+            f"the {len(own)} floating-point tensors under '{prefix}'"
+            if prefix
+            else f"the model's {len(own)} floating-point tensors"
+        )
         raise CheckpointError(
             f"'{source}' fills only {filled} of {part} ({filled / len(own):.0%}; {len(report.missing)} missing, "
             f"{len(report.mismatched)} of another shape), less than the {minimum.share:.0%} required: it looks like another "
@@ -137,11 +161,21 @@ def check_share(model: nn.Module, report: LoadReport, prefix: str, source: str, 
         )
 
 
-def load_weights(model: nn.Module, path: Union[str, Path], prefix: str = "", strict: bool = False, minimum: MinShare = MinShare()) -> LoadReport:
+def load_weights(
+    model: nn.Module, path: Union[str, Path], prefix: str = "", strict: bool = False, minimum: MinShare = MinShare()
+) -> LoadReport:
     """Load pretrained weights from a local file into ``model``, reporting what did not fit; weights that fill
     less than ``minimum.share`` of the model's floating-point tensors are refused (CheckpointError)."""
-    report = load_matching(model, read_weights(path), prefix=prefix, strict=strict, check=lambda r: check_share(model, r, prefix, str(path), minimum))
+    report = load_matching(
+        model,
+        read_weights(path),
+        prefix=prefix,
+        strict=strict,
+        check=lambda r: check_share(model, r, prefix, str(path), minimum),
+    )
     if not report.loaded:
-        raise CheckpointError(f"no tensor of '{path}' matches the model by name and shape; is it the right file (or model.pretrained_prefix)?")
+        raise CheckpointError(
+            f"no tensor of '{path}' matches the model by name and shape; is it the right file (or model.pretrained_prefix)?"
+        )
     log_report(report, str(path))
     return report

@@ -19,7 +19,9 @@ def batch_size_of(inputs: Any) -> int:
     """The number of samples in ``inputs``: the leading dimension of its first tensor."""
     first = next(tensors_in(inputs), None)
     if first is None:
-        raise TypeError(f"a batch's inputs hold no tensor (got {type(inputs).__name__}); the dataset must return tensors")
+        raise TypeError(
+            f"a batch's inputs hold no tensor (got {type(inputs).__name__}); the dataset must return tensors"
+        )
     return first.shape[0]
 
 

@@ -68,7 +68,13 @@ class ClipDataset(Dataset):
         self.frame_counts: List[int] = []
         self.names: List[str] = []
 
-    def set_videos(self, labels: Sequence[int], frame_counts: Sequence[int], names: Sequence[str], keys: Optional[Sequence[str]] = None) -> None:
+    def set_videos(
+        self,
+        labels: Sequence[int],
+        frame_counts: Sequence[int],
+        names: Sequence[str],
+        keys: Optional[Sequence[str]] = None,
+    ) -> None:
         """Register the videos; a video without frames, or shorter than a clip, is an error naming it.
         ``keys``: names that do not depend on where the data lies (``sample_keys``); ``names`` by default."""
         span = clip_span(self.clip_len, self.frame_stride)

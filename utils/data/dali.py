@@ -66,16 +66,34 @@ def _build_pipeline(spec: PipelineSpec) -> Any:
     def pipeline() -> Tuple[Any, Any]:
         # The same seed on every rank: one global permutation per epoch, split into disjoint shards.
         jpegs, labels = fn.readers.file(
-            files=list(spec.files), labels=list(spec.labels), shard_id=spec.shard_id, num_shards=spec.num_shards, shuffle_after_epoch=spec.train,
-            pad_last_batch=False, name=READER, seed=spec.seed,
+            files=list(spec.files),
+            labels=list(spec.labels),
+            shard_id=spec.shard_id,
+            num_shards=spec.num_shards,
+            shuffle_after_epoch=spec.train,
+            pad_last_batch=False,
+            name=READER,
+            seed=spec.seed,
         )
         images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
         images = fn.resize(images, resize_shorter=spec.size)
-        crop = {"crop_pos_x": fn.random.uniform(range=(0.0, 1.0)), "crop_pos_y": fn.random.uniform(range=(0.0, 1.0)),
-                "mirror": fn.random.coin_flip()} if spec.train else {}
+        crop = (
+            {
+                "crop_pos_x": fn.random.uniform(range=(0.0, 1.0)),
+                "crop_pos_y": fn.random.uniform(range=(0.0, 1.0)),
+                "mirror": fn.random.coin_flip(),
+            }
+            if spec.train
+            else {}
+        )
         images = fn.crop_mirror_normalize(
-            images, dtype=types.FLOAT, output_layout="CHW", crop=(spec.size, spec.size),
-            mean=[255.0 * m for m in spec.mean], std=[255.0 * s for s in spec.std], **crop,
+            images,
+            dtype=types.FLOAT,
+            output_layout="CHW",
+            crop=(spec.size, spec.size),
+            mean=[255.0 * m for m in spec.mean],
+            std=[255.0 * s for s in spec.std],
+            **crop,
         )
         return images, labels
 
@@ -96,7 +114,9 @@ class DaliLoader:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         policy = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
-        self._iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name=READER, last_batch_policy=policy, auto_reset=True)
+        self._iterator = DALIGenericIterator(
+            [pipe], ["images", "labels"], reader_name=READER, last_batch_policy=policy, auto_reset=True
+        )
         self._len = shard_size // batch_size if train else math.ceil(shard_size / batch_size)
         self.batch_size = batch_size
         self.epoch = 0
@@ -122,9 +142,13 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     """A DALI loader over the files (and labels) that the ``image_folder`` ``dataset`` reads."""
     folder: Optional[str] = getattr(dataset, "root", None)
     if cfg.name != "image_folder" or folder is None or not hasattr(dataset, "samples"):
-        raise ConfigError(f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch")
+        raise ConfigError(
+            f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch"
+        )
     if getattr(dataset, "channels", 3) != 3:
-        raise ConfigError("data.loader=dali decodes images to RGB: data.args.channels must be 3 with it; use data.loader=torch for 1 channel")
+        raise ConfigError(
+            "data.loader=dali decodes images to RGB: data.args.channels must be 3 with it; use data.loader=torch for 1 channel"
+        )
     size = cfg.args.get("image_size")
     if not size:
         raise ConfigError("data.loader=dali needs a fixed image size: set data.args.image_size (e.g. 224)")
@@ -133,7 +157,11 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]
     batch_size = cfg.batch_size if train else (cfg.eval_batch_size or cfg.batch_size)
     files, labels = zip(*dataset.samples)
-    pipe = _build_pipeline(PipelineSpec(files, labels, batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed))
+    pipe = _build_pipeline(
+        PipelineSpec(
+            files, labels, batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed
+        )
+    )
     shard_size = _shard_size(len(dataset), rank, world_size)
     log.info("DALI loader on %s: %d samples in this shard (%d/%d)", folder, shard_size, rank, world_size)
     return DaliLoader(pipe, train, shard_size, batch_size)

@@ -20,7 +20,16 @@ from utils.errors import name_list
 
 log = logging.getLogger(__name__)
 
-DEBRIS = {"thumbs.db", "ehthumbs.db", "desktop.ini", "@eadir", "$recycle.bin", "system volume information", "lost+found", "icon\r"}
+DEBRIS = {
+    "thumbs.db",
+    "ehthumbs.db",
+    "desktop.ini",
+    "@eadir",
+    "$recycle.bin",
+    "system volume information",
+    "lost+found",
+    "icon\r",
+}
 
 _warned: Set[Tuple[str, Tuple[str, ...]]] = set()  # (split folder, missing classes) already reported in this process
 
@@ -98,4 +107,10 @@ def warn_missing_classes(folder: Path, classes: Sequence[str], present: Set[str]
     if not missing or key in _warned:
         return
     _warned.add(key)
-    log.warning("'%s' has no samples of %d of the %d classes (%s); its metrics cover only the others", folder, len(missing), len(classes), name_list(missing))
+    log.warning(
+        "'%s' has no samples of %d of the %d classes (%s); its metrics cover only the others",
+        folder,
+        len(missing),
+        len(classes),
+        name_list(missing),
+    )

@@ -25,7 +25,11 @@ def data_identity(dataset: Any) -> Dict[str, Any]:
     for key in sample_keys(dataset):
         digest.update(key.encode("utf-8", "surrogateescape") + b"\n")
     classes = getattr(dataset, "classes", None)
-    return {"classes": None if classes is None else [str(c) for c in classes], "samples": len(dataset), "fingerprint": digest.hexdigest()[:16]}
+    return {
+        "classes": None if classes is None else [str(c) for c in classes],
+        "samples": len(dataset),
+        "fingerprint": digest.hexdigest()[:16],
+    }
 
 
 def identity_differences(saved: Optional[Mapping[str, Any]], current: Optional[Mapping[str, Any]]) -> List[str]:
@@ -38,7 +42,9 @@ def identity_differences(saved: Optional[Mapping[str, Any]], current: Optional[M
     if saved.get("samples") != current.get("samples"):
         diffs.append(f"training samples: {saved.get('samples')} -> {current.get('samples')}")
     elif saved.get("fingerprint") != current.get("fingerprint"):
-        diffs.append(f"training file list: fingerprint {saved.get('fingerprint')} -> {current.get('fingerprint')} (same count, other files)")
+        diffs.append(
+            f"training file list: fingerprint {saved.get('fingerprint')} -> {current.get('fingerprint')} (same count, other files)"
+        )
     return diffs
 
 

@@ -71,8 +71,10 @@ def open_image(path: PathLike, kind: str = "image") -> Image.Image:
             ImageOps.exif_transpose(image, in_place=True)
             return image
     except BAD_IMAGE as err:
-        raise BadFile(f"cannot read {kind} '{path}' ({type(err).__name__}); fix or remove the file",
-                      skipped=f"unreadable {kind} '{path}' ({type(err).__name__}: {err})") from err
+        raise BadFile(
+            f"cannot read {kind} '{path}' ({type(err).__name__}); fix or remove the file",
+            skipped=f"unreadable {kind} '{path}' ({type(err).__name__}: {err})",
+        ) from err
 
 
 def _in_range(values: np.ndarray, low: float, high: float) -> Tuple[bool, str]:
@@ -96,9 +98,14 @@ def stored_values(image: Image.Image, path: PathLike) -> torch.Tensor:
         low, high = (0, 65535) if mode == "I" else (0, 1)
         ok, found = _in_range(values, low, high)
         if not ok:
-            what, fix = (("32-bit integer", "save it as 16-bit, or as float scaled to [0, 1]") if mode == "I"
-                         else ("32-bit float", "save it scaled to [0, 1], or as 8- or 16-bit integers"))
-            raise BadFile(f"image '{path}' is {what} (PIL mode {mode}) with {found}, outside the {low}..{high} it is read from; {fix}")
+            what, fix = (
+                ("32-bit integer", "save it as 16-bit, or as float scaled to [0, 1]")
+                if mode == "I"
+                else ("32-bit float", "save it scaled to [0, 1], or as 8- or 16-bit integers")
+            )
+            raise BadFile(
+                f"image '{path}' is {what} (PIL mode {mode}) with {found}, outside the {low}..{high} it is read from; {fix}"
+            )
         tensor = torch.from_numpy(values.astype(np.float32))[None]
         return tensor.mul_(1.0 / 65535) if mode == "I" else tensor
     eight_bit = np.array(image if mode in ("L", "RGB") else image.convert("L" if mode in GREY_8BIT else "RGB"))

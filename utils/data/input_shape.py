@@ -47,12 +47,19 @@ def check_input_shape(dataset: Any, input_size: Optional[Sequence[int]]) -> None
     shape: List[int] = list(sample.shape)
     given = list(input_size)
     if len(shape) != len(given) or shape[0] != given[0]:
-        raise ConfigError(f"model.input_size={given} does not fit the data: a sample of the val split is {shape} after data.eval_transforms"
-                          f"{_layout(shape)}; set model.input_size={shape}")
+        raise ConfigError(
+            f"model.input_size={given} does not fit the data: a sample of the val split is {shape} after data.eval_transforms"
+            f"{_layout(shape)}; set model.input_size={shape}"
+        )
     if shape[1:] != given[1:]:
-        log.warning("model.input_size=%s, but a sample of the val split is %s after data.eval_transforms%s: the network runs at the data's size, "
-                    "while the FLOP count, lazy modules, export and predict's size check use model.input_size; set model.input_size=%s",
-                    given, shape, _layout(shape), shape)
+        log.warning(
+            "model.input_size=%s, but a sample of the val split is %s after data.eval_transforms%s: the network runs at the data's size, "
+            "while the FLOP count, lazy modules, export and predict's size check use model.input_size; set model.input_size=%s",
+            given,
+            shape,
+            _layout(shape),
+            shape,
+        )
 
 
 def check_test_size(dataset: Any, trained_at: Optional[Sequence[int]], fix: str) -> None:

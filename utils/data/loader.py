@@ -34,7 +34,11 @@ def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] 
         transform = build_transforms(cfg.eval_transforms, "data.eval_transforms")
     split = cfg.test_split if split == "test" else split
     args = dict(cfg.args)
-    if classes is not None and "classes" not in args and "classes" in inspect.signature(DATASETS.get(cfg.name)).parameters:
+    if (
+        classes is not None
+        and "classes" not in args
+        and "classes" in inspect.signature(DATASETS.get(cfg.name)).parameters
+    ):
         args["classes"] = list(classes)
     dataset = DATASETS.build(cfg.name, split=split, root=cfg.root, transform=transform, **args)
     if len(dataset) == 0:
@@ -54,7 +58,13 @@ def with_process_batch(cfg: DataConfig, world_size: int) -> DataConfig:
             f"or set data.global_batch_size to a multiple of {world_size}"
         )
     if cfg.batch_size != total // world_size:
-        log.info("data.global_batch_size=%d over %d process(es): %d samples per process (data.batch_size=%d is not used)", total, world_size, total // world_size, cfg.batch_size)
+        log.info(
+            "data.global_batch_size=%d over %d process(es): %d samples per process (data.batch_size=%d is not used)",
+            total,
+            world_size,
+            total // world_size,
+            cfg.batch_size,
+        )
     return dataclasses.replace(cfg, batch_size=total // world_size)
 
 
@@ -62,7 +72,11 @@ def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, A
     # Copies to the GPU on a side stream are only asynchronous from pinned memory.
     # A dataset whose items do not stack with default_collate (e.g. masks kept at their
     # original, differing sizes) batches them itself through a ``collate_fn`` attribute.
-    options: Dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory or mode == "cuda", "collate_fn": getattr(dataset, "collate_fn", None)}
+    options: Dict[str, Any] = {
+        "num_workers": cfg.num_workers,
+        "pin_memory": cfg.pin_memory or mode == "cuda",
+        "collate_fn": getattr(dataset, "collate_fn", None),
+    }
     if cfg.num_workers > 0:
         options["persistent_workers"] = cfg.persistent_workers
         if cfg.prefetch_factor is not None:
@@ -70,14 +84,23 @@ def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, A
     return options
 
 
-def _prefetching(loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device], channels_last: bool) -> PrefetchLoader:
+def _prefetching(
+    loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device], channels_last: bool
+) -> PrefetchLoader:
     # DALI normalizes inside its pipeline; the prefetcher does it for the torch loader.
     mean, std = (None, None) if cfg.loader == "dali" else (cfg.mean, cfg.std)
     return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, mean, std, channels_last)
 
 
 def build_train_loader(
-    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, device: Optional[torch.device] = None, channels_last: bool = False, batchnorm: bool = False
+    dataset: Dataset,
+    cfg: DataConfig,
+    rank: int,
+    world_size: int,
+    seed: int,
+    device: Optional[torch.device] = None,
+    channels_last: bool = False,
+    batchnorm: bool = False,
 ) -> PrefetchLoader:
     """Shuffled per epoch by a seeded ``ResumableSampler`` (a ``DistributedSampler``, also
     with one process, so the order depends only on seed and epoch: reproducible, and a
@@ -97,38 +120,71 @@ def build_train_loader(
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
 
-        return _prefetching(build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last)
+        return _prefetching(
+            build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last
+        )
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
     sampler: Any
     if cfg.global_batch_size is not None:
         if len(dataset) < cfg.global_batch_size:
-            raise DataError(f"the training split has {len(dataset)} samples, fewer than one global batch (data.global_batch_size={cfg.global_batch_size}); lower it")
+            raise DataError(
+                f"the training split has {len(dataset)} samples, fewer than one global batch (data.global_batch_size={cfg.global_batch_size}); lower it"
+            )
         sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator)
     else:
         sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
-    drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size  # a batch larger than the data: its one incomplete batch is kept
+    drop_last = (
+        cfg.drop_last and len(sampler) >= cfg.batch_size
+    )  # a batch larger than the data: its one incomplete batch is kept
     if batchnorm and not drop_last and len(sampler) % cfg.batch_size == 1:  # every rank's sampler has the same length
-        log.info("data.drop_last=false: each epoch's last training batch would hold 1 sample, which BatchNorm cannot normalize in "
-                 "training; it is dropped (%d of %d samples per epoch are read)", len(sampler) - 1, len(sampler))
+        log.info(
+            "data.drop_last=false: each epoch's last training batch would hold 1 sample, which BatchNorm cannot normalize in "
+            "training; it is dropped (%d of %d samples per epoch are read)",
+            len(sampler) - 1,
+            len(sampler),
+        )
         drop_last = True
     if len(sampler) < cfg.batch_size and not drop_last:
         kept = " (data.drop_last=true would drop it and leave no step, so it is kept)" if cfg.drop_last else ""
-        log.warning("data.batch_size=%d is more than the %d training samples per process: each epoch is one step of a %d-sample batch%s; "
-                    "set data.batch_size to at most %d, or add training data", cfg.batch_size, len(sampler), len(sampler), kept, len(sampler))
-    loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, drop_last=drop_last, generator=generator, **_loader_options(dataset, cfg, mode))
+        log.warning(
+            "data.batch_size=%d is more than the %d training samples per process: each epoch is one step of a %d-sample batch%s; "
+            "set data.batch_size to at most %d, or add training data",
+            cfg.batch_size,
+            len(sampler),
+            len(sampler),
+            kept,
+            len(sampler),
+        )
+    loader = DataLoader(
+        dataset,
+        batch_size=cfg.batch_size,
+        sampler=sampler,
+        drop_last=drop_last,
+        generator=generator,
+        **_loader_options(dataset, cfg, mode),
+    )
     return _prefetching(loader, cfg, mode, device, channels_last)
 
 
 def build_eval_loader(
-    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, device: Optional[torch.device] = None, channels_last: bool = False
+    dataset: Dataset,
+    cfg: DataConfig,
+    rank: int,
+    world_size: int,
+    device: Optional[torch.device] = None,
+    channels_last: bool = False,
 ) -> PrefetchLoader:
     """Disjoint, unpadded shards: every sample is evaluated exactly once over all ranks."""
     mode = resolve_mode(cfg.prefetch, device)
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
 
-        return _prefetching(build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device, channels_last)
+        return _prefetching(
+            build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device, channels_last
+        )
     sampler = ShardSampler(len(dataset), rank, world_size)
     batch_size = cfg.eval_batch_size or cfg.batch_size
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode))
+    loader = DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode)
+    )
     return _prefetching(loader, cfg, mode, device, channels_last)

@@ -59,7 +59,11 @@ def mask_values(values: Any, name: str) -> np.ndarray:
     top = float(levels[-1])
     scale = next((s for s in SCALES if top <= s), None)
     if scale is None or top < scale / 2:
-        why = "above 65535" if scale is None else f"the largest is below half of the range 0..{scale:g} it falls in (label indices?)"
+        why = (
+            "above 65535"
+            if scale is None
+            else f"the largest is below half of the range 0..{scale:g} it falls in (label indices?)"
+        )
         raise BadFile(f"mask '{name}' holds the values {_shown(levels)}: {why}; {FIX}")
     return (values.astype(np.float64) / scale).astype(np.float32)
 
@@ -74,7 +78,9 @@ def colour_mask_values(rgb: np.ndarray, name: str) -> np.ndarray:
     if colours.size == 1 or (colours.size == 2 and colours[0] == 0):
         return (packed > 0).astype(np.float32)
     shown = name_list([(int(c) >> 16, (int(c) >> 8) & 255, int(c) & 255) for c in colours], show=4)
-    raise BadFile(f"mask '{name}' holds {colours.size} colours ({shown}); a saliency mask is grey, or one colour on black: {FIX}")
+    raise BadFile(
+        f"mask '{name}' holds {colours.size} colours ({shown}); a saliency mask is grey, or one colour on black: {FIX}"
+    )
 
 
 def image_mask_values(image: Image.Image, name: str) -> np.ndarray:

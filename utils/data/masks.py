@@ -52,7 +52,9 @@ class PairPipeline:
 
     def __call__(self, image: torch.Tensor, mask: np.ndarray, name: str) -> Tuple[torch.Tensor, Dict[str, Any]]:
         if tuple(image.shape[-2:]) != tuple(mask.shape):
-            raise DataError(f"sample '{name}': image is {tuple(image.shape[-2:])} but its mask is {tuple(mask.shape)} (height, width); they must have the same size")
+            raise DataError(
+                f"sample '{name}': image is {tuple(image.shape[-2:])} but its mask is {tuple(mask.shape)} (height, width); they must have the same size"
+            )
         from torchvision import tv_tensors  # here, not at import: torchvision costs about 1 s to import
         from torchvision.transforms.v2 import functional as TF
 
@@ -79,7 +81,12 @@ class MaskBatchCollate:
     naming two of them (their ``paths`` by sample name, when given).
     """
 
-    def __init__(self, scales: Optional[Sequence[float]] = None, size_divisor: int = 32, paths: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self,
+        scales: Optional[Sequence[float]] = None,
+        size_divisor: int = 32,
+        paths: Optional[Mapping[str, str]] = None,
+    ) -> None:
         if scales is not None and (not scales or any(s <= 0 for s in scales)):
             raise ConfigError(f"multi_scale must be a non-empty list of positive factors, got {scales}")
         self.scales = list(scales) if scales else None
@@ -88,7 +95,10 @@ class MaskBatchCollate:
 
     def __call__(self, batch: List[Tuple[torch.Tensor, Dict[str, Any]]]) -> Tuple[torch.Tensor, Dict[str, Any]]:
         names = [str(t.get("name", "?")) for _, t in batch]
-        check_one_size([(self.paths.get(n, n), image.shape) for n, (image, _) in zip(names, batch)], "data.args.size=N (or [height, width])")
+        check_one_size(
+            [(self.paths.get(n, n), image.shape) for n, (image, _) in zip(names, batch)],
+            "data.args.size=N (or [height, width])",
+        )
         images = torch.stack([image for image, _ in batch])
         targets: Dict[str, Any] = {"mask": torch.stack([t["mask"] for _, t in batch])}
         for key in batch[0][1]:
@@ -96,7 +106,10 @@ class MaskBatchCollate:
                 targets[key] = [t[key] for _, t in batch]
         if self.scales:
             scale = self.scales[int(torch.randint(len(self.scales), ()).item())]
-            size = [max(self.size_divisor, int(round(s * scale / self.size_divisor)) * self.size_divisor) for s in images.shape[-2:]]
+            size = [
+                max(self.size_divisor, int(round(s * scale / self.size_divisor)) * self.size_divisor)
+                for s in images.shape[-2:]
+            ]
             if size != list(images.shape[-2:]):
                 images = F.interpolate(images, size=size, mode="bilinear", align_corners=False)
                 targets["mask"] = F.interpolate(targets["mask"], size=size, mode="nearest")

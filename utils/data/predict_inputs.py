@@ -69,10 +69,17 @@ class Sizing:
 def collect_inputs(spec: Optional[str]) -> List[Path]:
     """The image files ``spec`` names, in a fixed order (sorted paths); DataError when none."""
     if not spec:
-        raise DataError("--mode predict needs --input PATH (an image file, a folder of images, or a glob such as 'photos/*.jpg')")
+        raise DataError(
+            "--mode predict needs --input PATH (an image file, a folder of images, or a glob such as 'photos/*.jpg')"
+        )
     path = Path(spec).expanduser()
     if path.is_dir():
-        found = [Path(d) / f for d, _, files in walk_visible(path) for f in files if f.lower().endswith((*IMG_EXTENSIONS, *VIDEO_EXTENSIONS))]
+        found = [
+            Path(d) / f
+            for d, _, files in walk_visible(path)
+            for f in files
+            if f.lower().endswith((*IMG_EXTENSIONS, *VIDEO_EXTENSIONS))
+        ]
     elif path.is_file():
         found = [path]
     else:
@@ -81,7 +88,9 @@ def collect_inputs(spec: Optional[str]) -> List[Path]:
             raise DataError(f"--input '{spec}' is not a file, a folder or a glob that matches files")
     videos = [p for p in found if p.suffix.lower() in VIDEO_EXTENSIONS]
     if videos:
-        raise DataError(f"--mode predict reads images; '{videos[0]}' is a video (predict a video's frames: extract them to a folder of images)")
+        raise DataError(
+            f"--mode predict reads images; '{videos[0]}' is a video (predict a video's frames: extract them to a folder of images)"
+        )
     images = sorted(p for p in found if p.suffix.lower() in IMG_EXTENSIONS)
     if not images:
         raise DataError(f"--input '{spec}' holds no images (looked for {', '.join(IMG_EXTENSIONS)})")
@@ -133,7 +142,9 @@ def mask_names(paths: Sequence[Path], root: Path) -> List[Path]:
 class PredictImages(Dataset):
     """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})``; ``size``: the file's own size."""
 
-    def __init__(self, paths: Sequence[Path], sizing: Sizing, transform: Optional[Callable], on_bad_sample: str) -> None:
+    def __init__(
+        self, paths: Sequence[Path], sizing: Sizing, transform: Optional[Callable], on_bad_sample: str
+    ) -> None:
         self.paths = list(paths)
         self.sizing = sizing
         self.transform = transform
@@ -159,7 +170,9 @@ class PredictImages(Dataset):
         if self.sizing.resize_first is not None:  # before as_float, as image_folder resizes (8-bit data as uint8)
             image = TF.resize(image, list(self.sizing.resize_first), antialias=True)
         if self.sizing.crop_first is not None:  # as DALI's eval pipeline: the shorter side, then the centre
-            image = TF.center_crop(TF.resize(image, self.sizing.crop_first, antialias=True), [self.sizing.crop_first] * 2)
+            image = TF.center_crop(
+                TF.resize(image, self.sizing.crop_first, antialias=True), [self.sizing.crop_first] * 2
+            )
         image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
         if self.transform is not None:
             image = self.transform(image)
@@ -174,7 +187,13 @@ class PredictImages(Dataset):
         kept = [(image, target) for image, target in batch if image is not None]
         if not kept:  # every file of the batch was skipped
             shape = self.sizing.trained_at or (self.sizing.channels, 1, 1)
-            return torch.zeros(0, *shape), {"index": torch.zeros(0, dtype=torch.long), "size": torch.zeros(0, 2, dtype=torch.long)}
+            return torch.zeros(0, *shape), {
+                "index": torch.zeros(0, dtype=torch.long),
+                "size": torch.zeros(0, 2, dtype=torch.long),
+            }
         check_one_size([(str(self.paths[t["index"]]), image.shape) for image, t in kept], self.sizing.fix)
         images = default_collate([image for image, _ in kept])
-        return images, {"index": torch.tensor([t["index"] for _, t in kept]), "size": torch.tensor([t["size"] for _, t in kept])}
+        return images, {
+            "index": torch.tensor([t["index"] for _, t in kept]),
+            "size": torch.tensor([t["size"] for _, t in kept]),
+        }

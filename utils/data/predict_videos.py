@@ -47,17 +47,27 @@ def _holds_frames(folder: Path) -> bool:
 def collect_videos(spec: Optional[str]) -> List[Path]:
     """The frame folders ``spec`` names, sorted; DataError when there are none or a video file is given."""
     if not spec:
-        raise DataError("--mode predict needs --input PATH (a folder of frame folders, one frame folder, or a glob such as 'videos/*')")
+        raise DataError(
+            "--mode predict needs --input PATH (a folder of frame folders, one frame folder, or a glob such as 'videos/*')"
+        )
     path = Path(spec).expanduser()
     if path.is_file() or (not path.exists() and Path(spec).suffix.lower() in VIDEO_EXTENSIONS):
-        raise DataError(f"--input '{spec}' is a file; a video network predicts folders of frames: extract them first "
-                        f"(ffmpeg -i '{spec}' '{Path(spec).with_suffix('')}/%05d.jpg') and give that folder")
+        raise DataError(
+            f"--input '{spec}' is a file; a video network predicts folders of frames: extract them first "
+            f"(ffmpeg -i '{spec}' '{Path(spec).with_suffix('')}/%05d.jpg') and give that folder"
+        )
     if path.is_dir():
-        found = [path] if _holds_frames(path) else [Path(d) for d, _, files in walk_visible(path) if any(f.lower().endswith(EXTENSIONS) for f in files)]
+        found = (
+            [path]
+            if _holds_frames(path)
+            else [Path(d) for d, _, files in walk_visible(path) if any(f.lower().endswith(EXTENSIONS) for f in files)]
+        )
     else:
         found = [p for p in glob_visible(str(path)) if _holds_frames(p)]
     if not found:
-        raise DataError(f"--input '{spec}' holds no folders of frames (a video is a folder of {', '.join(EXTENSIONS)} frames)")
+        raise DataError(
+            f"--input '{spec}' holds no folders of frames (a video is a folder of {', '.join(EXTENSIONS)} frames)"
+        )
     return sorted(found)
 
 
@@ -65,7 +75,14 @@ class PredictVideos(ClipDataset):
     """The evaluation clips of each frame folder; items ``(clip [C, T, H, W], {"label": 0, "video": v})``,
     ``(None, ...)`` for a clip skipped under ``on_bad_sample=skip``."""
 
-    def __init__(self, folders: Sequence[Path], transform: Optional[Callable], clips: ClipArgs, sizing: Sizing, on_bad_sample: str) -> None:
+    def __init__(
+        self,
+        folders: Sequence[Path],
+        transform: Optional[Callable],
+        clips: ClipArgs,
+        sizing: Sizing,
+        on_bad_sample: str,
+    ) -> None:
         super().__init__("predict", transform, clips.clip_len, clips.frame_stride, clips.num_clips, clips.pad_short)
         self.paths = list(folders)
         self.sizing = sizing
@@ -91,5 +108,8 @@ class PredictVideos(ClipDataset):
         """The readable clips stacked; skipped ones left out."""
         kept = [(clip, target) for clip, target in batch if clip is not None]
         if not kept:
-            return torch.zeros(0, *(self.sizing.trained_at or (self.sizing.channels, 1, 1, 1))), {"label": torch.zeros(0, dtype=torch.long), "video": torch.zeros(0, dtype=torch.long)}
+            return torch.zeros(0, *(self.sizing.trained_at or (self.sizing.channels, 1, 1, 1))), {
+                "label": torch.zeros(0, dtype=torch.long),
+                "video": torch.zeros(0, dtype=torch.long),
+            }
         return default_collate(kept)

@@ -92,7 +92,9 @@ class ThreadPrefetcher(BackgroundGenerator):
             except queue.Empty:
                 if not self.is_alive() and self.queue.empty():
                     self.Continue = False
-                    raise RuntimeError("the prefetch thread ended without a result; see the log for its error") from None
+                    raise RuntimeError(
+                        "the prefetch thread ended without a result; see the log for its error"
+                    ) from None
         if ok:
             return item
         self.Continue = False
@@ -136,7 +138,13 @@ class CudaPrefetcher:
     ``channels_last`` also turns 4-D inputs NHWC (``model.channels_last``).
     """
 
-    def __init__(self, device: torch.device, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None, channels_last: bool = False) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        mean: Optional[Sequence[float]] = None,
+        std: Optional[Sequence[float]] = None,
+        channels_last: bool = False,
+    ) -> None:
         self.device = device
         self.stream = torch.cuda.Stream(device)
         self.normalize = Normalize(mean, std, device)
@@ -168,7 +176,12 @@ class CudaPrefetcher:
 class Normalize:
     """``(inputs - mean) / std`` per channel (dim 1) of every floating input tensor of a batch; targets untouched (no-op without mean/std)."""
 
-    def __init__(self, mean: Optional[Sequence[float]], std: Optional[Sequence[float]], device: torch.device = torch.device("cpu")) -> None:
+    def __init__(
+        self,
+        mean: Optional[Sequence[float]],
+        std: Optional[Sequence[float]],
+        device: torch.device = torch.device("cpu"),
+    ) -> None:
         self.mean = self.std = None
         if mean is not None:
             self.mean = torch.tensor(mean, dtype=torch.float32, device=device).view(1, -1)

@@ -42,7 +42,9 @@ class ResumableSampler(DistributedSampler):
     an epoch's iterator starts, so its stream is the same with or without a resume.
     """
 
-    def __init__(self, dataset: Any, num_replicas: int, rank: int, seed: int, generator: Optional[torch.Generator] = None) -> None:
+    def __init__(
+        self, dataset: Any, num_replicas: int, rank: int, seed: int, generator: Optional[torch.Generator] = None
+    ) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
         self.skip = 0
         self.generator = generator
@@ -64,7 +66,6 @@ class ResumableSampler(DistributedSampler):
         return max(self.num_samples - self.skip, 0)
 
 
-
 class GlobalBatchSampler(Sampler[int]):
     """The training order of ``data.global_batch_size``: the same global batches at every world size.
 
@@ -77,10 +78,24 @@ class GlobalBatchSampler(Sampler[int]):
     ``b * global_batch / w`` samples of its slice (``skip_first``).
     """
 
-    def __init__(self, length: int, global_batch: int, rank: int, world_size: int, seed: int, generator: Optional[torch.Generator] = None) -> None:
+    def __init__(
+        self,
+        length: int,
+        global_batch: int,
+        rank: int,
+        world_size: int,
+        seed: int,
+        generator: Optional[torch.Generator] = None,
+    ) -> None:
         if global_batch % world_size:
             raise ValueError(f"global batch {global_batch} is not divisible by world size {world_size}")
-        self.length, self.global_batch, self.rank, self.world_size, self.seed = length, global_batch, rank, world_size, seed
+        self.length, self.global_batch, self.rank, self.world_size, self.seed = (
+            length,
+            global_batch,
+            rank,
+            world_size,
+            seed,
+        )
         self.local_batch = global_batch // world_size
         self.generator = generator
         self.epoch = 0
@@ -104,9 +119,10 @@ class GlobalBatchSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         order = torch.randperm(self.length, generator=torch.Generator().manual_seed(self.seed + self.epoch))
         start = self.rank * self.local_batch
-        mine = order[: self.batches * self.global_batch].view(self.batches, self.global_batch)[:, start : start + self.local_batch]
+        mine = order[: self.batches * self.global_batch].view(self.batches, self.global_batch)[
+            :, start : start + self.local_batch
+        ]
         return iter(mine.reshape(-1)[self.skip :].tolist())
 
     def __len__(self) -> int:
         return max(self.batches * self.local_batch - self.skip, 0)
-

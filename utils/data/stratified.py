@@ -36,7 +36,9 @@ def _approximate_mode(class_counts: np.ndarray, n_draws: int, rng: np.random.Ran
     return floored.astype(int)
 
 
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int, what: str = "the split") -> Tuple[np.ndarray, np.ndarray]:
+def stratified_split(
+    labels: np.ndarray, test_fraction: float, seed: int, what: str = "the split"
+) -> Tuple[np.ndarray, np.ndarray]:
     """Positions into ``labels`` of the train and the test part, in train_test_split's (shuffled)
     order: a split of one part depends on the order of its labels.
 
@@ -50,8 +52,15 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int, what: 
         raise ValueError(f"a split of {n_samples} samples into {n_train} + {n_test} leaves a part empty")
     classes, y_indices, class_counts = np.unique(labels, return_inverse=True, return_counts=True)
     if class_counts.min() < 2 or min(n_train, n_test) < len(classes):
-        log.warning("%s: %d + %d of %d samples cannot hold each of the %d classes in both parts; drawn at random, without "
-                    "stratification (some classes are missing from a part)", what, n_train, n_test, n_samples, len(classes))
+        log.warning(
+            "%s: %d + %d of %d samples cannot hold each of the %d classes in both parts; drawn at random, without "
+            "stratification (some classes are missing from a part)",
+            what,
+            n_train,
+            n_test,
+            n_samples,
+            len(classes),
+        )
         order = np.random.RandomState(seed).permutation(n_samples).astype(np.int64)
         return order[n_test:], order[:n_test]
     class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])

@@ -26,7 +26,9 @@ from utils.data.trial import drawing_nothing
 from utils.errors import ConfigError, DataError
 
 # what torchvision's crops raise for a crop larger than their input (RandomCrop; FiveCrop, TenCrop)
-CROP_TOO_LARGE = re.compile(r"(?:Required|Requested) crop size [(\[](\d+), (\d+)[)\]] is (?:larger|bigger) than input (?:image )?size \((\d+), (\d+)\)")
+CROP_TOO_LARGE = re.compile(
+    r"(?:Required|Requested) crop size [(\[](\d+), (\d+)[)\]] is (?:larger|bigger) than input (?:image )?size \((\d+), (\d+)\)"
+)
 
 
 def _v2() -> ModuleType:
@@ -71,7 +73,9 @@ def _strict_center_crop() -> type:
         def transform(self, inpt: Any, params: Dict[str, Any]) -> Any:
             height, width = v2.functional.get_size(inpt)
             if self.size[0] > height or self.size[1] > width:
-                raise ValueError(f"Required crop size {tuple(self.size)} is larger than input image size {(height, width)}")
+                raise ValueError(
+                    f"Required crop size {tuple(self.size)} is larger than input image size {(height, width)}"
+                )
             return super().transform(inpt, params)
 
     StrictCenterCrop.__qualname__ = StrictCenterCrop.__name__  # pickled by name (DataLoader workers): see __getattr__
@@ -96,12 +100,19 @@ def _build_ops(specs: List[Dict[str, Any]], key: str) -> List[Tuple[str, Callabl
         if name not in names:
             hint = difflib.get_close_matches(str(name), names, n=1)
             fix = f"; did you mean '{hint[0]}'?" if hint else ""
-            raise ConfigError(f"{key}[{index}]: unknown transform '{name}' (torchvision.transforms.v2 class names){fix}")
+            raise ConfigError(
+                f"{key}[{index}]: unknown transform '{name}' (torchvision.transforms.v2 class names){fix}"
+            )
         cls = __getattr__("StrictCenterCrop") if name == "CenterCrop" else getattr(v2, name)
         try:
             ops.append((f"{key}[{index}] ({name})", cls(**spec)))
-        except (TypeError, ValueError) as err:  # what torchvision raises for arguments it does not take or values out of range
-            raise ConfigError(f"{key}[{index}] ({name}) refused its arguments {spec}: {_first_line(err)}; fix them (see torchvision.transforms.v2.{name})") from None
+        except (
+            TypeError,
+            ValueError,
+        ) as err:  # what torchvision raises for arguments it does not take or values out of range
+            raise ConfigError(
+                f"{key}[{index}] ({name}) refused its arguments {spec}: {_first_line(err)}; fix them (see torchvision.transforms.v2.{name})"
+            ) from None
     return ops
 
 
@@ -147,7 +158,11 @@ def _apply(label: str, op: Callable, sample: Any, input_size: Sequence[int]) -> 
     try:
         return op(sample)
     except TRIAL_ERRORS as err:
-        match = CROP_TOO_LARGE.search(str(err)) if isinstance(err, ValueError) and isinstance(sample, torch.Tensor) else None
+        match = (
+            CROP_TOO_LARGE.search(str(err))
+            if isinstance(err, ValueError) and isinstance(sample, torch.Tensor)
+            else None
+        )
         if match is None or tuple(sample.shape[-2:]) != (int(match.group(3)), int(match.group(4))):
             raise _failed(label, input_size, err) from None
     try:
@@ -157,7 +172,9 @@ def _apply(label: str, op: Callable, sample: Any, input_size: Sequence[int]) -> 
 
 
 def _failed(label: str, input_size: Sequence[int], err: Exception) -> ConfigError:
-    return ConfigError(f"{label} fails on a sample of model.input_size={list(input_size)}: {type(err).__name__}: {_first_line(err)}; fix its arguments or remove it")
+    return ConfigError(
+        f"{label} fails on a sample of model.input_size={list(input_size)}: {type(err).__name__}: {_first_line(err)}; fix its arguments or remove it"
+    )
 
 
 # the list runs this many times, each from its own seed: a random transform with bad values may fail on some draws only
@@ -171,14 +188,18 @@ def _trial(ops: List[Tuple[str, Callable]], key: str, input_size: Sequence[int])
     for label, op in ops:
         out = _apply(label, op, sample, input_size)
         if isinstance(out, torch.Tensor) and 0 in out.shape:
-            raise ConfigError(f"{label} turns a sample of model.input_size={list(input_size)} into an empty one of shape {list(out.shape)}; fix its arguments (sizes >= 1)")
+            raise ConfigError(
+                f"{label} turns a sample of model.input_size={list(input_size)} into an empty one of shape {list(out.shape)}; fix its arguments (sizes >= 1)"
+            )
         made_by = label if isinstance(sample, torch.Tensor) and not isinstance(out, torch.Tensor) else made_by
         sample = out
     if not isinstance(sample, torch.Tensor):
         module = type(sample).__module__.split(".")[0]
         kind = type(sample).__name__ if module == "builtins" else f"{module}.{type(sample).__name__}"
-        raise ConfigError(f"{made_by or key} leaves a {kind}, not a tensor, at the end of {key}: the loader batches tensors; "
-                          f"end the list with a transform that returns one (e.g. {{name: ToImage}}) or remove it")
+        raise ConfigError(
+            f"{made_by or key} leaves a {kind}, not a tensor, at the end of {key}: the loader batches tensors; "
+            f"end the list with a transform that returns one (e.g. {{name: ToImage}}) or remove it"
+        )
 
 
 def check_transforms(specs: List[Dict[str, Any]], key: str, input_size: Optional[Sequence[int]]) -> None:
@@ -191,5 +212,7 @@ def check_transforms(specs: List[Dict[str, Any]], key: str, input_size: Optional
         return
     with drawing_nothing():
         for seed in range(TRIALS):
-            torch.default_generator.manual_seed(seed)  # the CPU's only (forked); the same draws at every check: a config passes or fails alike each time
+            torch.default_generator.manual_seed(
+                seed
+            )  # the CPU's only (forked); the same draws at every check: a config passes or fails alike each time
             _trial(ops, key, input_size)

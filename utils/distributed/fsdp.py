@@ -39,9 +39,12 @@ def fsdp_api() -> Any:
     """``torch.distributed.fsdp`` with ``fully_shard`` (torch >= 2.6), or a ConfigError naming the fix."""
     try:
         from torch.distributed import fsdp
+
         fsdp.fully_shard  # noqa: B018 - older torch has the module without FSDP2
     except (ImportError, AttributeError) as err:
-        raise ConfigError(f"dist.mode=fsdp needs torch.distributed.fsdp.fully_shard (FSDP2, torch >= 2.6); this torch {torch.__version__} has none") from err
+        raise ConfigError(
+            f"dist.mode=fsdp needs torch.distributed.fsdp.fully_shard (FSDP2, torch >= 2.6); this torch {torch.__version__} has none"
+        ) from err
     return fsdp
 
 
@@ -50,13 +53,34 @@ def check_fsdp_combination(cfg: Config, amp_backend: str, loss_scale: Any) -> No
     if cfg.dist.mode != "fsdp":
         return
     refused = [
-        (cfg.train.ema is not None, "train.ema with dist.mode=fsdp: the average would copy the sharded weights; use dist.mode=ddp or remove train.ema"),
-        (cfg.train.compile not in (None, False), "train.compile with dist.mode=fsdp is not supported here; turn train.compile off or use dist.mode=ddp"),
-        (amp_backend == "apex", "amp.backend=apex with dist.mode=fsdp: FSDP casts through its MixedPrecisionPolicy; use amp.backend=native"),
-        (loss_scale is not None, "amp loss scaling with dist.mode=fsdp: each rank sees only its gradient shard, so an overflow check would differ per rank; use amp.dtype=bfloat16 (no scaling) or dist.mode=ddp"),
-        (cfg.train.nonfinite == "skip", "train.nonfinite=skip with dist.mode=fsdp: each rank checks only its gradient shard; use train.nonfinite=stop or dist.mode=ddp"),
-        (cfg.train.async_checkpoint, "train.async_checkpoint with dist.mode=fsdp: sharded checkpoints are written by every rank while it waits; set train.async_checkpoint=false"),
-        (cfg.model.grad_checkpointing, "model.grad_checkpointing with dist.mode=fsdp is not tested here; turn it off or use dist.mode=ddp"),
+        (
+            cfg.train.ema is not None,
+            "train.ema with dist.mode=fsdp: the average would copy the sharded weights; use dist.mode=ddp or remove train.ema",
+        ),
+        (
+            cfg.train.compile not in (None, False),
+            "train.compile with dist.mode=fsdp is not supported here; turn train.compile off or use dist.mode=ddp",
+        ),
+        (
+            amp_backend == "apex",
+            "amp.backend=apex with dist.mode=fsdp: FSDP casts through its MixedPrecisionPolicy; use amp.backend=native",
+        ),
+        (
+            loss_scale is not None,
+            "amp loss scaling with dist.mode=fsdp: each rank sees only its gradient shard, so an overflow check would differ per rank; use amp.dtype=bfloat16 (no scaling) or dist.mode=ddp",
+        ),
+        (
+            cfg.train.nonfinite == "skip",
+            "train.nonfinite=skip with dist.mode=fsdp: each rank checks only its gradient shard; use train.nonfinite=stop or dist.mode=ddp",
+        ),
+        (
+            cfg.train.async_checkpoint,
+            "train.async_checkpoint with dist.mode=fsdp: sharded checkpoints are written by every rank while it waits; set train.async_checkpoint=false",
+        ),
+        (
+            cfg.model.grad_checkpointing,
+            "model.grad_checkpointing with dist.mode=fsdp is not tested here; turn it off or use dist.mode=ddp",
+        ),
     ]
     for bad, message in refused:
         if bad:
@@ -99,19 +123,27 @@ def _policies(amp_policy: Any) -> tuple:
         return None, None
     low = amp_policy.dtype
     reduce = torch.float32 if amp_policy.opt_level == "O2" else low  # O3: everything low precision
-    main = fsdp.MixedPrecisionPolicy(param_dtype=low, reduce_dtype=reduce, output_dtype=torch.float32, cast_forward_inputs=True)
-    bn = fsdp.MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32, output_dtype=low, cast_forward_inputs=True)
+    main = fsdp.MixedPrecisionPolicy(
+        param_dtype=low, reduce_dtype=reduce, output_dtype=torch.float32, cast_forward_inputs=True
+    )
+    bn = fsdp.MixedPrecisionPolicy(
+        param_dtype=torch.float32, reduce_dtype=torch.float32, output_dtype=low, cast_forward_inputs=True
+    )
     return main, bn
 
 
-def shard_model(model: nn.Module, cfg: Config, amp_policy: Any, distributed: bool, mesh: Optional[Any] = None) -> nn.Module:
+def shard_model(
+    model: nn.Module, cfg: Config, amp_policy: Any, distributed: bool, mesh: Optional[Any] = None
+) -> nn.Module:
     """``model`` (on its device, SyncBN converted, frozen parts marked) sharded in place: BatchNorm layers
     (own fp32 policy when the weights are low precision), the blocks, then the root."""
     if cfg.dist.mode != "fsdp":
         return model
     fsdp = fsdp_api()
     if not distributed:
-        log.info("dist.mode=fsdp in one process: nothing to shard, the network runs whole (checkpoints stay sharded directories)")
+        log.info(
+            "dist.mode=fsdp in one process: nothing to shard, the network runs whole (checkpoints stay sharded directories)"
+        )
         return model
     main_policy, bn_policy = _policies(amp_policy)
     reshard = cfg.dist.reshard_after_forward
@@ -126,8 +158,12 @@ def shard_model(model: nn.Module, cfg: Config, amp_policy: Any, distributed: boo
         fsdp.fully_shard(block, reshard_after_forward=reshard, **extra, **common)
     fsdp.fully_shard(model, reshard_after_forward=reshard, **extra, **common)
     remember_reshard(model, reshard)
-    log.info("dist.mode=fsdp: %d block(s) and the root sharded (reshard_after_forward=%s%s)", len(blocks), reshard,
-             f", {amp_policy.opt_level} as MixedPrecisionPolicy, BatchNorm fp32" if main_policy is not None else "")
+    log.info(
+        "dist.mode=fsdp: %d block(s) and the root sharded (reshard_after_forward=%s%s)",
+        len(blocks),
+        reshard,
+        f", {amp_policy.opt_level} as MixedPrecisionPolicy, BatchNorm fp32" if main_policy is not None else "",
+    )
     return model
 
 

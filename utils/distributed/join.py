@@ -47,7 +47,9 @@ def join_wait_s(env: Mapping[str, str], timeout_s: float) -> float:
     except ValueError:
         wait = -1.0
     if not wait > 0:
-        raise ConfigError(f"environment variable {name}={text!r} must be a number of seconds > 0; unset it for {DEFAULT_WAIT_S:g} s")
+        raise ConfigError(
+            f"environment variable {name}={text!r} must be a number of seconds > 0; unset it for {DEFAULT_WAIT_S:g} s"
+        )
     return min(wait, float(timeout_s))
 
 
@@ -62,10 +64,14 @@ def _member(launch: Launch, count: int = 1) -> str:
 
 def _advice(launch: Launch) -> str:
     if launch.launcher == "slurm":
-        return (f"started without srun? Start the tasks with srun python main.py ... (a batch script runs once, as task 0), "
-                f"or ask SLURM for as many tasks as you start (now SLURM_NTASKS={launch.world_size}); REGTRAIN_SLURM_WAIT_S sets this wait")
-    return ("no launcher started the other processes: unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT (left over from an earlier launch?) "
-            f"to run one process, start every rank 0..{launch.world_size - 1} with these variables, or use torchrun; REGTRAIN_JOIN_WAIT_S sets this wait")
+        return (
+            f"started without srun? Start the tasks with srun python main.py ... (a batch script runs once, as task 0), "
+            f"or ask SLURM for as many tasks as you start (now SLURM_NTASKS={launch.world_size}); REGTRAIN_SLURM_WAIT_S sets this wait"
+        )
+    return (
+        "no launcher started the other processes: unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT (left over from an earlier launch?) "
+        f"to run one process, start every rank 0..{launch.world_size - 1} with these variables, or use torchrun; REGTRAIN_JOIN_WAIT_S sets this wait"
+    )
 
 
 def _reach(launch: Launch, wait_s: float, deadline: float) -> None:
@@ -73,16 +79,29 @@ def _reach(launch: Launch, wait_s: float, deadline: float) -> None:
     noticed = False
     while True:
         try:
-            with socket.create_connection((launch.master_addr, launch.master_port), timeout=max(POLL_S, deadline - time.monotonic())):
+            with socket.create_connection(
+                (launch.master_addr, launch.master_port), timeout=max(POLL_S, deadline - time.monotonic())
+            ):
                 return
         except OSError:  # not listening yet (refused), or an unknown / unroutable host
             if time.monotonic() >= deadline:
-                raise ConfigError(f"{_job(launch)}: {_member(launch)} {launch.rank} of {launch.world_size} could not reach {_member(launch)} 0 at "
-                                  f"{launch.master_addr}:{launch.master_port} within {wait_s:g} s; {_advice(launch)}") from None
+                raise ConfigError(
+                    f"{_job(launch)}: {_member(launch)} {launch.rank} of {launch.world_size} could not reach {_member(launch)} 0 at "
+                    f"{launch.master_addr}:{launch.master_port} within {wait_s:g} s; {_advice(launch)}"
+                ) from None
             if not noticed and deadline - time.monotonic() <= wait_s - NOTICE_S:
                 noticed = True
-                log.warning("%s: %s %d of %d is waiting up to %g s for %s 0 to listen at %s:%s", _job(launch), _member(launch), launch.rank,
-                            launch.world_size, wait_s, _member(launch), launch.master_addr, launch.master_port)
+                log.warning(
+                    "%s: %s %d of %d is waiting up to %g s for %s 0 to listen at %s:%s",
+                    _job(launch),
+                    _member(launch),
+                    launch.rank,
+                    launch.world_size,
+                    wait_s,
+                    _member(launch),
+                    launch.master_addr,
+                    launch.master_port,
+                )
             time.sleep(POLL_S)
 
 
@@ -95,19 +114,25 @@ def _resolve(launch: Launch) -> None:
     try:
         socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as err:  # an unknown name; a malformed one (an empty label) fails to encode
-        raise ConfigError(f"{_job(launch)}: MASTER_ADDR={launch.master_addr!r}, the address of {_member(launch)} 0, does not resolve ({err}); "
-                          f"export MASTER_ADDR=<the host name or IP address of {_member(launch)} 0's machine> (127.0.0.1 when every "
-                          f"{_member(launch)} runs on this one) {_where(launch)}") from None
+        raise ConfigError(
+            f"{_job(launch)}: MASTER_ADDR={launch.master_addr!r}, the address of {_member(launch)} 0, does not resolve ({err}); "
+            f"export MASTER_ADDR=<the host name or IP address of {_member(launch)} 0's machine> (127.0.0.1 when every "
+            f"{_member(launch)} runs on this one) {_where(launch)}"
+        ) from None
 
 
 def _store_error(launch: Launch, err: dist.DistNetworkError) -> ConfigError:
     """A store that cannot be opened, as one line naming MASTER_ADDR and MASTER_PORT."""
     if "EADDRINUSE" in str(err):
-        return ConfigError(f"{_job(launch)}: port {launch.master_port} on {launch.master_addr} is in use (another job or run there); "
-                           f"export MASTER_PORT=<a free port> {_where(launch)}")
+        return ConfigError(
+            f"{_job(launch)}: port {launch.master_port} on {launch.master_addr} is in use (another job or run there); "
+            f"export MASTER_PORT=<a free port> {_where(launch)}"
+        )
     reason = (str(err).strip().splitlines() or [""])[0].rstrip(".")
-    return ConfigError(f"{_job(launch)}: {_member(launch)} {launch.rank} cannot open the job's store at MASTER_ADDR={launch.master_addr} MASTER_PORT={launch.master_port} "
-                       f"({reason}); export MASTER_ADDR=<an address of {_member(launch)} 0's machine that the others reach> and MASTER_PORT=<a free port> {_where(launch)}")
+    return ConfigError(
+        f"{_job(launch)}: {_member(launch)} {launch.rank} cannot open the job's store at MASTER_ADDR={launch.master_addr} MASTER_PORT={launch.master_port} "
+        f"({reason}); export MASTER_ADDR=<an address of {_member(launch)} 0's machine that the others reach> and MASTER_PORT=<a free port> {_where(launch)}"
+    )
 
 
 def _open_store(launch: Launch, wait_s: float, deadline: float) -> dist.TCPStore:
@@ -118,7 +143,9 @@ def _open_store(launch: Launch, wait_s: float, deadline: float) -> dist.TCPStore
         if launch.rank != 0:
             _reach(launch, wait_s, deadline)
             return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, False, timeout)
-        return dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size, True, timeout, wait_for_workers=False)
+        return dist.TCPStore(
+            launch.master_addr, launch.master_port, launch.world_size, True, timeout, wait_for_workers=False
+        )
     except dist.DistNetworkError as err:
         raise _store_error(launch, err) from None
 
@@ -130,8 +157,10 @@ def _all_joined(store: dist.TCPStore, keys: List[str], launch: Launch) -> bool:
         if launch.rank == 0:
             raise
         # process 0 gave up first (its line names the missing ones) and took the store with it
-        raise ConfigError(f"{_job(launch)}: {_member(launch)} 0 at {launch.master_addr}:{launch.master_port} ended while {_member(launch)} {launch.rank} waited for the job's "
-                          f"{launch.world_size} {_member(launch, 2)} (its error names the missing ones); {_advice(launch)}") from None
+        raise ConfigError(
+            f"{_job(launch)}: {_member(launch)} 0 at {launch.master_addr}:{launch.master_port} ended while {_member(launch)} {launch.rank} waited for the job's "
+            f"{launch.world_size} {_member(launch, 2)} (its error names the missing ones); {_advice(launch)}"
+        ) from None
 
 
 def _missing(store: dist.TCPStore, launch: Launch) -> List[int]:
@@ -141,8 +170,10 @@ def _missing(store: dist.TCPStore, launch: Launch) -> List[int]:
 def _missing_line(missing: List[int], launch: Launch, wait_s: float) -> str:
     """The line naming the processes that have not joined."""
     shown = ", ".join(map(str, missing[:8])) + (f", ... ({len(missing)} in all)" if len(missing) > 8 else "")
-    return (f"{_job(launch)}: {launch.world_size - len(missing)} of {launch.world_size} {_member(launch, 2)} joined within {wait_s:g} s "
-            f"(missing: {_member(launch, len(missing))} {shown}) at {launch.master_addr}:{launch.master_port}; {_advice(launch)}")
+    return (
+        f"{_job(launch)}: {launch.world_size - len(missing)} of {launch.world_size} {_member(launch, 2)} joined within {wait_s:g} s "
+        f"(missing: {_member(launch, len(missing))} {shown}) at {launch.master_addr}:{launch.master_port}; {_advice(launch)}"
+    )
 
 
 def join_store(launch: Launch, wait_s: float, timeout: datetime.timedelta) -> dist.TCPStore:
@@ -170,8 +201,17 @@ def join_store(launch: Launch, wait_s: float, timeout: datetime.timedelta) -> di
         if not noticed and left <= wait_s - NOTICE_S:
             noticed = True
             missing = _missing(store, launch)
-            log.warning("%s: waiting up to %g s for %s %s to join at %s:%s (%d of %d joined)", _job(launch), wait_s, _member(launch, len(missing)),
-                        ", ".join(map(str, missing[:8])), launch.master_addr, launch.master_port, launch.world_size - len(missing), launch.world_size)
+            log.warning(
+                "%s: waiting up to %g s for %s %s to join at %s:%s (%d of %d joined)",
+                _job(launch),
+                wait_s,
+                _member(launch, len(missing)),
+                ", ".join(map(str, missing[:8])),
+                launch.master_addr,
+                launch.master_port,
+                launch.world_size - len(missing),
+                launch.world_size,
+            )
         time.sleep(POLL_S)
     store.set_timeout(timeout)
     return store

@@ -88,7 +88,9 @@ def _place(env: Mapping[str, str], rank_name: str, size_name: str) -> Tuple[int,
     rank, size = _int(env, rank_name), _int(env, size_name, default=1, minimum=1)
     if rank >= size:
         size_text = env[size_name] if size_name in env else "1 (not set)"
-        raise ConfigError(f"environment variable {rank_name}={rank} must be below {size_name}={size_text} (ranks count from 0); {_fix(rank_name, size_name)}")
+        raise ConfigError(
+            f"environment variable {rank_name}={rank} must be below {size_name}={size_text} (ranks count from 0); {_fix(rank_name, size_name)}"
+        )
     return rank, size
 
 
@@ -139,5 +141,12 @@ def export_launch(launch: Launch, env: MutableMapping[str, str]) -> None:
     """Write a SLURM launch into torchrun's variables, which ``init_process_group("env://")`` reads."""
     if launch.launcher != "slurm":
         return
-    env.update({"RANK": str(launch.rank), "WORLD_SIZE": str(launch.world_size), "LOCAL_RANK": str(launch.local_rank),
-                "MASTER_ADDR": str(launch.master_addr), "MASTER_PORT": str(launch.master_port)})
+    env.update(
+        {
+            "RANK": str(launch.rank),
+            "WORLD_SIZE": str(launch.world_size),
+            "LOCAL_RANK": str(launch.local_rank),
+            "MASTER_ADDR": str(launch.master_addr),
+            "MASTER_PORT": str(launch.master_port),
+        }
+    )

@@ -36,7 +36,9 @@ def _agreed_layout(sums: Dict[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
     for theirs in all_gather_objects({k: tuple(v.shape) for k, v in sums.items()}):
         for key, shape in theirs.items():
             if layout.setdefault(key, shape) != shape:
-                raise ValueError(f"sum '{key}' has shape {shape} on one rank and {layout[key]} on another; metric sums must have a fixed shape")
+                raise ValueError(
+                    f"sum '{key}' has shape {shape} on one rank and {layout[key]} on another; metric sums must have a fixed shape"
+                )
     return layout
 
 

@@ -39,7 +39,9 @@ def convert_sync_bn(model: nn.Module, mode: str, device: torch.device) -> nn.Mod
     """Every BatchNorm becomes a synchronized one: ``nn.SyncBatchNorm`` on CUDA (apex's with
     dist.mode=apex), :class:`CPUSyncBatchNorm` elsewhere (nn.SyncBatchNorm refuses CPU tensors)."""
     if mode == "dp":
-        raise ConfigError("model.sync_bn needs one process per device, but dist.mode=dp runs one process; launch with torchrun and dist.mode=ddp")
+        raise ConfigError(
+            "model.sync_bn needs one process per device, but dist.mode=dp runs one process; launch with torchrun and dist.mode=ddp"
+        )
     if device.type == "cuda" and mode == "apex":
         model = apex_parallel().convert_syncbn_model(model)
         kind = "apex.parallel.SyncBatchNorm"
@@ -59,7 +61,9 @@ def wrap_model(model: nn.Module, cfg: DistConfig, info: DistInfo) -> nn.Module:
     single process without several GPUs."""
     if cfg.mode == "dp":
         if info.distributed:
-            raise ConfigError("dist.mode=dp drives all GPUs from one process; start it with plain `python main.py`, or use dist.mode=ddp under torchrun")
+            raise ConfigError(
+                "dist.mode=dp drives all GPUs from one process; start it with plain `python main.py`, or use dist.mode=ddp under torchrun"
+            )
         if info.device.type == "cuda" and torch.cuda.device_count() > 1:
             log.info("DataParallel over %d GPUs", torch.cuda.device_count())
             return nn.DataParallel(model)

@@ -29,7 +29,9 @@ class Preempted(Exception):
 
     def __init__(self, signum: int, checkpoint: Optional[str]) -> None:
         name = signal.Signals(signum).name if signum != PEER_SIGNAL else "a peer rank's signal"
-        super().__init__(f"stopped by {name}; checkpoint '{checkpoint}' written; resume with --resume (or train.auto_resume=true)")
+        super().__init__(
+            f"stopped by {name}; checkpoint '{checkpoint}' written; resume with --resume (or train.auto_resume=true)"
+        )
         self.signum = signum
 
 
@@ -45,7 +47,11 @@ class StopFlag:
         if self.signum:  # a second signal: the user insists, stop without a checkpoint
             raise KeyboardInterrupt
         self.signum = signum
-        log.warning("received %s: saving a checkpoint at the next step boundary, then exiting with code %d", signal.Signals(signum).name, PREEMPTED_EXIT)
+        log.warning(
+            "received %s: saving a checkpoint at the next step boundary, then exiting with code %d",
+            signal.Signals(signum).name,
+            PREEMPTED_EXIT,
+        )
 
     def install(self) -> "StopFlag":
         """Catch the signals from now on (the previous handlers are kept for ``uninstall``)."""

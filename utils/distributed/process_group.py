@@ -110,10 +110,22 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
         dist.init_process_group(
             backend=backend,
             timeout=timeout,
-            **(_joined_store(launch, timeout_s, timeout) if launch.launcher in ("slurm", "env") else _restart_store(rank, world_size, timeout)),
+            **(
+                _joined_store(launch, timeout_s, timeout)
+                if launch.launcher in ("slurm", "env")
+                else _restart_store(rank, world_size, timeout)
+            ),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
-        log.info("process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s", launch.launcher, backend, rank, world_size, local_rank, dev)
+        log.info(
+            "process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s",
+            launch.launcher,
+            backend,
+            rank,
+            world_size,
+            local_rank,
+            dev,
+        )
     return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, launcher=launch.launcher)
 
 

@@ -28,7 +28,9 @@ class _SyncBatchNormFunction(torch.autograd.Function):
     """y = (x - mean) / sqrt(var + eps) * weight + bias with mean/var over all ranks."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, group: Any) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def forward(
+        ctx: Any, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, group: Any
+    ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         channels = x.shape[1]
         dims = [0, *range(2, x.ndim)]
         # float64 sums: E[x^2] - E[x]^2 loses nothing that matters at these magnitudes.
@@ -38,7 +40,9 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         dist.all_reduce(stats, group=group)
         count = stats[-1].clone()
         if count.item() <= 1:
-            raise ValueError(f"SyncBatchNorm needs more than 1 value per channel over all ranks when training, got input {list(x.shape)} on this rank")
+            raise ValueError(
+                f"SyncBatchNorm needs more than 1 value per channel over all ranks when training, got input {list(x.shape)} on this rank"
+            )
         mean = stats[:channels] / count
         var = (stats[channels : 2 * channels] / count - mean * mean).clamp_min(0.0)
         invstd = (var + eps).rsqrt()
@@ -70,7 +74,9 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             mean_dy = sums[:channels] / ctx.count
             mean_dy_xhat = sums[channels:] / ctx.count
             scale = invstd if weight is None else invstd * weight.double()
-            grad_x = (gd - _channel_view(mean_dy, ndim) - xhat.double() * _channel_view(mean_dy_xhat, ndim)) * _channel_view(scale, ndim)
+            grad_x = (
+                gd - _channel_view(mean_dy, ndim) - xhat.double() * _channel_view(mean_dy_xhat, ndim)
+            ) * _channel_view(scale, ndim)
             grad_x = grad_x.to(grad_out.dtype)
         if weight is not None and ctx.needs_input_grad[1]:
             grad_weight = sum_dy_xhat.to(weight.dtype)
@@ -124,7 +130,9 @@ def convert_batchnorm(module: nn.Module, cls: Type[_BatchNorm], process_group: A
     keeping the same Parameter objects, buffers, train/eval mode and requires_grad."""
     out = module
     if isinstance(module, _BatchNorm) and not isinstance(module, cls):
-        out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats, process_group)
+        out = cls(
+            module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats, process_group
+        )
         if module.affine:
             with torch.no_grad():
                 out.weight = module.weight

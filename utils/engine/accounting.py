@@ -42,7 +42,14 @@ SkipObserver = Callable[[Sequence[StepRecord]], None]
 class StepAccounting:
     """The step log, its replay at sync points, and the once-per-step caches of the reads."""
 
-    def __init__(self, nonfinite: NonFinitePolicy, stop: StopSignal, log_every: int = 10, sync_every: int = 0, scales_loss: bool = False) -> None:
+    def __init__(
+        self,
+        nonfinite: NonFinitePolicy,
+        stop: StopSignal,
+        log_every: int = 10,
+        sync_every: int = 0,
+        scales_loss: bool = False,
+    ) -> None:
         self.nonfinite, self.stop = nonfinite, stop
         self.world_size = stop.world_size
         self.log_every, self.sync_every = log_every, sync_every or log_every

@@ -11,7 +11,9 @@ from utils.errors import ConfigError
 def monitored_value(results: Dict[str, float], monitor: str) -> float:
     """``results[monitor]``, or a ConfigError that lists what the evaluation reported."""
     if monitor not in results:
-        raise ConfigError(f"eval.monitor: validation reported no '{monitor}'; it reported {sorted(results)} (eval.use_ema adds the ema_ prefix)")
+        raise ConfigError(
+            f"eval.monitor: validation reported no '{monitor}'; it reported {sorted(results)} (eval.use_ema adds the ema_ prefix)"
+        )
     return results[monitor]
 
 
@@ -48,7 +50,13 @@ class BestTracker:
         return self.patience is not None and self.evals_since_best >= self.patience
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"metric": self.metric, "mode": self.mode, "value": self.value, "epoch": self.epoch, "evals_since_best": self.evals_since_best}
+        return {
+            "metric": self.metric,
+            "mode": self.mode,
+            "value": self.value,
+            "epoch": self.epoch,
+            "evals_since_best": self.evals_since_best,
+        }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.value, self.epoch = state["value"], state["epoch"]

@@ -45,7 +45,13 @@ log = logging.getLogger(__name__)
 
 def weights_finite(*modules: Optional[torch.nn.Module]) -> bool:
     """All parameters and buffers finite, on every rank."""
-    bad = any(not bool(torch.isfinite(t).all()) for m in modules if m is not None for t in (*m.parameters(), *m.buffers()) if t.is_floating_point())
+    bad = any(
+        not bool(torch.isfinite(t).all())
+        for m in modules
+        if m is not None
+        for t in (*m.parameters(), *m.buffers())
+        if t.is_floating_point()
+    )
     return not any_rank(bad)
 
 
@@ -63,7 +69,9 @@ class Contents:
 class Checkpointer:
     """Writes checkpoints into ``store`` on rank 0 (every rank calls: random states are gathered)."""
 
-    def __init__(self, store: CheckpointStore, contents: Contents, every_steps: int = 0, background: bool = False) -> None:
+    def __init__(
+        self, store: CheckpointStore, contents: Contents, every_steps: int = 0, background: bool = False
+    ) -> None:
         self.store, self.contents, self.every_steps = store, contents, every_steps
         self.background = BackgroundWriter() if background else None
         self.last_path: Optional[Path] = None  # the newest checkpoint of this run (or the one it resumed from)
@@ -105,8 +113,14 @@ class Checkpointer:
         if dist.is_main or sharded:
             self.write(data, progress)
         if dist.is_main:
-            log.info("checkpoint %s (epoch %d, batch %d, step %d)%s", path, progress.epoch, progress.batch, progress.step,
-                     "; written in the background" if self.background is not None else "")
+            log.info(
+                "checkpoint %s (epoch %d, batch %d, step %d)%s",
+                path,
+                progress.epoch,
+                progress.batch,
+                progress.step,
+                "; written in the background" if self.background is not None else "",
+            )
         if final:
             self.wait()
         barrier()
@@ -119,7 +133,9 @@ class Checkpointer:
             self.store.save(data, progress.epoch, progress.batch)
             return
         self.background.wait()  # the staging copy is the writer's until its write ended
-        copy = self._staging = cpu_copy(data, reuse=self._staging)  # training changes the live tensors from the next step on
+        copy = self._staging = cpu_copy(
+            data, reuse=self._staging
+        )  # training changes the live tensors from the next step on
         self.background.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
 
     def commit_validation(self, validation: Validation) -> None:
@@ -153,8 +169,11 @@ class Checkpointer:
             if record is not None and record.epoch == epoch:
                 self.store.best = path.name
                 return
-        log.warning("the best epoch under the new eval.monitor (%d) has no checkpoint left (train.keep_checkpoints rotated it away); "
-                    "best.pt follows the next improvement", epoch)
+        log.warning(
+            "the best epoch under the new eval.monitor (%d) has no checkpoint left (train.keep_checkpoints rotated it away); "
+            "best.pt follows the next improvement",
+            epoch,
+        )
 
     def best_path(self) -> Optional[Path]:
         """The checkpoint a finished run tests (see ``CheckpointStore.best_path``)."""

@@ -16,27 +16,66 @@ from utils.errors import RegistryError, one_line
 from utils.references import check_references, import_custom
 
 # each option and the modes that read it; what to do instead, where the option would mislead
-MODE_OPTIONS = {"checkpoint": ("test", "predict", "export"), "input": ("predict",), "output": ("predict", "export"), "format": ("export",), "resume": ("train",), "resume_force": ("train",), "reset_optimizer": ("train",)}
-INSTEAD = {"checkpoint": "; training never starts from it: to start from its weights use model.pretrained=FILE, to continue its run use --resume FILE"}
+MODE_OPTIONS = {
+    "checkpoint": ("test", "predict", "export"),
+    "input": ("predict",),
+    "output": ("predict", "export"),
+    "format": ("export",),
+    "resume": ("train",),
+    "resume_force": ("train",),
+    "reset_optimizer": ("train",),
+}
+INSTEAD = {
+    "checkpoint": "; training never starts from it: to start from its weights use model.pretrained=FILE, to continue its run use --resume FILE"
+}
 
 
 def command_line(argv: Optional[List[str]], description: str) -> argparse.Namespace:
     """``main.py``'s arguments; an option the mode does not read is refused (exit 2), as is a mode without --checkpoint."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
-    parser.add_argument("--mode", choices=("train", "test", "predict", "export"), default="train",
-                        help="train (default): train the config's network; test: evaluate --checkpoint on data.test_split; "
-                             "predict: run --checkpoint on the --input images; export: write --checkpoint's network as --format")
-    parser.add_argument("--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)")
+    parser.add_argument(
+        "--mode",
+        choices=("train", "test", "predict", "export"),
+        default="train",
+        help="train (default): train the config's network; test: evaluate --checkpoint on data.test_split; "
+        "predict: run --checkpoint on the --input images; export: write --checkpoint's network as --format",
+    )
+    parser.add_argument(
+        "--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)"
+    )
     parser.add_argument("--input", help="predict: an image file, a folder of images or a glob")
-    parser.add_argument("--output", help="predict, export: the folder to write (default: output/<experiment>/<mode>_NNN)")
-    parser.add_argument("--format", choices=EXPORT_FORMATS, help="export: ONNX (default), a torch.export program, or the float32 weights as safetensors")
-    parser.add_argument("--resume", nargs="?", const=True, default=False, metavar="RUN_OR_CHECKPOINT",
-                        help="continue the experiment's newest run (output/<experiment>/latest), or the run folder or checkpoint given")
-    parser.add_argument("--resume-force", action="store_true", help="resume even though the model or data config changed")
-    parser.add_argument("--reset-optimizer", action="store_true", help="resume without the optimizer state (needed when optim.name changed)")
-    parser.add_argument("--trust-file", action="append", default=[], metavar="PATH",
-                        help="load this checkpoint or weights file (or .dcp directory) with full unpickling, which runs any code it holds; only for files you trust (repeatable)")
+    parser.add_argument(
+        "--output", help="predict, export: the folder to write (default: output/<experiment>/<mode>_NNN)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        help="export: ONNX (default), a torch.export program, or the float32 weights as safetensors",
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="RUN_OR_CHECKPOINT",
+        help="continue the experiment's newest run (output/<experiment>/latest), or the run folder or checkpoint given",
+    )
+    parser.add_argument(
+        "--resume-force", action="store_true", help="resume even though the model or data config changed"
+    )
+    parser.add_argument(
+        "--reset-optimizer",
+        action="store_true",
+        help="resume without the optimizer state (needed when optim.name changed)",
+    )
+    parser.add_argument(
+        "--trust-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="load this checkpoint or weights file (or .dcp directory) with full unpickling, which runs any code it holds; only for files you trust (repeatable)",
+    )
     # torch.distributed.launch passes --local-rank=N (older PyTorch: --local_rank N); torchrun sets LOCAL_RANK.
     parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
@@ -44,7 +83,9 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
     args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
     for dest, modes in MODE_OPTIONS.items():  # an option the mode does not read would do nothing: refused
         if args.mode not in modes and getattr(args, dest) not in (None, False):
-            parser.error(f"--{dest.replace('_', '-')} does nothing in --mode {args.mode}: it is for --mode {'/'.join(modes)}{INSTEAD.get(dest, '')}")
+            parser.error(
+                f"--{dest.replace('_', '-')} does nothing in --mode {args.mode}: it is for --mode {'/'.join(modes)}{INSTEAD.get(dest, '')}"
+            )
     args.format = args.format or "onnx"
     if isinstance(args.resume, str) and "=" in args.resume and not Path(args.resume).exists():
         args.overrides.append(args.resume)  # "--resume key=value": an override, not a path

@@ -61,7 +61,13 @@ class Prediction(nn.Module):
 
 Runner = Callable[[torch.Tensor], torch.Tensor]
 STAGING = ".export-"  # the hidden folder, inside the output folder, where a file is written and verified before it is moved out
-CHATTY_LOGGERS = ("onnxscript", "onnx_ir", "torch.onnx", "torch.export", "torch._export")  # INFO lines about their own passes
+CHATTY_LOGGERS = (
+    "onnxscript",
+    "onnx_ir",
+    "torch.onnx",
+    "torch.export",
+    "torch._export",
+)  # INFO lines about their own passes
 
 
 @contextlib.contextmanager
@@ -95,9 +101,19 @@ def _export_onnx(model: nn.Module, example: torch.Tensor, path: Path, cfg: Confi
         import onnxruntime
         import onnxscript  # noqa: F401
     except ImportError as err:
-        raise ExportError(f"--format onnx needs onnx, onnxscript and onnxruntime ({err.name} is missing): {INSTALL}") from None
+        raise ExportError(
+            f"--format onnx needs onnx, onnxscript and onnxruntime ({err.name} is missing): {INSTALL}"
+        ) from None
     batch = torch.export.Dim("batch", min=1, max=4096)
-    program = torch.onnx.export(model, (example,), dynamo=True, dynamic_shapes=({0: batch},), input_names=["input"], output_names=["prediction"], verbose=False)
+    program = torch.onnx.export(
+        model,
+        (example,),
+        dynamo=True,
+        dynamic_shapes=({0: batch},),
+        input_names=["input"],
+        output_names=["prediction"],
+        verbose=False,
+    )
     with _writing(path):
         program.save(str(path))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -106,7 +122,9 @@ def _export_onnx(model: nn.Module, example: torch.Tensor, path: Path, cfg: Confi
 
 def _export_pt2(model: nn.Module, example: torch.Tensor, path: Path, cfg: Config) -> Runner:
     batch = torch.export.Dim("batch", min=1, max=4096)
-    buffer = io.BytesIO()  # serialized in memory: a failed write is then an OSError of our own write, not torch's zip writer
+    buffer = (
+        io.BytesIO()
+    )  # serialized in memory: a failed write is then an OSError of our own write, not torch's zip writer
     torch.export.save(torch.export.export(model, (example,), dynamic_shapes=({0: batch},)), buffer)
     with _writing(path):
         path.write_bytes(buffer.getvalue())
@@ -121,8 +139,10 @@ def _export_safetensors(model: nn.Module, example: torch.Tensor, path: Path, cfg
         raise ExportError("--format safetensors needs the safetensors package: pip install safetensors") from None
     network = model.network
     # float32 copies in contiguous memory, none sharing storage (tied weights): what save_file needs
-    tensors = {key: value.detach().to(torch.float32 if value.is_floating_point() else value.dtype, copy=True).contiguous()
-               for key, value in network.state_dict().items()}
+    tensors = {
+        key: value.detach().to(torch.float32 if value.is_floating_point() else value.dtype, copy=True).contiguous()
+        for key, value in network.state_dict().items()
+    }
     data = save(tensors, metadata={"format": "pt", "framework": f"regtrain {__version__}", "network": cfg.model.name})
     with _writing(path):
         path.write_bytes(data)
@@ -132,7 +152,11 @@ def _export_safetensors(model: nn.Module, example: torch.Tensor, path: Path, cfg
     return lambda x: loaded(x)
 
 
-EXPORTERS = {"onnx": (_export_onnx, "model.onnx"), "pt2": (_export_pt2, "model.pt2"), "safetensors": (_export_safetensors, "model.safetensors")}
+EXPORTERS = {
+    "onnx": (_export_onnx, "model.onnx"),
+    "pt2": (_export_pt2, "model.pt2"),
+    "safetensors": (_export_safetensors, "model.safetensors"),
+}
 FORMATS = tuple(EXPORTERS)
 
 
@@ -161,7 +185,9 @@ def export_checkpoint(cfg: Config, run: RunFolder, checkpoint: Checkpoint, fmt: 
     if get_rank() != 0:
         return {}
     if not cfg.model.input_size:
-        raise ConfigError("--mode export needs model.input_size (one sample's shape, e.g. [3, 224, 224]) in the checkpoint's config or as an override")
+        raise ConfigError(
+            "--mode export needs model.input_size (one sample's shape, e.g. [3, 224, 224]) in the checkpoint's config or as an override"
+        )
     write_config(cfg, run.config, EXPORT_ADVICE)
     model = export_network(cfg, checkpoint)
     name = EXPORTERS[fmt][1]
@@ -171,19 +197,39 @@ def export_checkpoint(cfg: Config, run: RunFolder, checkpoint: Checkpoint, fmt: 
         with _writing(staging):
             staging.mkdir()
         difference = _verified(cfg, model, fmt, staging)
-        log.info("exported %s (float32; trained at %s): largest difference to the network on a batch of 3: %.3g (tolerance %g)", path, cfg.amp.opt_level, difference, TOLERANCE)
+        log.info(
+            "exported %s (float32; trained at %s): largest difference to the network on a batch of 3: %.3g (tolerance %g)",
+            path,
+            cfg.amp.opt_level,
+            difference,
+            TOLERANCE,
+        )
         if not difference <= TOLERANCE:  # NaN is refused too
-            raise ExportError(f"the {fmt} export of '{checkpoint.source}' differs from the network by {difference:.3g} (> {TOLERANCE:g}); it was not kept")
+            raise ExportError(
+                f"the {fmt} export of '{checkpoint.source}' differs from the network by {difference:.3g} (> {TOLERANCE:g}); it was not kept"
+            )
         for made in sorted(staging.iterdir()):  # the file, and ONNX's external weights beside a large model
             with _writing(run.path / made.name):
                 os.replace(made, run.path / made.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     description = {
-        "file": name, "format": fmt, "input": "batch x " + " x ".join(str(n) for n in cfg.model.input_size), "input_size": list(cfg.model.input_size),
-        "mean": cfg.data.mean, "std": cfg.data.std, "classes": checkpoint.classes, "task": cfg.eval.metric, "opt_level": cfg.amp.opt_level,
-        "exported_dtype": "float32", "network": cfg.model.name, "framework_version": __version__, "torch_version": torch.__version__,
-        "max_abs_difference": difference, "tolerance": TOLERANCE, "checkpoint": str(checkpoint.source),
+        "file": name,
+        "format": fmt,
+        "input": "batch x " + " x ".join(str(n) for n in cfg.model.input_size),
+        "input_size": list(cfg.model.input_size),
+        "mean": cfg.data.mean,
+        "std": cfg.data.std,
+        "classes": checkpoint.classes,
+        "task": cfg.eval.metric,
+        "opt_level": cfg.amp.opt_level,
+        "exported_dtype": "float32",
+        "network": cfg.model.name,
+        "framework_version": __version__,
+        "torch_version": torch.__version__,
+        "max_abs_difference": difference,
+        "tolerance": TOLERANCE,
+        "checkpoint": str(checkpoint.source),
     }
     write_json(run.path / "model.json", description, EXPORT_ADVICE)
     return {"format": fmt, "max_abs_difference": f"{difference:.3g}", "tolerance": f"{TOLERANCE:g}", "file": str(path)}

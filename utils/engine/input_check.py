@@ -20,7 +20,9 @@ def input_error(err: RuntimeError) -> Exception:
         return err
     return ConfigError(
         f"the data has {match.group(3)} channel(s) per input but the network's first layer expects {match.group(2)}; "
-        "set the backbone's in_channels (e.g. model.args.backbone_args={in_channels: " + match.group(3) + "}) or change the data"
+        "set the backbone's in_channels (e.g. model.args.backbone_args={in_channels: "
+        + match.group(3)
+        + "}) or change the data"
     )
 
 

@@ -58,7 +58,9 @@ class NonFinitePolicy:
             bad = record.bad_loss
             if not self.skips:
                 if bad is not None:
-                    raise NonFiniteError(f"loss is {bad} at epoch {record.epoch}, step {record.step} (train.nonfinite=stop); {span}; {HINT}")
+                    raise NonFiniteError(
+                        f"loss is {bad} at epoch {record.epoch}, step {record.step} (train.nonfinite=stop); {span}; {HINT}"
+                    )
                 continue
             if record.skipped and (bad is not None or not scaled):
                 self._skipped(record, bad)
@@ -76,7 +78,14 @@ class NonFinitePolicy:
                 f"non-finite loss in {self.consecutive} consecutive steps at epoch {record.epoch}, step {record.step} "
                 f"(train.max_nonfinite_skips={self.max_skips}); {HINT}"
             )
-        log.warning("loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)", value, record.epoch, record.step, self.consecutive, self.max_skips)
+        log.warning(
+            "loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)",
+            value,
+            record.epoch,
+            record.step,
+            self.consecutive,
+            self.max_skips,
+        )
 
     def state_dict(self) -> Dict[str, int]:
         return {"consecutive": self.consecutive, "total": self.total}

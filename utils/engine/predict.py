@@ -57,8 +57,15 @@ CLIP_ARGS = ("clip_len", "frame_stride", "num_clips", "pad_short")
 # The data.args key that sizes a dataset's samples, and when: "first" before the eval transforms
 # (image_folder resizes each image, digits its 8x8 images), "last" after them (the mask datasets'
 # PairPipeline). Other datasets keep the stored size (moving_shapes' size is the size it draws at).
-SIZE_ARGS = {"image_folder": ("image_size", "first"), "digits": ("size", "first"), "image_mask_folder": ("size", "last"), "shapes_sod": ("size", "last")}
-PREDICT_ARGS = ("on_bad_sample",)  # data.args that predict reads itself (for its input files), whatever the dataset takes
+SIZE_ARGS = {
+    "image_folder": ("image_size", "first"),
+    "digits": ("size", "first"),
+    "image_mask_folder": ("size", "last"),
+    "shapes_sod": ("size", "last"),
+}
+PREDICT_ARGS = (
+    "on_bad_sample",
+)  # data.args that predict reads itself (for its input files), whatever the dataset takes
 
 
 def _parameters(cfg: Config) -> Any:
@@ -112,21 +119,29 @@ def input_sizing(cfg: Config) -> Sizing:
         fix = "data.eval_transforms=" + _flow([{"name": "Resize", "size": [height, width]}, *cfg.data.eval_transforms])
     pair = size_pair(size) if size else None
     if cfg.data.loader == "dali":  # DALI decodes RGB and sizes image_size itself (utils/data/dali.py); no transforms
-        return Sizing(3, trained_at=trained_at, fix=f"data.args.image_size={height}", crop_first=int(size) if size else None)
+        return Sizing(
+            3, trained_at=trained_at, fix=f"data.args.image_size={height}", crop_first=int(size) if size else None
+        )
     return Sizing(int(channels), pair if when == "first" else None, pair if when == "last" else None, trained_at, fix)
 
 
 def predict_dataset(cfg: Config, spec: Optional[str]) -> Union[PredictImages, PredictVideos]:
     """The inputs read, sized and transformed as the checkpoint's eval split was."""
-    transform = None if cfg.data.loader == "dali" else build_transforms(cfg.data.eval_transforms, "data.eval_transforms")
+    transform = (
+        None if cfg.data.loader == "dali" else build_transforms(cfg.data.eval_transforms, "data.eval_transforms")
+    )
     sizing, on_bad_sample = input_sizing(cfg), dataset_arg(cfg, "on_bad_sample") or "stop"
     if sizing.trained_at is None:
-        log.warning("the checkpoint's config has no model.input_size: the inputs' size is not checked against the size the network was trained at")
+        log.warning(
+            "the checkpoint's config has no model.input_size: the inputs' size is not checked against the size the network was trained at"
+        )
     if cfg.eval.metric == "video":  # cut into clips as the training dataset cut its eval split
         clips = {name: dataset_arg(cfg, name) for name in CLIP_ARGS}
         missing = [name for name, value in clips.items() if value is None]
         if missing:
-            raise ConfigError(f"--mode predict cuts videos into clips as the training data did, but dataset '{cfg.data.name}' names no {missing}; set data.args.{missing[0]}=...")
+            raise ConfigError(
+                f"--mode predict cuts videos into clips as the training data did, but dataset '{cfg.data.name}' names no {missing}; set data.args.{missing[0]}=..."
+            )
         return PredictVideos(collect_videos(spec), transform, ClipArgs(**clips), sizing, on_bad_sample)
     return PredictImages(collect_inputs(spec), sizing, transform, on_bad_sample)
 
@@ -158,7 +173,9 @@ def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path
 
     rows = []
     for saliency, target in zip(saliency_maps(prediction, [tuple(s) for s in sizes.tolist()]), targets):
-        write_atomic(target, lambda tmp, saliency=saliency: _save_png(saliency, tmp), PREDICT_ADVICE)  # saliency bound now
+        write_atomic(
+            target, lambda tmp, saliency=saliency: _save_png(saliency, tmp), PREDICT_ADVICE
+        )  # saliency bound now
         rows.append({"mask": str(target), "mean_saliency": f"{saliency.mean() / 255.0:.6f}"})
     return rows
 
@@ -171,14 +188,23 @@ def _names(checkpoint: Checkpoint, outputs: int) -> List[str]:
 
 
 @torch.no_grad()
-def predict_rows(cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: Union[PredictImages, PredictVideos], masks: List[Path]) -> List[Tuple[int, Any]]:
+def predict_rows(
+    cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: Union[PredictImages, PredictVideos], masks: List[Path]
+) -> List[Tuple[int, Any]]:
     """``(input index, row)`` for this rank's shard of ``dataset`` (a saliency network writes input i's
     mask to ``masks[i]``); for videos ``(video index, clip probabilities)``, one per clip, which
     ``video_rows`` averages once every rank's clips are in."""
     model, amp = checkpoint_network(cfg, checkpoint, info.device)
     model.eval()
     # the torch loader, also for a checkpoint trained through DALI: the dataset sizes the inputs as its pipeline did
-    loader = build_eval_loader(dataset, dataclasses.replace(cfg.data, loader="torch"), info.rank, info.world_size, info.device, cfg.model.channels_last)
+    loader = build_eval_loader(
+        dataset,
+        dataclasses.replace(cfg.data, loader="torch"),
+        info.rank,
+        info.world_size,
+        info.device,
+        cfg.model.channels_last,
+    )
     rows: List[Tuple[int, Any]] = []
     for inputs, targets in progress(loader, len(loader), "predict", info.is_main):
         if inputs.shape[0] == 0:
@@ -198,7 +224,9 @@ def predict_rows(cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: U
     return rows
 
 
-def video_rows(clips: List[Tuple[int, torch.Tensor]], dataset: PredictVideos, checkpoint: Checkpoint) -> List[Tuple[int, Dict[str, Any]]]:
+def video_rows(
+    clips: List[Tuple[int, torch.Tensor]], dataset: PredictVideos, checkpoint: Checkpoint
+) -> List[Tuple[int, Dict[str, Any]]]:
     """One row per video: its clips' probabilities averaged (summed in clip order, as the metric does);
     none for a video whose every clip was skipped (``on_bad_sample=skip``)."""
     if not clips:
@@ -209,7 +237,11 @@ def video_rows(clips: List[Tuple[int, torch.Tensor]], dataset: PredictVideos, ch
         sums[video] += probs
         counts[video] += 1
     found = _class_rows(sums / counts.clamp(min=1).unsqueeze(1), _names(checkpoint, sums.shape[1]))
-    return [(v, {"path": str(dataset.paths[v]), "clips": int(counts[v]), **row}) for v, row in enumerate(found) if counts[v] > 0]
+    return [
+        (v, {"path": str(dataset.paths[v]), "clips": int(counts[v]), **row})
+        for v, row in enumerate(found)
+        if counts[v] > 0
+    ]
 
 
 def _write_rows(path: Path, rows: List[Dict[str, Any]]) -> None:
@@ -224,16 +256,24 @@ def write_csv(path: Path, rows: List[Dict[str, Any]]) -> None:
     write_atomic(path, lambda tmp: _write_rows(tmp, rows), PREDICT_ADVICE)
 
 
-def predict_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint, input_spec: Optional[str]) -> Dict[str, Any]:
+def predict_checkpoint(
+    cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Checkpoint, input_spec: Optional[str]
+) -> Dict[str, Any]:
     """Predict every input once over all ranks; rank 0 writes ``<run>/predictions.csv`` in input order."""
     if cfg.eval.metric not in TASKS:
-        raise ConfigError(f"--mode predict knows the tasks {TASKS}; checkpoint '{checkpoint.source}' is of eval.metric={cfg.eval.metric}")
+        raise ConfigError(
+            f"--mode predict knows the tasks {TASKS}; checkpoint '{checkpoint.source}' is of eval.metric={cfg.eval.metric}"
+        )
     dataset = predict_dataset(cfg, input_spec)
     log.info("predicting %d input(s) with %s from %s", len(dataset.paths), cfg.model.name, checkpoint.source)
     _ = dataset[0]  # read (and size-checked) before any file is written: inputs of another size usually all are
     if info.is_main:
         write_config(cfg, run.config, PREDICT_ADVICE)
-    masks = [run.path / "masks" / name for name in mask_names(dataset.paths, input_root(input_spec))] if cfg.eval.metric == "sod" else []
+    masks = (
+        [run.path / "masks" / name for name in mask_names(dataset.paths, input_root(input_spec))]
+        if cfg.eval.metric == "sod"
+        else []
+    )
     mine = predict_rows(cfg, info, checkpoint, dataset, masks)
     pairs = [pair for shard in all_gather_objects(mine) for pair in shard] if info.world_size > 1 else mine
     if cfg.eval.metric == "video":

@@ -80,7 +80,11 @@ def _check_trained_size(cfg: Config, dataset: Any) -> None:
 
     sizing, (height, width) = input_sizing(cfg), cfg.model.input_size[-2:]
     resized = [*cfg.data.eval_transforms, {"name": "Resize", "size": [height, width]}]
-    fix = sizing.fix if sizing.resize_last is not None else "data.eval_transforms=" + yaml.safe_dump(resized, default_flow_style=True, width=1 << 16).strip()
+    fix = (
+        sizing.fix
+        if sizing.resize_last is not None
+        else "data.eval_transforms=" + yaml.safe_dump(resized, default_flow_style=True, width=1 << 16).strip()
+    )
     check_test_size(dataset, cfg.model.input_size, fix)
 
 
@@ -89,14 +93,28 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
     if info.is_main:
         save_config(cfg, run.config)
     model, amp = checkpoint_network(cfg, checkpoint, info.device)
-    parts = Parts(model, build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device), amp, metric=build_metric(cfg.eval.metric, cfg.eval.extra_metrics, _num_classes(cfg, checkpoint)))
+    parts = Parts(
+        model,
+        build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device),
+        amp,
+        metric=build_metric(cfg.eval.metric, cfg.eval.extra_metrics, _num_classes(cfg, checkpoint)),
+    )
     services = Services(writer=RunWriter(run, info.is_main))
-    trainer = Trainer(parts, LoopOptions(), services, task_hooks(cfg.eval.metric, cfg.hooks), info, RunMeta(to_dict(cfg), checkpoint.classes))
+    trainer = Trainer(
+        parts,
+        LoopOptions(),
+        services,
+        task_hooks(cfg.eval.metric, cfg.hooks),
+        info,
+        RunMeta(to_dict(cfg), checkpoint.classes),
+    )
     progress = checkpoint.progress
     trainer.state.step = progress.step  # the test's row and events at the step the weights are of
     try:
         dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
         _check_trained_size(cfg, dataset)
-        return run_test(cfg, run, trainer, dataset, progress.trained_epoch)  # the epoch its weights are of, as its validation record names it
+        return run_test(
+            cfg, run, trainer, dataset, progress.trained_epoch
+        )  # the epoch its weights are of, as its validation record names it
     finally:
         trainer.close()

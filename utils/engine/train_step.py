@@ -29,7 +29,15 @@ from utils.model.outputs import check_network_outputs, prediction_key
 class TrainStep:
     """The optimizer steps of one run over ``parts``: ``run`` takes the next one."""
 
-    def __init__(self, parts: Parts, loop: LoopOptions, dist: DistInfo, meta: RunMeta, accounting: StepAccounting, nonfinite: NonFinitePolicy) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        loop: LoopOptions,
+        dist: DistInfo,
+        meta: RunMeta,
+        accounting: StepAccounting,
+        nonfinite: NonFinitePolicy,
+    ) -> None:
         self.parts, self.options, self.dist, self.meta = parts, loop, dist, meta
         self.accounting, self.nonfinite = accounting, nonfinite
         self._forwards = 0
@@ -53,12 +61,17 @@ class TrainStep:
                 with p.amp.autocast():
                     loss = p.criterion(self._forward(inputs), targets)
                 self.accounting.record_micro_batch(loss, batch_size_of(inputs))
-                p.amp.backward(self.accounting.poison_if_nonfinite(loss) / size)  # under skip a NaN loss leaves NaN gradients: the step skips itself
+                p.amp.backward(
+                    self.accounting.poison_if_nonfinite(loss) / size
+                )  # under skip a NaN loss leaves NaN gradients: the step skips itself
             state.batches_done += 1
         outcome = p.amp.apply_step(p.optimizer, self._clip, check_finite=self.nonfinite.skips)
         p.optimizer.zero_grad(set_to_none=True)
         self.accounting.end_step(state.epoch, state.step, outcome)
-        state.step_result, state.step_skipped = outcome.result, outcome.found_inf if outcome.result is StepResult.ON_DEVICE else None
+        state.step_result, state.step_skipped = (
+            outcome.result,
+            outcome.found_inf if outcome.result is StepResult.ON_DEVICE else None,
+        )
         if outcome.result is not StepResult.SKIPPED:
             p.scheduler.step()  # a step the device skipped is taken back at the next sync point (accounting.py)
         state.step += 1
@@ -69,7 +82,9 @@ class TrainStep:
         first = self._forwards == 1
         try:
             outputs = self.parts.model(inputs)
-        except RuntimeError as err:  # bad input a forward finds: a channel mismatch (the first), DDP's unused parameters (later)
+        except (
+            RuntimeError
+        ) as err:  # bad input a forward finds: a channel mismatch (the first), DDP's unused parameters (later)
             converted = input_error(err) if first else unused_parameters_error(err, self.parts.model)
             if converted is err:
                 raise

@@ -59,7 +59,13 @@ class Trainer:
     """Trains ``parts.model`` with ``loop``; ``services`` are the built-in behaviours, ``hooks`` the added ones."""
 
     def __init__(
-        self, parts: Parts, loop: LoopOptions, services: Optional[Services] = None, hooks: Sequence[Any] = (), dist: Optional[DistInfo] = None, meta: Optional[RunMeta] = None
+        self,
+        parts: Parts,
+        loop: LoopOptions,
+        services: Optional[Services] = None,
+        hooks: Sequence[Any] = (),
+        dist: Optional[DistInfo] = None,
+        meta: Optional[RunMeta] = None,
     ) -> None:
         services = services or Services()  # a harness: no files, no checkpoints, no validation
         self.parts, self.options, self.dist, self.meta = parts, loop, dist or DistInfo(), meta or RunMeta()
@@ -69,7 +75,9 @@ class Trainer:
         self.num_batches = len(parts.train_loader) if parts.train_loader is not None else 0
         self.nonfinite = NonFinitePolicy(loop.nonfinite, loop.max_nonfinite_skips)
         self.stop = StopSignal(self.dist.world_size)
-        self.accounting = StepAccounting(self.nonfinite, self.stop, loop.log_every, loop.sync_every or 0, parts.amp.scales_loss)
+        self.accounting = StepAccounting(
+            self.nonfinite, self.stop, loop.log_every, loop.sync_every or 0, parts.amp.scales_loss
+        )
         self._watch_skipped_steps()
         self._batches: Optional[Iterator[Any]] = None
         self.train_step = TrainStep(parts, loop, self.dist, self.meta, self.accounting, self.nonfinite)
@@ -78,7 +86,9 @@ class Trainer:
         self.validator = services.validation.build(scoring) if services.validation is not None else NoValidator()
         run = RunRecord(self.meta.config, self.dist.world_size, self.meta.classes, self.meta.data)
         contents = Contents(self.state_objects, run, self.dist, lambda: self.sync(agree=True))
-        self.checkpointer = services.checkpoints.build(contents) if services.checkpoints is not None else NoCheckpointer()
+        self.checkpointer = (
+            services.checkpoints.build(contents) if services.checkpoints is not None else NoCheckpointer()
+        )
 
     def _watch_skipped_steps(self) -> None:
         """What must take back a step the device skipped, learnt at the next sync point."""
@@ -100,9 +110,19 @@ class Trainer:
         """What a checkpoint holds the state of (see ``utils/checkpoint/state.py``)."""
         p = self.parts
         loop = {"nonfinite": self.nonfinite, "validator": self.validator, "checkpointer": self.checkpointer}
-        return StateObjects(model=unwrap(p.model), optimizer=p.optimizer, scheduler=p.scheduler, amp=p.amp, ema=p.ema, loop=loop, hooks=self.hooks.stateful())
+        return StateObjects(
+            model=unwrap(p.model),
+            optimizer=p.optimizer,
+            scheduler=p.scheduler,
+            amp=p.amp,
+            ema=p.ema,
+            loop=loop,
+            hooks=self.hooks.stateful(),
+        )
 
-    def evaluate(self, model: nn.Module, loader: Any, split: str, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
+    def evaluate(
+        self, model: nn.Module, loader: Any, split: str, on_batch: Optional[Callable[[Any, Any, Any], None]] = None
+    ) -> Dict[str, float]:
         """``model``'s metrics on ``loader``, reduced exactly over all ranks; the hooks' ``after_eval_batch``
         see every batch of ``split`` (val, val_ema, test)."""
         p = self.parts
@@ -144,7 +164,9 @@ class Trainer:
         self._validate()  # a resumed run's: its checkpoint was written before that validation finished
         while self._epochs_left():
             self._train_epoch()
-            position = self.state.progress.rolled_over(self.num_batches)  # the next epoch, unless the step budget ended this one
+            position = self.state.progress.rolled_over(
+                self.num_batches
+            )  # the next epoch, unless the step budget ended this one
             self._checkpoint(position)  # BEFORE the validation: a failing one loses no training
             self._validate()
             self.state.move_to(position)
@@ -189,7 +211,9 @@ class Trainer:
         if state.step % self.options.log_every == 0:
             self.writer.train_step(state.step, self.read_loss(), p.optimizer.param_groups[0]["lr"])
         self.hooks.call("after_step", self)
-        periodic = self.checkpointer.is_periodic(state.step, state.batches_done, self.num_batches) and not self.out_of_steps  # the run's end saves it
+        periodic = (
+            self.checkpointer.is_periodic(state.step, state.batches_done, self.num_batches) and not self.out_of_steps
+        )  # the run's end saves it
         if periodic or self.stop.agreed is not None:
             self._checkpoint(state.progress)
 
@@ -205,12 +229,17 @@ class Trainer:
         log it, tell the hooks (which see the epoch it validates); then early stopping."""
         epoch = self.validator.pending
         if epoch is not None:
-            with rng_untouched(), self.state.showing_epoch(epoch):  # training draws the same, whether it ran now or before a resume
+            with (
+                rng_untouched(),
+                self.state.showing_epoch(epoch),
+            ):  # training draws the same, whether it ran now or before a resume
                 validation = self.validator.run_pending(self.state.step)
                 self.checkpointer.commit_validation(validation)
                 self.writer.evaluation("val", validation.epoch, validation.step, validation.metrics)
                 self.hooks.call("after_validation", self, validation.metrics)
-        self.state.stop = self.state.stop or self.validator.tracker.should_stop  # also a resumed run that had stopped early
+        self.state.stop = (
+            self.state.stop or self.validator.tracker.should_stop
+        )  # also a resumed run that had stopped early
 
     def _start_epoch(self) -> LoopState:
         """Point the sampler at the epoch, skip the batches a resume had consumed (without loading them)."""
@@ -226,7 +255,9 @@ class Trainer:
         accumulation group (``train.accumulate``), then clip and step under amp (``train_step.py``). Reads nothing."""
         self.train_step.run(self.state, self._batches, self.num_batches)
 
-    def test(self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Dict[str, float]:
+    def test(
+        self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None
+    ) -> Dict[str, float]:
         """Evaluate the current weights on ``loader`` (the test split) as those of epoch ``epoch``;
         written as the test's row, then ``after_test`` hooks see the metrics."""
         self.state.epoch = epoch

@@ -29,13 +29,17 @@ def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
     return hooks + task_hooks(cfg.eval.metric, cfg.hooks)
 
 
-def build_services(cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int], direction: str) -> Services:
+def build_services(
+    cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int], direction: str
+) -> Services:
     """The run writer, the checkpointer and the validator, from their config keys (``direction``: ``StartPlan.monitor_mode``)."""
     store = open_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpoints=CheckpointSettings(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
-        validation=ValidationSettings(val_loader, cfg.eval.every, cfg.eval.monitor, direction, cfg.train.patience, cfg.eval.use_ema),
+        validation=ValidationSettings(
+            val_loader, cfg.eval.every, cfg.eval.monitor, direction, cfg.train.patience, cfg.eval.use_ema
+        ),
     )
 
 
@@ -44,12 +48,20 @@ def loop_options(cfg: Config, epochs: int, total_steps: int) -> LoopOptions:
     # A step budget only when the length is given in steps: an epoch-based run resumed with
     # another train.accumulate has a different step count per epoch and still runs its epochs.
     return LoopOptions(
-        epochs=epochs, step_limit=total_steps if cfg.train.iterations is not None else None, accumulate=cfg.train.accumulate,
-        clip_grad_norm=cfg.train.clip_grad_norm, clip_grad_value=cfg.train.clip_grad_value, nonfinite=cfg.train.nonfinite,
-        max_nonfinite_skips=cfg.train.max_nonfinite_skips, log_every=cfg.train.log_every, sync_every=cfg.train.sync_every,
+        epochs=epochs,
+        step_limit=total_steps if cfg.train.iterations is not None else None,
+        accumulate=cfg.train.accumulate,
+        clip_grad_norm=cfg.train.clip_grad_norm,
+        clip_grad_value=cfg.train.clip_grad_value,
+        nonfinite=cfg.train.nonfinite,
+        max_nonfinite_skips=cfg.train.max_nonfinite_skips,
+        log_every=cfg.train.log_every,
+        sync_every=cfg.train.sync_every,
     )
 
 
 def run_meta(cfg: Config, data: Any) -> RunMeta:
     """The resolved config, the training ``data``'s classes and identity: what checkpoints keep."""
-    return RunMeta(to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None), data_identity(data))
+    return RunMeta(
+        to_dict(cfg), getattr(data, "classes", None), getattr(data, "num_classes", None), data_identity(data)
+    )

@@ -77,7 +77,9 @@ class RunMeta:
     config: Dict[str, Any] = field(default_factory=dict)  # the resolved config
     classes: Optional[List[Any]] = None  # the training data's class list
     num_classes: Optional[int] = None  # the training data's number of classes: the first batch's outputs must cover it
-    data: Optional[Dict[str, Any]] = None  # the training split's identity (utils/data/identity.py): a resume on other data is refused
+    data: Optional[Dict[str, Any]] = (
+        None  # the training split's identity (utils/data/identity.py): a resume on other data is refused
+    )
 
 
 @dataclass
@@ -88,8 +90,12 @@ class LoopState:
     epoch: int = 0  # the current epoch (0-based)
     batches_done: int = 0  # batches of the current epoch consumed so far
     step: int = 0  # optimizer steps so far, skipped ones (overflow, non-finite loss) included
-    step_result: StepResult = StepResult.TAKEN  # whether the last step changed the weights (ON_DEVICE: step_skipped says)
-    step_skipped: Optional[torch.Tensor] = None  # with ON_DEVICE: 0-dim flag on the device, 1.0 where the update was skipped
+    step_result: StepResult = (
+        StepResult.TAKEN
+    )  # whether the last step changed the weights (ON_DEVICE: step_skipped says)
+    step_skipped: Optional[torch.Tensor] = (
+        None  # with ON_DEVICE: 0-dim flag on the device, 1.0 where the update was skipped
+    )
     loss: Optional[torch.Tensor] = None  # the last micro-batch's loss, on the device (trainer.read_loss() for logs)
     train_metrics: Dict[str, float] = field(default_factory=dict)  # the last epoch's (after_epoch)
     stop: bool = False  # end training after this epoch (early stopping, or a hook's request)

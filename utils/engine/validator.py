@@ -63,13 +63,22 @@ class Validator:
     Without ``scoring`` it only tracks (a resume's records replayed, a test): ``run_pending`` needs it."""
 
     def __init__(
-        self, loader: Any, every: int = 1, monitor: str = "top1", mode: str = "max", patience: Optional[int] = None, use_ema: bool = False, scoring: Optional[Scoring] = None
+        self,
+        loader: Any,
+        every: int = 1,
+        monitor: str = "top1",
+        mode: str = "max",
+        patience: Optional[int] = None,
+        use_ema: bool = False,
+        scoring: Optional[Scoring] = None,
     ) -> None:
         self.loader, self.every, self.scoring = loader, every, scoring
         self.monitor = ("ema_" if use_ema else "") + monitor
         self.tracker = BestTracker(self.monitor, mode, patience)
         self.pending: Optional[int] = None  # the epoch whose validation is due (saved in its checkpoint)
-        self.retracked: Optional[str] = None  # a resume whose saved tracker followed another metric or direction: "metric (mode)"
+        self.retracked: Optional[str] = (
+            None  # a resume whose saved tracker followed another metric or direction: "metric (mode)"
+        )
 
     def due(self, epoch: int, last: bool) -> bool:
         """Every ``every`` epochs, and always after the last epoch (``last``: or the last step)."""
@@ -93,7 +102,12 @@ class Validator:
         is_best = self.tracker.update(monitored_value(results, self.monitor), epoch)
         self.pending = None
         if self.tracker.should_stop:
-            log.info("early stop after epoch %d: %s has not improved for %d evaluations (train.patience)", epoch, self.monitor, self.tracker.evals_since_best)
+            log.info(
+                "early stop after epoch %d: %s has not improved for %d evaluations (train.patience)",
+                epoch,
+                self.monitor,
+                self.tracker.evals_since_best,
+            )
         return Validation(epoch, step, results, is_best, self.tracker.should_stop, self.state_dict())
 
     def state_dict(self) -> Dict[str, Any]:
@@ -112,8 +126,15 @@ class Validator:
     def retrack(self, rows: List[Dict[str, Any]]) -> None:
         """After a resume with another monitor: the best and the patience count from the recorded validations ``rows``."""
         self.tracker.replay(rows)
-        log.info("eval.monitor changed on resume (%s -> %s (%s)): best rebuilt from %d recorded validation(s): %s at epoch %s",
-                 self.retracked, self.monitor, self.tracker.mode, len(rows), self.tracker.value, self.tracker.epoch)
+        log.info(
+            "eval.monitor changed on resume (%s -> %s (%s)): best rebuilt from %d recorded validation(s): %s at epoch %s",
+            self.retracked,
+            self.monitor,
+            self.tracker.mode,
+            len(rows),
+            self.tracker.value,
+            self.tracker.epoch,
+        )
 
 
 @dataclass

@@ -69,7 +69,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Protocol, Tuple
 
-EVENTS = ("before_train", "before_epoch", "after_step", "after_epoch", "after_eval_batch", "after_validation", "after_train", "after_test")
+EVENTS = (
+    "before_train",
+    "before_epoch",
+    "after_step",
+    "after_epoch",
+    "after_eval_batch",
+    "after_validation",
+    "after_train",
+    "after_test",
+)
 
 
 @dataclass

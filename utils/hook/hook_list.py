@@ -31,7 +31,9 @@ class HookList:
         named: List[Tuple[str, Any]] = []
         for hook in hooks:
             if not any(callable(getattr(hook, event, None)) for event in EVENTS):
-                raise ConfigError(f"hook '{hook_name(hook)}' ({type(hook).__name__}) defines none of the events {', '.join(EVENTS)}")
+                raise ConfigError(
+                    f"hook '{hook_name(hook)}' ({type(hook).__name__}) defines none of the events {', '.join(EVENTS)}"
+                )
             name = hook_name(hook)
             taken = sum(1 for other, _ in named if other == name or other.startswith(name + "#"))
             named.append((f"{name}#{taken + 1}" if taken else name, hook))
@@ -55,7 +57,9 @@ class HookList:
             if method is not None:
                 method(*args)
 
-    def batch_listener(self, trainer: Any, split: str, loader: Any, on_batch: Optional[Callable[[Any, Any, Any], None]] = None) -> Optional[Callable[[Any, Any, Any], None]]:
+    def batch_listener(
+        self, trainer: Any, split: str, loader: Any, on_batch: Optional[Callable[[Any, Any, Any], None]] = None
+    ) -> Optional[Callable[[Any, Any, Any], None]]:
         """An ``on_batch(inputs, outputs, targets)`` for ``evaluate`` that calls ``on_batch`` and then
         every hook's ``after_eval_batch`` with an :class:`EvalBatch` of ``split``; ``on_batch`` itself
         when no hook listens."""
@@ -75,7 +79,11 @@ class HookList:
 
     def stateful(self) -> Dict[str, Any]:
         """The hooks that keep state (``state_dict`` and ``load_state_dict``), by name."""
-        return {name: hook for name, hook in self._hooks if callable(getattr(hook, "state_dict", None)) and callable(getattr(hook, "load_state_dict", None))}
+        return {
+            name: hook
+            for name, hook in self._hooks
+            if callable(getattr(hook, "state_dict", None)) and callable(getattr(hook, "load_state_dict", None))
+        }
 
     def close(self) -> None:
         """``close()`` on every hook, in reverse order, even when one of them fails."""

@@ -50,8 +50,12 @@ class ProfilerHook(Hook):
         steps = steps_ahead(trainer)
         fitted = fit_schedule(self.wait, self.warmup, self.active, steps)
         if fitted != (self.wait, self.warmup, self.active):
-            log.info("train.profile: %d training step(s) left in this epoch (and train.iterations); "
-                     "profiling wait=%d warmup=%d active=%d", steps, *fitted)
+            log.info(
+                "train.profile: %d training step(s) left in this epoch (and train.iterations); "
+                "profiling wait=%d warmup=%d active=%d",
+                steps,
+                *fitted,
+            )
             self.wait, self.warmup, self.active = fitted
         activities = [torch.profiler.ProfilerActivity.CPU]
         if trainer.dist.device.type == "cuda":
@@ -86,7 +90,12 @@ class ProfilerHook(Hook):
         table = profiler.key_averages().table(sort_by=self.sort_by, row_limit=self.top)
         log.info(
             "profiler: trace %s of training steps %d-%d (ProfilerStep#%d-#%d); top operators by self time:\n%s",
-            self.trace_path, self.first_step + first + 1, self.first_step + recorded, first, recorded - 1, table,
+            self.trace_path,
+            self.first_step + first + 1,
+            self.first_step + recorded,
+            first,
+            recorded - 1,
+            table,
         )
 
     def close(self) -> None:
@@ -94,8 +103,13 @@ class ProfilerHook(Hook):
             profiler, self.profiler = self.profiler, None
             profiler.stop()  # while recording (a run shorter than the schedule), this writes what it has
             if profiler.step_num <= self.wait + self.warmup:
-                log.warning("profiler: training ended after %d step(s), before the profiled steps (train.profile wait=%d, warmup=%d); "
-                            "no trace written", profiler.step_num, self.wait, self.warmup)
+                log.warning(
+                    "profiler: training ended after %d step(s), before the profiled steps (train.profile wait=%d, warmup=%d); "
+                    "no trace written",
+                    profiler.step_num,
+                    self.wait,
+                    self.warmup,
+                )
 
 
 def steps_ahead(trainer: Any) -> Optional[int]:

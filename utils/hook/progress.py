@@ -34,7 +34,9 @@ class ProgressHook(Hook):
         self.bar.update(state.batches_done - self._shown)
         self._shown = state.batches_done
         if state.step % self.log_every == 0:
-            self.bar.set_postfix(loss=f"{trainer.read_loss():.4f}", lr=f"{trainer.parts.optimizer.param_groups[0]['lr']:.2e}")
+            self.bar.set_postfix(
+                loss=f"{trainer.read_loss():.4f}", lr=f"{trainer.parts.optimizer.param_groups[0]['lr']:.2e}"
+            )
 
     def after_epoch(self, trainer: Any) -> None:
         self.close()

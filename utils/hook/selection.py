@@ -41,8 +41,10 @@ def check_hook_entries(specs: Sequence[Dict[str, Any]]) -> None:
     for index, spec in enumerate(specs):
         name = HOOKS.resolve(spec["name"])
         if name in seen:
-            raise ConfigError(f"config key 'hooks' names hook '{name}' twice (hooks[{seen[name]}] and hooks[{index}]); "
-                              "give each hook once, with all its settings in one entry")
+            raise ConfigError(
+                f"config key 'hooks' names hook '{name}' twice (hooks[{seen[name]}] and hooks[{index}]); "
+                "give each hook once, with all its settings in one entry"
+            )
         seen[name] = index
 
 
@@ -54,8 +56,10 @@ def check_hook_tasks(specs: Sequence[Dict[str, Any]], task: str) -> None:
         name = HOOKS.resolve(spec["name"])
         tasks = tuple(getattr(HOOKS.get(name), "tasks", ()) or ())
         if tasks and not serves(HOOKS.get(name), task) and spec.get("enabled", True) is not False:
-            raise ConfigError(f"config key 'hooks[{index}]' turns on hook '{name}', which serves eval.metric {', '.join(tasks)}, "
-                              f"but this run's eval.metric is {task}; remove the entry (or set enabled: false)")
+            raise ConfigError(
+                f"config key 'hooks[{index}]' turns on hook '{name}', which serves eval.metric {', '.join(tasks)}, "
+                f"but this run's eval.metric is {task}; remove the entry (or set enabled: false)"
+            )
 
 
 def task_hooks(task: str, specs: Sequence[Dict[str, Any]]) -> List[Any]:
@@ -72,4 +76,6 @@ def task_hooks(task: str, specs: Sequence[Dict[str, Any]]) -> List[Any]:
         elif enabled:
             added.append((name, args))
     chosen = [(name, settings.get(name, (True, {}))) for name in defaults]
-    return [HOOKS.build(name, **args) for name, (enabled, args) in chosen if enabled] + [HOOKS.build(name, **args) for name, args in added]
+    return [HOOKS.build(name, **args) for name, (enabled, args) in chosen if enabled] + [
+        HOOKS.build(name, **args) for name, args in added
+    ]

@@ -40,7 +40,9 @@ def _metric_classes() -> Dict[str, type]:
     try:
         import torchmetrics
     except ImportError:
-        raise ConfigError("eval.extra_metrics needs torchmetrics: pip install -e . (or pip install torchmetrics)") from None
+        raise ConfigError(
+            "eval.extra_metrics needs torchmetrics: pip install -e . (or pip install torchmetrics)"
+        ) from None
     found: Dict[str, type] = {}
     for module_name in _MODULES:
         try:
@@ -48,7 +50,12 @@ def _metric_classes() -> Dict[str, type]:
         except ImportError:  # a submodule of another torchmetrics version
             continue
         for name, value in vars(module).items():
-            if isinstance(value, type) and issubclass(value, torchmetrics.Metric) and not name.startswith("_") and name != "Metric":
+            if (
+                isinstance(value, type)
+                and issubclass(value, torchmetrics.Metric)
+                and not name.startswith("_")
+                and name != "Metric"
+            ):
                 found.setdefault(name, value)
     return found
 
@@ -87,14 +94,18 @@ DATA_CLASSES = "the data has {n} classes"
 NETWORK_CLASSES = "the network outputs {n} class scores (model.args.num_classes)"
 
 
-def check_extra_classes(specs: Sequence[Dict[str, Any]], num_classes: Optional[int], source: str = DATA_CLASSES) -> None:
+def check_extra_classes(
+    specs: Sequence[Dict[str, Any]], num_classes: Optional[int], source: str = DATA_CLASSES
+) -> None:
     """ConfigError for an entry whose own ``num_classes`` contradicts ``num_classes`` (``source``: the
     data's class count, or the network's outputs when the config is checked)."""
     for i, spec in enumerate(specs):
         given = spec.get("num_classes")
         if num_classes is not None and given is not None and given != num_classes:
-            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) has num_classes={given!r}, but {source.format(n=num_classes)}; "
-                              f"leave num_classes out (it is filled in from the data) or set it to {num_classes}")
+            raise ConfigError(
+                f"eval.extra_metrics[{i}] ({spec['name']}) has num_classes={given!r}, but {source.format(n=num_classes)}; "
+                f"leave num_classes out (it is filled in from the data) or set it to {num_classes}"
+            )
 
 
 # what evaluate() reports beside the metrics (utils/engine/evaluate.py), and the prefix of the EMA's pass (eval.use_ema)
@@ -107,23 +118,34 @@ def check_reported_names(specs: Sequence[Dict[str, Any]], task_metric: str) -> N
     and for an entry reported under a name the task's metric, the evaluation (``loss``, ``samples``) or an
     earlier entry already reports: one of the two values would replace the other in silence."""
     task_names = METRICS.build(task_metric).reported_names() or []
-    taken = {**{name: f"eval.metric={task_metric}" for name in task_names}, **{name: "every evaluation" for name in EVALUATION_NAMES}}
+    taken = {
+        **{name: f"eval.metric={task_metric}" for name in task_names},
+        **{name: "every evaluation" for name in EVALUATION_NAMES},
+    }
     for i, spec in enumerate(specs):
         alias = spec.get("as")
         if "as" in spec and (not isinstance(alias, str) or not alias.isidentifier()):
-            raise ConfigError(f"config key 'eval.extra_metrics[{i}].as' must be a plain name (letters, digits and _, not starting with a digit; "
-                              f"e.g. as: f1_macro), got {alias!r}")
+            raise ConfigError(
+                f"config key 'eval.extra_metrics[{i}].as' must be a plain name (letters, digits and _, not starting with a digit; "
+                f"e.g. as: f1_macro), got {alias!r}"
+            )
         name = reported_name(spec)
         if name.startswith(EMA_PREFIX):
-            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) would be reported as '{name}', but names starting with {EMA_PREFIX} are the EMA's "
-                              f"(eval.use_ema reports {EMA_PREFIX}<name> for each name); give it another name with as: (e.g. as: {name[len(EMA_PREFIX):] or 'extra'})")
+            raise ConfigError(
+                f"eval.extra_metrics[{i}] ({spec['name']}) would be reported as '{name}', but names starting with {EMA_PREFIX} are the EMA's "
+                f"(eval.use_ema reports {EMA_PREFIX}<name> for each name); give it another name with as: (e.g. as: {name[len(EMA_PREFIX) :] or 'extra'})"
+            )
         if name in taken:
-            raise ConfigError(f"eval.extra_metrics[{i}] ({spec['name']}) would be reported as '{name}', a name {taken[name]} already reports, "
-                              f"and one value would replace the other; give it another name with as: (e.g. as: {name}_2)")
+            raise ConfigError(
+                f"eval.extra_metrics[{i}] ({spec['name']}) would be reported as '{name}', a name {taken[name]} already reports, "
+                f"and one value would replace the other; give it another name with as: (e.g. as: {name}_2)"
+            )
         taken[name] = f"eval.extra_metrics[{i}]"
 
 
-def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int], source: str = DATA_CLASSES) -> Dict[str, Any]:
+def build_extras(
+    specs: Sequence[Dict[str, Any]], task_metric: str, num_classes: Optional[int], source: str = DATA_CLASSES
+) -> Dict[str, Any]:
     """The torchmetrics instances of ``eval.extra_metrics`` by reported name; ConfigError for an
     entry whose arguments the class refuses, whose ``num_classes`` contradicts ``num_classes``
     (see ``check_extra_classes``), or whose name is not a plain one or is already reported (``check_reported_names``)."""
@@ -147,7 +169,10 @@ def build_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes:
 
 
 # what the task's metric passes to the extra metrics (``WithExtraMetrics.update``), as a description
-_FAKE = {"multiclass": "scores [4, {c}] (float) and class indices [4]", "binary": "logits [2, 1, 8, 8] (float) and a 0/1 mask [2, 1, 8, 8]"}
+_FAKE = {
+    "multiclass": "scores [4, {c}] (float) and class indices [4]",
+    "binary": "logits [2, 1, 8, 8] (float) and a 0/1 mask [2, 1, 8, 8]",
+}
 _FITTING = {"multiclass": "MulticlassF1Score, MulticlassAccuracy", "binary": "BinaryF1Score, BinaryJaccardIndex"}
 
 

@@ -64,7 +64,11 @@ class VideoAccuracy(Metric):
 
     def _resize(self, num_videos: int, num_classes: int) -> None:
         """Create or zero-pad the sums to ``num_videos`` x ``num_classes``."""
-        shapes = {"video_scores": (num_videos, num_classes), "video_clips": (num_videos,), "video_label_sum": (num_videos,)}
+        shapes = {
+            "video_scores": (num_videos, num_classes),
+            "video_clips": (num_videos,),
+            "video_label_sum": (num_videos,),
+        }
         for name, shape in shapes.items():
             current = self.sums.get(name)
             self.sums[name] = torch.zeros(shape, dtype=torch.float64) if current is None else _grow(current, shape)
@@ -90,7 +94,9 @@ class VideoAccuracy(Metric):
         return "max" if name in self.reported_names() and name != "videos" else None
 
     def compute(self, sums: Dict[str, torch.Tensor]) -> Dict[str, float]:
-        results = {f"clip_top{k}": (sums[f"clip_correct{k}"] / sums["clip_count"].clamp_min(1)).item() for k in self.topk}
+        results = {
+            f"clip_top{k}": (sums[f"clip_correct{k}"] / sums["clip_count"].clamp_min(1)).item() for k in self.topk
+        }
         seen = sums["video_clips"] > 0  # videos without clips in this evaluation do not count
         scores = sums["video_scores"][seen] / sums["video_clips"][seen, None]
         labels = (sums["video_label_sum"][seen] / sums["video_clips"][seen]).round().long()

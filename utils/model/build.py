@@ -16,6 +16,8 @@ def build_network(cfg: ModelConfig) -> nn.Module:
     materialize(model, cfg.input_size, cfg.name)
     if cfg.grad_checkpointing:
         if not hasattr(model, "set_grad_checkpointing"):
-            raise ConfigError(f"network '{cfg.name}' has no set_grad_checkpointing(); set model.grad_checkpointing=false")
+            raise ConfigError(
+                f"network '{cfg.name}' has no set_grad_checkpointing(); set model.grad_checkpointing=false"
+            )
         model.set_grad_checkpointing(True)
     return model

@@ -30,9 +30,13 @@ def check_compile_combination(options: Optional[Dict[str, Any]], amp_backend: st
     if options is None:
         return
     if amp_backend == "apex":
-        raise ConfigError("train.compile does not work with amp.backend=apex (apex patches torch functions at run time, which torch.compile cannot trace); use amp.backend=native or turn train.compile off")
+        raise ConfigError(
+            "train.compile does not work with amp.backend=apex (apex patches torch functions at run time, which torch.compile cannot trace); use amp.backend=native or turn train.compile off"
+        )
     if dist_mode in ("dp", "apex"):
-        raise ConfigError(f"train.compile does not work with dist.mode={dist_mode} (its wrapper replicates or hooks the module in ways torch.compile does not support); use dist.mode=ddp under torchrun, or turn train.compile off")
+        raise ConfigError(
+            f"train.compile does not work with dist.mode={dist_mode} (its wrapper replicates or hooks the module in ways torch.compile does not support); use dist.mode=ddp under torchrun, or turn train.compile off"
+        )
 
 
 def compile_model(model: nn.Module, options: Optional[Dict[str, Any]]) -> nn.Module:
@@ -43,7 +47,12 @@ def compile_model(model: nn.Module, options: Optional[Dict[str, Any]]) -> nn.Mod
 
     backends = torch._dynamo.list_backends(exclude_tags=())
     if options["backend"] not in backends:
-        raise ConfigError(f"train.compile.backend '{options['backend']}' is not a torch.compile backend; known: {', '.join(sorted(backends))}")
+        raise ConfigError(
+            f"train.compile.backend '{options['backend']}' is not a torch.compile backend; known: {', '.join(sorted(backends))}"
+        )
     model.compile(**options)
-    log.info("train.compile: the network is compiled with %s; the first steps (and the first evaluation) compile it, which takes a while", options)
+    log.info(
+        "train.compile: the network is compiled with %s; the first steps (and the first evaluation) compile it, which takes a while",
+        options,
+    )
     return model

@@ -40,10 +40,14 @@ def materialize(model: nn.Module, input_size: Optional[Sequence[int]], name: str
             model(torch.zeros(2, *input_size))
     except Exception as err:
         if hasattr(err, "add_note"):  # Python >= 3.11: keep the traceback, say when it happened
-            err.add_note(f"(raised while creating the weights of the lazy modules of network '{name}' with a zero batch of model.input_size={list(input_size)})")
+            err.add_note(
+                f"(raised while creating the weights of the lazy modules of network '{name}' with a zero batch of model.input_size={list(input_size)})"
+            )
         raise
     finally:
         for module, training in modes.items():
             module.training = training
     if has_lazy_parameters(model):
-        raise ConfigError(f"network '{name}' still has uninitialized lazy parameters after a forward at model.input_size={list(input_size)}: its forward does not use every lazy module")
+        raise ConfigError(
+            f"network '{name}' still has uninitialized lazy parameters after a forward at model.input_size={list(input_size)}: its forward does not use every lazy module"
+        )

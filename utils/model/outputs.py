@@ -58,19 +58,29 @@ def select(outputs: Any, selector: Selector, key: str = PREDICTION) -> Any:
     if isinstance(outputs, torch.Tensor):
         if selector is None:
             return outputs
-        raise ContractError(f"a loss asks for output {selector!r}, but the network returned one tensor; remove 'output' from that loss, or return a tuple or dict")
+        raise ContractError(
+            f"a loss asks for output {selector!r}, but the network returned one tensor; remove 'output' from that loss, or return a tuple or dict"
+        )
     if isinstance(outputs, (list, tuple)):
         index = 0 if selector is None else selector
         if isinstance(index, int) and -len(outputs) <= index < len(outputs):
             return outputs[index]
-        raise ContractError(f"output {selector!r} asked for, but the network returned {_describe(outputs)}; give an index below {len(outputs)}")
+        raise ContractError(
+            f"output {selector!r} asked for, but the network returned {_describe(outputs)}; give an index below {len(outputs)}"
+        )
     if isinstance(outputs, dict):
         name = key if selector is None else selector
         if name in outputs:
             return outputs[name]
-        fix = "set model.prediction_key to the entry that holds the prediction" if selector is None else "give one of its keys as the loss's output"
+        fix = (
+            "set model.prediction_key to the entry that holds the prediction"
+            if selector is None
+            else "give one of its keys as the loss's output"
+        )
         raise ContractError(f"output '{name}' asked for, but the network returned {_describe(outputs)}; {fix}")
-    raise ContractError(f"the network returned {_describe(outputs)}; it must return a tensor, a tuple/list (the prediction first) or a dict")
+    raise ContractError(
+        f"the network returned {_describe(outputs)}; it must return a tensor, a tuple/list (the prediction first) or a dict"
+    )
 
 
 def check_network_outputs(outputs: Any, network: Any, key: str = PREDICTION) -> torch.Tensor:
@@ -81,7 +91,9 @@ def check_network_outputs(outputs: Any, network: Any, key: str = PREDICTION) -> 
     except ContractError as err:
         raise ContractError(f"network {where(network)}: {err}") from None
     if not isinstance(prediction, torch.Tensor):
-        raise ContractError(f"network {where(network)}: its prediction is {_describe(prediction)}; it must be a tensor (see README: what a network returns)")
+        raise ContractError(
+            f"network {where(network)}: its prediction is {_describe(prediction)}; it must be a tensor (see README: what a network returns)"
+        )
     return prediction
 
 
@@ -91,5 +103,11 @@ def check_loss_value(value: Any, loss: Any, selector: Optional[Selector] = None)
         return
     got = _describe(value)
     hint = " (reduce it, e.g. .mean())" if isinstance(value, torch.Tensor) else ""
-    given = "everything the network returned" if selector == "all" else "the prediction" if selector is None else f"output {selector!r}"
+    given = (
+        "everything the network returned"
+        if selector == "all"
+        else "the prediction"
+        if selector is None
+        else f"output {selector!r}"
+    )
     raise ContractError(f"loss {where(loss)} returned {got} given {given}; a loss must return a scalar tensor{hint}")

@@ -42,4 +42,11 @@ def log_summary(model: nn.Module, name: str, input_size: Optional[Sequence[int]]
     """Log the parameter counts and (with ``count_macs``, on rank 0) the MACs of one sample."""
     total, trainable = count_parameters(model)
     macs = count_flops(model, input_size) if count_macs and input_size else float("nan")
-    log.info("network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s", name, total / 1e6, trainable / 1e6, macs / 1e9, input_size)
+    log.info(
+        "network '%s': %.3fM parameters (%.3fM trainable), %.4f GMACs at input %s",
+        name,
+        total / 1e6,
+        trainable / 1e6,
+        macs / 1e9,
+        input_size,
+    )

@@ -27,7 +27,6 @@ from utils.distributed.parallel import unwrap
 log = logging.getLogger(__name__)
 
 
-
 class ModelEma:
     """A frozen copy of ``model`` that follows its weights as an EMA; ``self.module`` evaluates it."""
 
@@ -63,7 +62,9 @@ class ModelEma:
             target = own[name]
             if target.is_floating_point():
                 # lerp: ema + (1 - d) * (w - ema); exact when ema == w (frozen tensors stay equal)
-                weight = 1.0 - decay if keep is None else torch.where(keep, 0.0, 1.0 - decay).to(target.device, target.dtype)
+                weight = (
+                    1.0 - decay if keep is None else torch.where(keep, 0.0, 1.0 - decay).to(target.device, target.dtype)
+                )
                 target.lerp_(value.to(target.dtype), weight)
             else:
                 target.copy_(value if keep is None else torch.where(keep.to(target.device), target, value))

@@ -66,7 +66,9 @@ def apply_freeze(model: nn.Module, patterns: Sequence[str], freeze_bn: bool) -> 
     if frozen:
         log.info("model.freeze %s: %d parameter tensors frozen", list(patterns), len(frozen))
     if freeze_bn:
-        log.info("model.freeze_bn: %d BatchNorm layers in eval mode with frozen affine parameters", freeze_batchnorm(model))
+        log.info(
+            "model.freeze_bn: %d BatchNorm layers in eval mode with frozen affine parameters", freeze_batchnorm(model)
+        )
     elif frozen:
         frozen_set = set(frozen)
         updating = [
@@ -77,7 +79,10 @@ def apply_freeze(model: nn.Module, patterns: Sequence[str], freeze_bn: bool) -> 
             and f"{name}.weight" in frozen_set
         ]
         if updating:
-            log.info("%d frozen BatchNorm layers still update their running statistics in training; set model.freeze_bn=true to fix them too", len(updating))
+            log.info(
+                "%d frozen BatchNorm layers still update their running statistics in training; set model.freeze_bn=true to fix them too",
+                len(updating),
+            )
     total = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     log.info("trainable parameters: %d of %d (%.1f%%)", trainable, total, 100.0 * trainable / max(total, 1))

@@ -20,7 +20,6 @@ from utils.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-
 def fused_devices() -> Iterable[str]:
     """Device types with fused optimizer kernels in this torch (cuda, cpu, ... since torch 2.4)."""
     probe = getattr(importlib.import_module("torch.optim.optimizer"), "_get_fused_kernels_supported_devices", None)
@@ -41,7 +40,9 @@ def resolve_impl(impl: str, params: Iterable[torch.Tensor]) -> str:
     params = list(params)
     if impl == "fused" and not fused_supported(params):
         kinds = sorted({f"{p.device.type}/{str(p.dtype).replace('torch.', '')}" for p in params})
-        raise ConfigError(f"optim.impl=fused: torch {torch.__version__} has no fused optimizer kernels for {', '.join(kinds)}; use optim.impl=auto, foreach or loop")
+        raise ConfigError(
+            f"optim.impl=fused: torch {torch.__version__} has no fused optimizer kernels for {', '.join(kinds)}; use optim.impl=auto, foreach or loop"
+        )
     if impl == "auto":
         return "fused" if fused_supported(params) else "foreach"
     return impl
@@ -49,7 +50,11 @@ def resolve_impl(impl: str, params: Iterable[torch.Tensor]) -> str:
 
 def impl_options(impl: str) -> Dict[str, Any]:
     """The optimizer constructor's arguments that select ``impl`` (a resolved one)."""
-    return {"fused": {"fused": True, "foreach": None}, "foreach": {"fused": None, "foreach": True}, "loop": {"fused": None, "foreach": False}}[impl]
+    return {
+        "fused": {"fused": True, "foreach": None},
+        "foreach": {"fused": None, "foreach": True},
+        "loop": {"fused": None, "foreach": False},
+    }[impl]
 
 
 def keep_impl(optimizer: torch.optim.Optimizer, impl: str) -> None:

@@ -140,7 +140,14 @@ def param_groups(
                 scale *= layer_decay ** (num_layers - layer)
             decay = 0.0 if no_decay else float(spec.get("weight_decay", weight_decay))
             label = f"{'default' if index < 0 else spec['pattern']}/layer{layer}/{'no_decay' if no_decay else 'decay'}"
-            groups[key] = {"params": [], "names": [], "lr": lr * scale, "lr_scale": scale, "weight_decay": decay, "group": label}
+            groups[key] = {
+                "params": [],
+                "names": [],
+                "lr": lr * scale,
+                "lr_scale": scale,
+                "weight_decay": decay,
+                "group": label,
+            }
         groups[key]["params"].append(param)
         groups[key]["names"].append(name)  # checkpoints keep them: a resume maps the optimizer state by name
     return list(groups.values())
@@ -159,11 +166,20 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, world_size: int = 1) -> 
         raise ConfigError("no trainable parameters: model.freeze froze everything; loosen the patterns")
     if cfg.param_groups or cfg.layer_decay is not None:
         for group in groups:
-            log.info("param group %s: %d tensors, lr %.3g (x%.4g), weight_decay %g", group["group"], len(group["params"]), group["lr"], group["lr_scale"], group["weight_decay"])
+            log.info(
+                "param group %s: %d tensors, lr %.3g (x%.4g), weight_decay %g",
+                group["group"],
+                len(group["params"]),
+                group["lr"],
+                group["lr_scale"],
+                group["weight_decay"],
+            )
     impl = resolve_impl(cfg.impl, [p for g in groups for p in g["params"]])
     options = impl_options(impl)
     if cfg.name == "sgd":
-        optimizer: torch.optim.Optimizer = torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **options)
+        optimizer: torch.optim.Optimizer = torch.optim.SGD(
+            groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **options
+        )
     elif cfg.name == "adam":
         optimizer = torch.optim.Adam(groups, lr=lr, betas=tuple(cfg.betas), **options)
     else:  # adamw: the schema allows these three names only

@@ -20,9 +20,15 @@ def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) ->
     refuses it) is shortened to the run, with a warning: the LR then peaks at the last step."""
     warmup = int(round(cfg.warmup_epochs * iters_per_epoch))
     if warmup > total_iters:
-        log.warning("schedule.warmup_epochs=%g is %d steps (%d per epoch), longer than the run's %d steps: the warm-up is cut to the run "
-                    "and the LR reaches optim.lr only at the last step; set schedule.warmup_epochs below %.3g for a warm-up within the run",
-                    cfg.warmup_epochs, warmup, iters_per_epoch, total_iters, total_iters / max(iters_per_epoch, 1))
+        log.warning(
+            "schedule.warmup_epochs=%g is %d steps (%d per epoch), longer than the run's %d steps: the warm-up is cut to the run "
+            "and the LR reaches optim.lr only at the last step; set schedule.warmup_epochs below %.3g for a warm-up within the run",
+            cfg.warmup_epochs,
+            warmup,
+            iters_per_epoch,
+            total_iters,
+            total_iters / max(iters_per_epoch, 1),
+        )
     warmup = min(warmup, max(total_iters - 1, 0))
     milestones = [m * iters_per_epoch for m in cfg.step_epochs]
 
@@ -42,7 +48,9 @@ def lr_factor_fn(cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) ->
     return factor
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, iters_per_epoch: int, total_iters: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A scheduler stepped once per optimizer step (not per epoch)."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor_fn(cfg, iters_per_epoch, total_iters))
 
@@ -55,7 +63,11 @@ def rewind(scheduler: Any, steps: int) -> bool:
     if steps <= 0:
         return True
     if not closed_form(scheduler):
-        log.warning("%d step(s) skipped on the device also advanced the LR schedule (%s cannot be rewound)", steps, type(scheduler).__name__)
+        log.warning(
+            "%d step(s) skipped on the device also advanced the LR schedule (%s cannot be rewound)",
+            steps,
+            type(scheduler).__name__,
+        )
         return False
     scheduler.last_epoch -= steps
     recompute_lr(scheduler)

@@ -53,9 +53,13 @@ def confusion_image(matrix: np.ndarray, names: Optional[Sequence[str]] = None, t
         for i, name in enumerate(names):
             y = top + i * cell + cell // 2
             draw.text((left - 6, y), name, fill=INK, font=text, anchor="rm")
-            draw.text((left + i * cell + cell // 2, top - 2), fit(name, cell - 3, text), fill=INK, font=text, anchor="mb")
+            draw.text(
+                (left + i * cell + cell // 2, top - 2), fit(name, cell - 3, text), fill=INK, font=text, anchor="mb"
+            )
             for j in range(n):
                 if matrix[i, j]:
                     color = (255, 255, 255) if share[i, j] > 0.5 else INK
-                    draw.text((left + j * cell + cell // 2, y), str(int(matrix[i, j])), fill=color, font=text, anchor="mm")
+                    draw.text(
+                        (left + j * cell + cell // 2, y), str(int(matrix[i, j])), fill=color, font=text, anchor="mm"
+                    )
     return np.asarray(image)

@@ -47,7 +47,9 @@ def as_images(inputs: Any) -> torch.Tensor:
     return inputs[:, :, inputs.shape[2] // 2] if inputs.dim() == 5 else inputs
 
 
-def to_display(images: torch.Tensor, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None) -> torch.Tensor:
+def to_display(
+    images: torch.Tensor, mean: Optional[Sequence[float]] = None, std: Optional[Sequence[float]] = None
+) -> torch.Tensor:
     """``[B, C, H, W]`` network inputs as ``[B, 3, H, W]`` floats in [0, 1] on the CPU.
 
     The loader's normalization is undone when known; otherwise values already in
@@ -78,7 +80,9 @@ def to_tiles(images: torch.Tensor, side: int) -> List[np.ndarray]:
     size = (max(1, round(h * scale)), max(1, round(w * scale)))
     if size != (h, w):
         mode = "nearest" if scale >= 1 else "bilinear"
-        images = F.interpolate(images, size=size, mode=mode, **({} if mode == "nearest" else {"align_corners": False, "antialias": True}))
+        images = F.interpolate(
+            images, size=size, mode=mode, **({} if mode == "nearest" else {"align_corners": False, "antialias": True})
+        )
     return list((images.clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).numpy())
 
 

@@ -27,9 +27,13 @@ def split_indices(labels: np.ndarray, val_fraction: float, test_fraction: float,
     n_test = math.ceil(test_fraction * len(labels))  # the sizes stratified_split draws (it rounds each part up)
     n_train = len(labels) - n_test - math.ceil(val_fraction / (1.0 - test_fraction) * (len(labels) - n_test))
     if n_train < 1:
-        raise ConfigError(f"digits: data.args.val_fraction={val_fraction:g} and data.args.test_fraction={test_fraction:g} leave no training "
-                          f"samples of the {len(labels)}; make their sum smaller (e.g. 0.1 and 0.2)")
-    rest, test = stratified_split(labels, test_fraction, seed, f"digits: the test split (data.args.test_fraction={test_fraction:g})")
+        raise ConfigError(
+            f"digits: data.args.val_fraction={val_fraction:g} and data.args.test_fraction={test_fraction:g} leave no training "
+            f"samples of the {len(labels)}; make their sum smaller (e.g. 0.1 and 0.2)"
+        )
+    rest, test = stratified_split(
+        labels, test_fraction, seed, f"digits: the test split (data.args.test_fraction={test_fraction:g})"
+    )
     val_what = f"digits: the val split (data.args.val_fraction={val_fraction:g})"
     train, val = stratified_split(labels[rest], val_fraction / (1.0 - test_fraction), seed, val_what)
     return {"train": np.sort(rest[train]), "val": np.sort(rest[val]), "test": np.sort(test)}
@@ -48,7 +52,9 @@ def load_digits() -> Tuple[np.ndarray, np.ndarray]:
     utils/data/stratified.py)."""
     spec = importlib.util.find_spec("sklearn")  # finds the package without running it
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the digits dataset ships with scikit-learn, which is not installed: pip install scikit-learn")
+        raise ConfigError(
+            "the digits dataset ships with scikit-learn, which is not installed: pip install scikit-learn"
+        )
     data = np.loadtxt(Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz", delimiter=",")
     return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
 
@@ -86,7 +92,9 @@ class Digits(Dataset):
         images = torch.from_numpy(all_images[idx]).float().div_(16.0).unsqueeze(1)
         if size != 8:
             images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
-        self.classes = list(classes) if classes is not None else list(range(10))  # what the classes argument takes; label i is digit classes[i]
+        self.classes = (
+            list(classes) if classes is not None else list(range(10))
+        )  # what the classes argument takes; label i is digit classes[i]
         self.num_classes = len(self.classes)
         self.images = images
         self.labels = torch.from_numpy(labels).long()

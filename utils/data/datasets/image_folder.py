@@ -57,7 +57,9 @@ def scan(folder: Path, classes: Sequence[str]) -> List[Tuple[str, int]]:
         for dirpath, files in sorted(found):
             samples += [(os.path.join(dirpath, f), index) for f in sorted(files)]
         if len(samples) == before:
-            raise DataError(f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder")
+            raise DataError(
+                f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder"
+            )
     return samples
 
 
@@ -94,7 +96,9 @@ class ImageFolder(Dataset):
         self.num_classes = len(self.classes)
         self.samples = scan(folder, self.classes)
         if not self.samples:
-            raise DataError(f"data folder '{folder}' holds no images (looked for {', '.join(IMG_EXTENSIONS)} under {folder}/<class>/)")
+            raise DataError(
+                f"data folder '{folder}' holds no images (looked for {', '.join(IMG_EXTENSIONS)} under {folder}/<class>/)"
+            )
         warn_missing_classes(folder, self.classes, {self.classes[label] for _, label in self.samples})
         from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
 
@@ -106,7 +110,11 @@ class ImageFolder(Dataset):
     def _split_folder(root: Path, split: str) -> Path:
         folder = root / split
         if not folder.is_dir():
-            hint = "; data.test_split names the split folder that testing reads (e.g. data.test_split=val)" if split not in ("train", "val") else ""
+            hint = (
+                "; data.test_split names the split folder that testing reads (e.g. data.test_split=val)"
+                if split not in ("train", "val")
+                else ""
+            )
             raise DataError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>{hint}")
         return folder
 
@@ -118,7 +126,9 @@ class ImageFolder(Dataset):
             train = root / "train"
             classes = subfolders(train) if train.is_dir() else own
             if not classes:
-                raise DataError(f"data folder '{train if train.is_dir() else folder}' holds no images: it has no class folders; expected <root>/<split>/<class>/<image>")
+                raise DataError(
+                    f"data folder '{train if train.is_dir() else folder}' holds no images: it has no class folders; expected <root>/<split>/<class>/<image>"
+                )
         unknown = [name for name in own if name not in classes]
         if unknown:
             raise DataError(
@@ -153,5 +163,7 @@ class ImageFolder(Dataset):
 
     def collate_fn(self, batch: List[Tuple[torch.Tensor, int]]) -> List[torch.Tensor]:
         """``default_collate``, or a DataError naming two files whose images differ in size."""
-        check_one_size([(self._first_of_shape.get(tuple(image.shape), "?"), image.shape) for image, _ in batch], RESIZE_FIX)
+        check_one_size(
+            [(self._first_of_shape.get(tuple(image.shape), "?"), image.shape) for image, _ in batch], RESIZE_FIX
+        )
         return default_collate(batch)

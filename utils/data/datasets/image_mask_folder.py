@@ -33,7 +33,9 @@ def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, Path]:
         if not path.is_file() or path.suffix.lower() not in exts or not visible(path.name):
             continue
         if path.stem in files:
-            raise DataError(f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one")
+            raise DataError(
+                f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one"
+            )
         files[path.stem] = path
     return files
 
@@ -42,16 +44,22 @@ def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, P
     """``(stem, image, mask)`` for every stem; an error lists unmatched files on either side."""
     for folder in (image_folder, mask_folder):
         if not folder.is_dir():
-            raise DataError(f"folder '{folder}' does not exist; expected <data.root>/<split folder>/{{image_dir, mask_dir}} (see data.args.splits)")
+            raise DataError(
+                f"folder '{folder}' does not exist; expected <data.root>/<split folder>/{{image_dir, mask_dir}} (see data.args.splits)"
+            )
     images, masks = _by_stem(image_folder, IMAGE_EXTS), _by_stem(mask_folder, MASK_EXTS)
     no_mask = sorted(set(images) - set(masks))
     no_image = sorted(set(masks) - set(images))
     if no_mask or no_image:
         parts = []
         if no_mask:
-            parts.append(f"{len(no_mask)} image(s) in '{image_folder}' have no mask in '{mask_folder}': {name_list(no_mask)}")
+            parts.append(
+                f"{len(no_mask)} image(s) in '{image_folder}' have no mask in '{mask_folder}': {name_list(no_mask)}"
+            )
         if no_image:
-            parts.append(f"{len(no_image)} mask(s) in '{mask_folder}' have no image in '{image_folder}': {name_list(no_image)}")
+            parts.append(
+                f"{len(no_image)} mask(s) in '{mask_folder}' have no image in '{image_folder}': {name_list(no_image)}"
+            )
         raise DataError("; ".join(parts) + "; every image needs a mask with the same file stem")
     if not images:
         raise DataError(f"folder '{image_folder}' holds no images (extensions {', '.join(IMAGE_EXTS)})")
@@ -94,7 +102,9 @@ class ImageMaskFolder(Dataset):
         self.bad_samples = BadSamples(on_bad_sample, "image_mask_folder")
         self.channels = check_channels(channels, "image_mask_folder")
         if root is None:
-            raise ConfigError(f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>")
+            raise ConfigError(
+                f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>"
+            )
         folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
         if split not in folders:
             raise ConfigError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")

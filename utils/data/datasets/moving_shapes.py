@@ -94,7 +94,9 @@ class MovingShapes(ClipDataset):
             raise ConfigError(f"moving_shapes has splits {tuple(SPLIT_CODES)}, got '{split}'")
         n = counts[split]
         labels = [i % self.num_classes for i in range(n)]
-        self.frames = [render_video((seed, SPLIT_CODES[split], i), labels[i], num_frames, size, noise) for i in range(n)]
+        self.frames = [
+            render_video((seed, SPLIT_CODES[split], i), labels[i], num_frames, size, noise) for i in range(n)
+        ]
         names = [f"moving_shapes/{split}/{CLASSES[label]}/video_{i:05d}" for i, label in enumerate(labels)]
         self.set_videos(labels, [num_frames] * n, names)
 
@@ -102,7 +104,9 @@ class MovingShapes(ClipDataset):
         return torch.from_numpy(self.frames[video][indices])
 
 
-def export_frame_folders(root: str, splits: Sequence[str] = ("train", "val", "test"), image_format: str = "png", **kwargs) -> Dict[str, int]:
+def export_frame_folders(
+    root: str, splits: Sequence[str] = ("train", "val", "test"), image_format: str = "png", **kwargs
+) -> Dict[str, int]:
     """Write the dataset as ``<root>/<split>/<class>/<video>/<frame>.<format>``; returns videos per split.
 
     ``kwargs`` are MovingShapes arguments (``videos``, ``num_frames``, ``size``, ``noise``, ``seed``).
@@ -126,9 +130,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     """``python -m utils.data.datasets.moving_shapes data/moving_shapes [--format jpg]`` writes
     ``<root>/{train,val,test}/<class>/<video>/<frame>.png``, which
     ``data.name=video_frames_folder data.root=<root>`` reads back."""
-    parser = argparse.ArgumentParser(description="Write moving_shapes videos as frame folders (the video_frames_folder layout).")
+    parser = argparse.ArgumentParser(
+        description="Write moving_shapes videos as frame folders (the video_frames_folder layout)."
+    )
     parser.add_argument("root", help="output folder")
-    parser.add_argument("--format", choices=("png", "jpg"), default="png", help="png is lossless; jpg like extracted datasets")
+    parser.add_argument(
+        "--format", choices=("png", "jpg"), default="png", help="png is lossless; jpg like extracted datasets"
+    )
     parser.add_argument("--videos", type=int, nargs=3, default=(600, 120, 240), metavar=("TRAIN", "VAL", "TEST"))
     parser.add_argument("--num-frames", type=int, default=16)
     parser.add_argument("--size", type=int, default=32)
@@ -137,7 +145,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     videos = dict(zip(("train", "val", "test"), args.videos))
     written = export_frame_folders(
-        args.root, image_format=args.format, videos=videos, num_frames=args.num_frames, size=args.size, noise=args.noise, seed=args.seed
+        args.root,
+        image_format=args.format,
+        videos=videos,
+        num_frames=args.num_frames,
+        size=args.size,
+        noise=args.noise,
+        seed=args.seed,
     )
     print(f"wrote {written} videos to {args.root}")
 

@@ -70,7 +70,9 @@ def _shape_region(rng: np.random.Generator, ys: np.ndarray, xs: np.ndarray) -> n
     return inside
 
 
-def render_scene(seed: int, split: str, index: int, min_side: int = 48, max_side: int = 80, max_shapes: int = 3) -> Tuple[np.ndarray, np.ndarray]:
+def render_scene(
+    seed: int, split: str, index: int, min_side: int = 48, max_side: int = 80, max_shapes: int = 3
+) -> Tuple[np.ndarray, np.ndarray]:
     """``(H, W, 3)`` uint8 image and its exact ``(H, W)`` uint8 mask (0 or 255) for one index."""
     if split not in SPLIT_IDS:
         raise ConfigError(f"shapes_sod has splits {tuple(SPLIT_IDS)}, got '{split}'")
@@ -142,7 +144,15 @@ class ShapesSOD(Dataset):
         return self.pipeline(from_uint8(image), mask_values(mask, name), name)  # as image_mask_folder reads the PNGs
 
 
-def write_split(out: Path, split: str, count: int, seed: int = 0, image_dir: str = "Image", mask_dir: str = "Mask", **scene_args: Any) -> Path:
+def write_split(
+    out: Path,
+    split: str,
+    count: int,
+    seed: int = 0,
+    image_dir: str = "Image",
+    mask_dir: str = "Mask",
+    **scene_args: Any,
+) -> Path:
     """Write ``count`` scenes as PNGs to ``out/<split>/{image_dir, mask_dir}``; returns the split folder."""
     from PIL import Image
 

@@ -78,7 +78,9 @@ def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
     for name in subfolders(folder):
         found = subfolders(folder / name)
         if not found:
-            raise DataError(f"class folder '{folder / name}' holds no video folders; expected <class>/<video>/<frame>.jpg, add its videos or remove the folder")
+            raise DataError(
+                f"class folder '{folder / name}' holds no video folders; expected <class>/<video>/<frame>.jpg, add its videos or remove the folder"
+            )
         videos += [(name, folder / name / video) for video in found]
     return videos
 
@@ -105,7 +107,9 @@ class VideoFramesFolder(ClipDataset):
         base = Path(root)
         if split_files:
             if split not in split_files:
-                raise ConfigError(f"data.args.split_files has no entry for split '{split}'; add one (it may name the test list)")
+                raise ConfigError(
+                    f"data.args.split_files has no entry for split '{split}'; add one (it may name the test list)"
+                )
             lists = {s: read_split_file(base, base / f) for s, f in split_files.items()}
             videos = lists[split]
             known = sorted({c for entries in lists.values() for c, _ in entries})
@@ -117,15 +121,26 @@ class VideoFramesFolder(ClipDataset):
         index = {name: i for i, name in enumerate(self.classes)}
         unknown = sorted({c for c, _ in videos if c not in index})
         if unknown:
-            raise DataError(f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos")
+            raise DataError(
+                f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos"
+            )
         self.num_classes = len(self.classes)
-        warn_missing_classes(base / split if not split_files else base / split_files[split], self.classes, {c for c, _ in videos})
+        warn_missing_classes(
+            base / split if not split_files else base / split_files[split], self.classes, {c for c, _ in videos}
+        )
         for _, folder in videos:
             if not folder.is_dir():
-                raise DataError(f"video folder '{folder}' does not exist; extract its frames there or drop it from the split")
+                raise DataError(
+                    f"video folder '{folder}' does not exist; extract its frames there or drop it from the split"
+                )
         self.folders = [folder for _, folder in videos]
         counts = [len(list_frames(folder)) for folder in self.folders]
-        self.set_videos([index[c] for c, _ in videos], counts, [str(f) for f in self.folders], [os.path.relpath(f, base) for f in self.folders])
+        self.set_videos(
+            [index[c] for c, _ in videos],
+            counts,
+            [str(f) for f in self.folders],
+            [os.path.relpath(f, base) for f in self.folders],
+        )
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
         return read_clip(self.folders[video], indices)
