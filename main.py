@@ -91,9 +91,8 @@ def train(
 ) -> Dict[str, float]:
     plan = plan or plan_start(cfg, info, "train")  # main() made it before the run folder existed
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
-    train_data = with_process_batch(
-        cfg.data, info.world_size
-    )  # the batch of one process (data.global_batch_size / world size)
+    # the batch of one process (data.global_batch_size / world size)
+    train_data = with_process_batch(cfg.data, info.world_size)
     if cfg.train.overwrite:
         log.warning(
             "train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path
@@ -102,12 +101,10 @@ def train(
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
-    check_input_shape(
-        datasets["val"], cfg.model.input_size
-    )  # a sample's dimensions and channels against model.input_size
-    check_extra_classes(
-        cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None)
-    )  # an entry's own num_classes against the data's
+    # a sample's dimensions and channels against model.input_size
+    check_input_shape(datasets["val"], cfg.model.input_size)
+    # an entry's own num_classes against the data's
+    check_extra_classes(cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None))
 
     seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
     model = build_network(cfg.model)
@@ -139,9 +136,8 @@ def train(
     if cfg.model.sync_bn:
         model = convert_sync_bn(model, cfg.dist.mode, info.device)
     apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
-    model = shard_model(
-        model, cfg, policy, info.distributed
-    )  # dist.mode=fsdp: before the optimizer sees the parameters
+    # dist.mode=fsdp: before the optimizer sees the parameters
+    model = shard_model(model, cfg, policy, info.distributed)
     optimizer = build_optimizer(model, cfg.optim, info.world_size)
     ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
     amp = Amp(cfg.amp, info.device, sharding, policy)

@@ -37,12 +37,13 @@ setup(
         "safetensors>=0.4",  # .safetensors weights (read wherever weights are, written by utils.checkpoint.convert); timm needs it too
     ],
     extras_require={
+        # the suite exports to ONNX and runs the README's export line; .ci/run lints (ruff pinned: its rules change between releases)
         "test": [
             "pytest",
             "pytest-timeout",
             "ruff==0.17.6",
             *EXPORT,
-        ],  # the suite exports to ONNX and runs the README's export line; .ci/run lints (ruff pinned: its rules change between releases)
+        ],
         "dali": ["nvidia-dali-cuda130"],
         "export": EXPORT,
     },

@@ -23,9 +23,8 @@ class VideoResNetBackbone(Backbone):
         super().__init__()
         # mc3_18 keeps full time in layers 2-4 (2D convolutions there); the others halve it.
         temporal = [1, 1, 1, 1, 1] if arch == "mc3_18" else [1, 1, 2, 4, 8]
-        net = getattr(importlib.import_module("torchvision.models.video"), arch)(
-            weights=None
-        )  # imported here: about 1 s
+        # imported here: about 1 s
+        net = getattr(importlib.import_module("torchvision.models.video"), arch)(weights=None)
         if pretrained:
             from utils.checkpoint.weights import load_weights
 

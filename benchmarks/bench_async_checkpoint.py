@@ -36,9 +36,8 @@ class Points:
     """Successive checkpoint points of one checkpointer; ``background`` as ``train.async_checkpoint``."""
 
     def __init__(self, folder: Path, state: Dict, background: bool) -> None:
-        unused = Contents(
-            objects=lambda: None, run=RunRecord(), dist=DistInfo(), sync=lambda: None
-        )  # write() takes a ready snapshot
+        # write() takes a ready snapshot
+        unused = Contents(objects=lambda: None, run=RunRecord(), dist=DistInfo(), sync=lambda: None)
         self.checkpointer = Checkpointer(CheckpointStore(folder, keep=2), unused, background=background)
         self.state, self.epoch = state, 0
         self.write_s: List[float] = []  # the background thread's time, waited for outside the timed region

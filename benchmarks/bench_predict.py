@@ -99,9 +99,8 @@ def measure(images: int, size: int, rounds: int) -> Dict[str, List[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         data = make_digit_folder(base / "data", {"train": 30, "val": 6, "test": 2})
-        with contextlib.redirect_stdout(
-            io.StringIO()
-        ):  # a fully convolutional network: trained at 8x8, it predicts any size
+        # a fully convolutional network: trained at 8x8, it predicts any size
+        with contextlib.redirect_stdout(io.StringIO()):
             assert (
                 main.main(
                     [

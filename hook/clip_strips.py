@@ -60,12 +60,13 @@ class ClipStrips(EvaluationPictures):
         labels = target_labels(batch.targets).view(-1)
         mean, std = loader_normalization(batch.loader)
         for i in self._pick(batch, self.clips - len(rows)):
+            # clip [C, T, H, W]
             clip, label, pred, conf = (
                 input_tensor(batch.inputs)[i],
                 int(labels[i]),
                 int(predicted[i]),
                 float(confidence[i]),
-            )  # clip [C, T, H, W]
+            )
             frames = to_tiles(
                 to_display(clip[:, frame_indices(clip.shape[1], self.frames)].transpose(0, 1), mean, std), self.size
             )
@@ -75,9 +76,8 @@ class ClipStrips(EvaluationPictures):
     def _pick(self, batch: EvalBatch, count: int) -> List[int]:
         """Up to ``count`` positions in the batch, each of a video not shown yet (clip targets carry ``video``)."""
         videos = batch.targets.get("video") if isinstance(batch.targets, dict) else None
-        ids = (
-            videos.tolist() if videos is not None else list(range(-len(batch.inputs), 0))
-        )  # no video ids: every clip is new
+        # no video ids: every clip is new
+        ids = videos.tolist() if videos is not None else list(range(-len(batch.inputs), 0))
         seen = self.videos.setdefault(batch.split, set())
         picked: List[int] = []
         for i, video in enumerate(ids):

@@ -73,9 +73,8 @@ def length(n: int) -> Bound:
 Count = Annotated[int, at_least(1)]  # numbers of classes, channels, frames, images; sizes in pixels
 Widths = Annotated[Sequence[Count], non_empty()]  # channels per stage
 Fraction = Annotated[float, in_range(0, 1, low_open=True, high_open=True)]  # a part of a whole, neither none nor all
-Seed = Annotated[
-    int, in_range(0, 2**32, high_open=True, what="in [0, 2**32)")
-]  # numpy's RandomState takes 32-bit seeds
+# numpy's RandomState takes 32-bit seeds
+Seed = Annotated[int, in_range(0, 2**32, high_open=True, what="in [0, 2**32)")]
 ImageSize = Union[Count, Annotated[Sequence[Count], length(2)]]  # N (N x N) or [height, width]
 Scales = List[Annotated[float, above(0)]]  # factors on an image size
 EvalSplits = Annotated[Sequence[Literal["val", "test"]], non_empty()]  # the evaluations a hook draws after

@@ -41,24 +41,20 @@ class DataConfig:
     # The global batch (all processes together): when set, the per-process batch is global_batch_size /
     # world size and the data order is the same at every world size, so a run resumes on another one.
     global_batch_size: Optional[int] = field(default=None, metadata=at_least(1, null=True) | MATCH)
-    eval_batch_size: Optional[int] = field(
-        default=None, metadata=at_least(1, null=True) | INERT
-    )  # defaults to batch_size
-    test_split: str = field(
-        default="test", metadata=INERT
-    )  # the split testing evaluates (e.g. val when the data has no test split)
+    # defaults to batch_size
+    eval_batch_size: Optional[int] = field(default=None, metadata=at_least(1, null=True) | INERT)
+    # the split testing evaluates (e.g. val when the data has no test split)
+    test_split: str = field(default="test", metadata=INERT)
     num_workers: int = field(default=0, metadata=at_least(0) | INERT)
     pin_memory: bool = field(default=False, metadata=INERT)
     drop_last: bool = field(default=True, metadata=MATCH)
     persistent_workers: bool = field(default=False, metadata=INERT)
     prefetch_factor: Optional[int] = field(default=None, metadata=at_least(1, null=True) | INERT)
-    prefetch: Literal["none", "thread", "cuda", "auto"] = field(
-        default="auto", metadata=INERT
-    )  # auto: thread on CPU, cuda on GPU
+    # auto: thread on CPU, cuda on GPU
+    prefetch: Literal["none", "thread", "cuda", "auto"] = field(default="auto", metadata=INERT)
     prefetch_depth: int = field(default=2, metadata=at_least(1) | INERT)
-    loader: Literal["torch", "dali"] = field(
-        default="torch", metadata=MATCH
-    )  # dali: image_folder data through NVIDIA DALI pipelines
+    # dali: image_folder data through NVIDIA DALI pipelines
+    loader: Literal["torch", "dali"] = field(default="torch", metadata=MATCH)
     # Per-channel input normalization done by the loader (on the GPU with prefetch=cuda, in DALI's
     # pipeline with loader=dali); None leaves inputs as the dataset and transforms give them.
     mean: Optional[List[float]] = field(default=None, metadata=APPLY)
@@ -75,6 +71,7 @@ class DataConfig:
 class ModelConfig:
     name: str = field(default="classifier", metadata=MATCH)
     args: Dict[str, Any] = field(default_factory=lambda: {"backbone": "small_cnn", "num_classes": 10}, metadata=MATCH)
+    # one sample's C,H,W (or C,T,H,W): FLOP count, lazy modules
     input_size: Optional[List[int]] = field(
         default_factory=lambda: [1, 8, 8],
         metadata=rule(
@@ -82,33 +79,30 @@ class ModelConfig:
             "one sample's shape, every size >= 1 (e.g. [3, 224, 224]), or null",
         )
         | MATCH,
-    )  # one sample's C,H,W (or C,T,H,W): FLOP count, lazy modules
+    )
     pretrained: Optional[str] = field(default=None, metadata=PATH | INERT)
-    prediction_key: str = field(
-        default="prediction", metadata=APPLY
-    )  # a network that returns a dict: the entry holding the prediction
+    # a network that returns a dict: the entry holding the prediction
+    prediction_key: str = field(default="prediction", metadata=APPLY)
     pretrained_prefix: str = field(default="", metadata=INERT)
     pretrained_strict: bool = field(default=False, metadata=INERT)
+    # least share of the model's float tensors model.pretrained must fill
     pretrained_min_share: float = field(
         default=0.5, metadata=rule(lambda v: 0 <= v <= 1, "in [0, 1] (0: any partial load)") | INERT
-    )  # least share of the model's float tensors model.pretrained must fill
+    )
     freeze: List[str] = field(default_factory=list, metadata=APPLY)
     freeze_bn: bool = field(default=False, metadata=APPLY)
     sync_bn: bool = field(default=False, metadata=APPLY)
     grad_checkpointing: bool = field(default=False, metadata=INERT)
-    channels_last: bool = field(
-        default=False, metadata=INERT
-    )  # weights and 4-D inputs in channels_last memory format (faster convolutions on GPUs)
+    # weights and 4-D inputs in channels_last memory format (faster convolutions on GPUs)
+    channels_last: bool = field(default=False, metadata=INERT)
 
 
 @dataclass
 class OptimConfig:
-    name: Literal["sgd", "adam", "adamw"] = field(
-        default="adamw", metadata=APPLY
-    )  # on resume only with --reset-optimizer (utils/checkpoint/guard.py)
-    lr: float = field(
-        default=3e-3, metadata=at_least(0) | APPLY
-    )  # 0: a run that only evaluates or only updates statistics
+    # on resume only with --reset-optimizer (utils/checkpoint/guard.py)
+    name: Literal["sgd", "adam", "adamw"] = field(default="adamw", metadata=APPLY)
+    # 0: a run that only evaluates or only updates statistics
+    lr: float = field(default=3e-3, metadata=at_least(0) | APPLY)
     weight_decay: float = field(default=1e-4, metadata=at_least(0) | APPLY)
     momentum: float = field(default=0.9, metadata=rule(lambda v: 0 <= v < 1, "in [0, 1)") | APPLY)
     betas: List[float] = field(
@@ -122,9 +116,8 @@ class OptimConfig:
     layer_decay: Optional[float] = field(
         default=None, metadata=rule(lambda v: v is None or 0 < v <= 1, "in (0, 1] (e.g. 0.75) or null") | APPLY
     )
-    impl: Literal["auto", "fused", "foreach", "loop"] = field(
-        default="auto", metadata=INERT
-    )  # auto: fused where torch has it for the device and dtype, else foreach
+    # auto: fused where torch has it for the device and dtype, else foreach
+    impl: Literal["auto", "fused", "foreach", "loop"] = field(default="auto", metadata=INERT)
 
 
 @dataclass
@@ -132,9 +125,8 @@ class ScheduleConfig:
     name: Literal["constant", "step", "cosine", "poly"] = field(default="cosine", metadata=APPLY)
     warmup_epochs: float = field(default=1.0, metadata=at_least(0) | APPLY)
     warmup_start_factor: float = field(default=0.01, metadata=rule(lambda v: 0 < v <= 1, "in (0, 1]") | APPLY)
-    min_lr_factor: float = field(
-        default=0.0, metadata=rule(lambda v: 0 <= v <= 1, "in [0, 1]") | APPLY
-    )  # cosine floor as a fraction of lr
+    # cosine floor as a fraction of lr
+    min_lr_factor: float = field(default=0.0, metadata=rule(lambda v: 0 <= v <= 1, "in [0, 1]") | APPLY)
     step_epochs: List[int] = field(
         default_factory=lambda: [30, 60],
         metadata=rule(
@@ -155,27 +147,22 @@ class TrainConfig:
     clip_grad_value: Optional[float] = field(default=None, metadata=above(0, null=True) | APPLY)
     ema: Optional[Dict[str, Any]] = field(default=None, metadata=APPLY)
     log_every: int = field(default=10, metadata=at_least(1, "log every N steps") | INERT)
-    sync_every: Optional[int] = field(
-        default=None, metadata=at_least(1, "null: train.log_every", null=True) | INERT
-    )  # steps between agreements of the ranks (preemption, NaN losses); None: log_every
-    compile: Union[bool, Dict[str, Any], None] = field(
-        default=None, metadata=INERT
-    )  # torch.compile the model: true or {mode, backend, fullgraph, dynamic}
+    # steps between agreements of the ranks (preemption, NaN losses); None: log_every
+    sync_every: Optional[int] = field(default=None, metadata=at_least(1, "null: train.log_every", null=True) | INERT)
+    # torch.compile the model: true or {mode, backend, fullgraph, dynamic}
+    compile: Union[bool, Dict[str, Any], None] = field(default=None, metadata=INERT)
     auto_resume: bool = field(default=False, metadata=INERT)
     checkpoint_every_steps: int = field(default=0, metadata=at_least(0, "0: at the end of each epoch only") | INERT)
-    async_checkpoint: bool = field(
-        default=False, metadata=INERT
-    )  # write checkpoints in a background thread (the loop only copies the state to CPU memory)
+    # write checkpoints in a background thread (the loop only copies the state to CPU memory)
+    async_checkpoint: bool = field(default=False, metadata=INERT)
     keep_checkpoints: int = field(default=2, metadata=at_least(1) | INERT)
-    overwrite: bool = field(
-        default=False, metadata=INERT
-    )  # accepted for configs of 0.2 and older: every fresh run now gets a run folder of its own
+    # accepted for configs of 0.2 and older: every fresh run now gets a run folder of its own
+    overwrite: bool = field(default=False, metadata=INERT)
     nonfinite: Literal["stop", "skip"] = field(default="stop", metadata=APPLY)
     max_nonfinite_skips: int = field(default=10, metadata=at_least(0) | APPLY)
     patience: Optional[int] = field(default=None, metadata=at_least(1, null=True) | APPLY)
-    profile: Optional[Dict[str, int]] = field(
-        default=None, metadata=INERT
-    )  # {wait: 1, warmup: 1, active: 5}: torch.profiler over those steps (rank 0)
+    # {wait: 1, warmup: 1, active: 5}: torch.profiler over those steps (rank 0)
+    profile: Optional[Dict[str, int]] = field(default=None, metadata=INERT)
 
 
 @dataclass
@@ -183,9 +170,8 @@ class EvalConfig:
     every: int = field(default=1, metadata=at_least(1) | APPLY)  # validate every K epochs
     metric: str = field(default="classification", metadata=APPLY)
     monitor: str = field(default="top1", metadata=APPLY)
-    monitor_mode: Optional[Literal["max", "min"]] = field(
-        default=None, metadata=APPLY
-    )  # null: the direction the metric declares (loss, mae: min)
+    # null: the direction the metric declares (loss, mae: min)
+    monitor_mode: Optional[Literal["max", "min"]] = field(default=None, metadata=APPLY)
     use_ema: bool = field(default=False, metadata=APPLY)
     save_predictions: bool = field(default=False, metadata=INERT)
     # torchmetrics classes by name, reported beside the task's metrics: [{name: MulticlassF1Score, average: macro}]
@@ -197,29 +183,24 @@ class AmpConfig:
     opt_level: Literal["O0", "O1", "O2", "O3"] = field(default="O0", metadata=APPLY)
     backend: Literal["auto", "native", "apex"] = field(default="auto", metadata=APPLY)
     dtype: Literal["auto", "float16", "bfloat16"] = field(default="auto", metadata=APPLY)
-    loss_scale: Union[str, float] = field(
-        default="auto", metadata=APPLY
-    )  # auto (dynamic for fp16 at O1/O2, else none) | dynamic | <float>
+    # auto (dynamic for fp16 at O1/O2, else none) | dynamic | <float>
+    loss_scale: Union[str, float] = field(default="auto", metadata=APPLY)
     keep_batchnorm_fp32: Optional[bool] = field(default=None, metadata=APPLY)
 
 
 @dataclass
 class DistConfig:
     backend: Literal["auto", "nccl", "gloo"] = field(default="auto", metadata=INERT)  # auto: nccl on CUDA, gloo on CPU
-    mode: Literal["ddp", "dp", "apex", "fsdp"] = field(
-        default="ddp", metadata=APPLY
-    )  # fsdp: FSDP2, parameters, gradients and optimizer state sharded (utils/distributed/fsdp.py)
-    reshard_after_forward: bool = field(
-        default=True, metadata=INERT
-    )  # fsdp: free each block's gathered parameters after its forward (gathered again for backward)
+    # fsdp: FSDP2, parameters, gradients and optimizer state sharded (utils/distributed/fsdp.py)
+    mode: Literal["ddp", "dp", "apex", "fsdp"] = field(default="ddp", metadata=APPLY)
+    # fsdp: free each block's gathered parameters after its forward (gathered again for backward)
+    reshard_after_forward: bool = field(default=True, metadata=INERT)
     find_unused_parameters: bool = field(default=False, metadata=INERT)
     static_graph: bool = field(default=False, metadata=INERT)
-    gradient_as_bucket_view: bool = field(
-        default=True, metadata=INERT
-    )  # gradients are views into DDP's buckets: one copy of the gradients less
-    bucket_cap_mb: float = field(
-        default=25.0, metadata=above(0) | INERT
-    )  # DDP's gradient bucket size (torch's default)
+    # gradients are views into DDP's buckets: one copy of the gradients less
+    gradient_as_bucket_view: bool = field(default=True, metadata=INERT)
+    # DDP's gradient bucket size (torch's default)
+    bucket_cap_mb: float = field(default=25.0, metadata=above(0) | INERT)
     timeout_s: int = field(default=1800, metadata=at_least(1) | INERT)
 
 
@@ -231,13 +212,11 @@ class Config:
         metadata=rule(lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy and the samplers take 32-bit seeds)") | MATCH,
     )
     device: Literal["auto", "cpu", "cuda"] = field(default="auto", metadata=APPLY)
-    threads: Optional[int] = field(
-        default=None, metadata=at_least(1, null=True) | INERT
-    )  # CPU intra-op threads per process (None: the cores it may use, shared by a node's processes: utils/threads.py)
+    # CPU intra-op threads per process (None: the cores it may use, shared by a node's processes: utils/threads.py)
+    threads: Optional[int] = field(default=None, metadata=at_least(1, null=True) | INERT)
     custom_imports: List[str] = field(default_factory=list, metadata=APPLY)
-    hooks: List[Dict[str, Any]] = field(
-        default_factory=list, metadata=APPLY
-    )  # users' hooks: [{name: my_hook, <its arguments>}]
+    # users' hooks: [{name: my_hook, <its arguments>}]
+    hooks: List[Dict[str, Any]] = field(default_factory=list, metadata=APPLY)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: List[Dict[str, Any]] = field(

@@ -77,9 +77,8 @@ class RunWriter:
         self.enabled = enabled and run is not None
         self._tb = None
         self._metrics_path = None
-        self._recorded: Set[Tuple[str, int]] = (
-            set()
-        )  # (split, step) of the rows metrics.jsonl held when a resume opened it
+        # (split, step) of the rows metrics.jsonl held when a resume opened it
+        self._recorded: Set[Tuple[str, int]] = set()
         self._muted = False
         if self.enabled:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only

@@ -48,9 +48,8 @@ def tree_problem(value: Any, max_nodes: int = MAX_NODES, max_depth: int = MAX_DE
         if item is _LEAVE:  # all of a container's children walked: it is no longer on the way (``depth`` holds its id)
             open_ids.discard(depth)
             continue
-        if (
-            not isinstance(item, CONTAINERS) or not item
-        ):  # an empty one expands to nothing (and () is one shared object)
+        # an empty one expands to nothing (and () is one shared object)
+        if not isinstance(item, CONTAINERS) or not item:
             continue
         if id(item) in open_ids:
             return f"contains itself at '{_shown(path)}' (a cycle: it refers to '{_shown(where_open[id(item)])}', which holds it)"

@@ -88,9 +88,8 @@ class RunFolder:
         return self.path / ".lock"
 
     def has_checkpoints(self) -> bool:
-        return self.checkpoints.is_dir() and (
-            any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp"))
-        )  # files, or sharded directories
+        # files, or sharded directories
+        return self.checkpoints.is_dir() and (any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp")))
 
     def holds_results(self) -> bool:
         """Whether the folder holds anything of value: a checkpoint, or anything beyond the ``BOOKKEEPING`` of a start
@@ -187,13 +186,14 @@ def create(experiment: Path, kind: str = "run") -> RunFolder:
     return run
 
 
+# what every kind of run writes into its folder
 RUN_FILES = (
     "config.yaml",
     "log.txt",
     ".lock",
     "metrics.jsonl",
     "checkpoints",
-)  # what every kind of run writes into its folder
+)
 
 
 def run_holding(path: Path) -> Optional[Path]:

@@ -42,9 +42,8 @@ def test_each_opt_level_trains_digits_in_bf16(level, out_root, capsys):
     state = load_file(best)
     low = torch.float32 if level in ("O0", "O1") else torch.bfloat16
     assert state["model"]["backbone.stages.0.0.0.weight"].dtype == low  # a conv weight
-    assert state["model"]["backbone.stages.0.0.1.weight"].dtype == (
-        low if level == "O3" else torch.float32
-    )  # its BatchNorm
+    # its BatchNorm
+    assert state["model"]["backbone.stages.0.0.1.weight"].dtype == (low if level == "O3" else torch.float32)
     if level == "O2":
         assert all(m.dtype == torch.float32 for m in state["amp"]["master_params"])
     # test mode evaluates at the level the checkpoint was trained with and reproduces the numbers

@@ -19,13 +19,14 @@ from utils.engine.export import quiet_exporters
 from utils.engine.test_mode import checkpoint_network
 from utils.model.build import build_network
 
+# its INFO lines
 ONNXSCRIPT_CHATTER = (
     "unused nodes",
     "unused functions",
     "constant folding",
     "PassManager",
     "rewrite rules",
-)  # its INFO lines
+)
 
 
 def exported_outputs(fmt: str, out, x: torch.Tensor, cfg) -> torch.Tensor:
@@ -125,7 +126,6 @@ def test_onnx_without_the_extra_is_one_line_naming_the_install(trained, tmp_path
         main.main(["--mode", "export", "--checkpoint", str(trained["checkpoint"]), "--output", str(tmp_path / "x")])
         == 2
     )
-    (err,) = [
-        line for line in capsys.readouterr().err.splitlines() if "error" in line
-    ]  # the console log is on stderr too
+    # the console log is on stderr too
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert err.startswith("error: ") and 'pip install -e ".[export]"' in err

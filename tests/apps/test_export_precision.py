@@ -64,9 +64,8 @@ def test_a_low_precision_checkpoint_exports_in_float32_and_matches_its_weights(l
     meta = json.loads((out / "model.json").read_text())
     assert meta["opt_level"] == "O2" and meta["exported_dtype"] == "float32" and meta["max_abs_difference"] <= 1e-4
     checkpoint = Checkpoint.load(str(low_precision["checkpoint"]))
-    assert torch.bfloat16 in {
-        v.dtype for v in checkpoint.eval_weights.values()
-    }  # the weights it exports from are low precision
+    # the weights it exports from are low precision
+    assert torch.bfloat16 in {v.dtype for v in checkpoint.eval_weights.values()}
     x = torch.rand(5, 1, 8, 8)  # float32, a batch size it was not traced with
     with torch.no_grad():
         got = exported_outputs(fmt, out, x, load_config(base=checkpoint.config))

@@ -62,9 +62,8 @@ def test_unreadable_inputs_follow_on_bad_sample(trained, tmp_path, capsys):
     (folder / "broken.png").write_bytes(b"not an image")
     args = ["--mode", "predict", "--checkpoint", str(trained["checkpoint"]), "--input", str(folder)]
     assert main.main([*args, "--output", str(tmp_path / "stopped")]) == 2
-    (err,) = [
-        line for line in capsys.readouterr().err.splitlines() if "error" in line
-    ]  # the console log is on stderr too
+    # the console log is on stderr too
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert err.startswith("error: ") and "broken.png" in err and "on_bad_sample=skip" in err
     assert main.main([*args, "--output", str(tmp_path / "out"), "data.args.on_bad_sample=skip"]) == 0
     assert [Path(r["path"]).name for r in read_csv(tmp_path / "out" / "predictions.csv")] == sorted(

@@ -45,9 +45,8 @@ def test_walk_and_glob_visit_each_real_directory_once(looped):
     walked = [Path(d) for d, _, _ in walk_visible(tree)]
     assert walked == [tree, tree / "a", tree / "b"]  # neither a/up (the tree) nor b/again (a) is entered
     assert collect_inputs(str(tree)) == looped["images"]
-    assert (
-        collect_inputs(str(tree / "**" / "*.png")) == looped["images"]
-    )  # glob.glob's ** gives each image 41 times here
+    # glob.glob's ** gives each image 41 times here
+    assert collect_inputs(str(tree / "**" / "*.png")) == looped["images"]
     assert glob_visible(str(tree / "*" / "*.png")) == looped["images"]
     assert glob_visible(str(tree / "*")) == [tree / "a", tree / "b"]
 

@@ -81,9 +81,8 @@ def test_inputs_sharing_a_stem_get_masks_of_their_own_named_after_the_input_tree
         assert np.asarray(Image.open(mask)).shape == np.asarray(Image.open(image)).shape[:2]  # at the image's own size
     assert predict(sod_checkpoint, images[1], tmp_path / "alone") == 0  # the mask under a/x.png is a/x.png's
     assert (tmp_path / "alone" / "masks" / "x.png").read_bytes() == expected[1].read_bytes()
-    assert (
-        predict(sod_checkpoint, root / "*" / "x.*", tmp_path / "glob") == 0
-    )  # a glob: named below its folder without wildcards
+    # a glob: named below its folder without wildcards
+    assert predict(sod_checkpoint, root / "*" / "x.*", tmp_path / "glob") == 0
     assert sorted(p.relative_to(tmp_path / "glob") for p in (tmp_path / "glob" / "masks").rglob("*.png")) == sorted(
         p.relative_to(tmp_path / "tree") for p in expected
     )

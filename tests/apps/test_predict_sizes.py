@@ -72,9 +72,8 @@ def test_inputs_of_another_size_than_the_network_was_trained_at_are_refused_nami
     assert fix == "data.eval_transforms=[{name: Resize, size: [16, 16]}]"
     assert main.main([*args, "--output", str(tmp_path / "resized"), fix]) == 0  # the fix named works
     assert len(read_csv(tmp_path / "resized" / "predictions.csv")) == 6
-    assert (
-        main.main([*args[:-1], str(sixteen["data"] / "val"), "--output", str(tmp_path / "same")]) == 0
-    )  # the trained size passes as it is
+    # the trained size passes as it is
+    assert main.main([*args[:-1], str(sixteen["data"] / "val"), "--output", str(tmp_path / "same")]) == 0
 
 
 def test_a_checkpoint_trained_through_dali_predicts_its_inputs_sized_as_its_pipeline_did(sixteen, tmp_path, capsys):
@@ -155,10 +154,11 @@ def test_digits_trained_at_another_size_predict_their_8x8_files_resized_as_the_d
     )
     rows = read_csv(tmp_path / "p" / "predictions.csv")
     accuracy = sum(Path(r["path"]).parent.name == r["prediction"] for r in rows) / len(rows)
+    # 8-bit files: a sample may flip
     assert len(rows) == digits16["count"] and abs(accuracy - top1) <= 2 / len(rows), (
         accuracy,
         top1,
-    )  # 8-bit files: a sample may flip
+    )
 
 
 def test_on_bad_sample_works_with_a_dataset_that_reads_no_files(digits16, tmp_path, capsys):
@@ -180,10 +180,11 @@ def test_on_bad_sample_works_with_a_dataset_that_reads_no_files(digits16, tmp_pa
     assert "skipping unreadable image" in capsys.readouterr().err
     assert main.main([*args, "--output", str(tmp_path / "typo"), "data.args.on_bad_sample=maybe"]) == 2
     assert one_error(capsys) == "error: predict: data.args.on_bad_sample must be 'stop' or 'skip', got 'maybe'"
+    # training still refuses it
     assert (
         main.main(
             ["data.args.on_bad_sample=skip", "train.iterations=1", f"experiment.output_root={tmp_path / 'train'}"]
         )
         == 2
-    )  # training still refuses it
+    )
     assert "dataset 'digits' got unknown argument(s) ['on_bad_sample']" in one_error(capsys)

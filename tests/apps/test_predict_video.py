@@ -54,9 +54,8 @@ def test_video_predictions_score_the_test_modes_video_top1_on_one_and_two_ranks(
     )
     assert "predict: inputs=7 predicted=7" in capsys.readouterr().out
     rows = read_csv(tmp_path / "one" / "predictions.csv")
-    assert [r["path"] for r in rows] == sorted(
-        str(p) for p in folder.glob("*/*") if p.is_dir()
-    )  # one row per video folder
+    # one row per video folder
+    assert [r["path"] for r in rows] == sorted(str(p) for p in folder.glob("*/*") if p.is_dir())
     assert {r["clips"] for r in rows} == {str(NUM_CLIPS)}
     correct = sum(Path(r["path"]).parent.name == r["prediction"] for r in rows)
     assert f"{correct / len(rows):.4f}" == f"{top1:.4f}"

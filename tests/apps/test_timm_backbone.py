@@ -38,14 +38,12 @@ def test_a_local_timm_state_dict_loads_and_timm_weights_are_never_downloaded(tmp
     net = NETWORKS.build(
         "classifier", num_classes=3, backbone="timm", backbone_args={"model_name": "resnet18", "in_chans": 1}
     )
-    report = load_weights(
-        net, tmp_path / "resnet18.pth", prefix="backbone.model."
-    )  # model.pretrained + model.pretrained_prefix
+    # model.pretrained + model.pretrained_prefix
+    report = load_weights(net, tmp_path / "resnet18.pth", prefix="backbone.model.")
     assert sorted(report.unexpected) == ["backbone.model.fc.bias", "backbone.model.fc.weight"]
     assert torch.equal(net.backbone.model.layer4[1].conv2.weight, source.layer4[1].conv2.weight)
-    own = BACKBONES.build(
-        "timm", model_name="resnet18", in_chans=1, pretrained=str(tmp_path / "resnet18.pth")
-    )  # backbone_args.pretrained
+    # backbone_args.pretrained
+    own = BACKBONES.build("timm", model_name="resnet18", in_chans=1, pretrained=str(tmp_path / "resnet18.pth"))
     assert torch.equal(own.model.conv1.weight, source.conv1.weight)
     with pytest.raises(ConfigError, match=r"backbone_args.pretrained=resnet18.pth"):
         BACKBONES.build("timm", model_name="resnet18", pretrained=True)

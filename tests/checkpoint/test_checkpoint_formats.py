@@ -29,16 +29,16 @@ from utils.registry import BACKBONES, NETWORKS
 
 
 def test_checkpoints_of_every_format_load_with_numpy_s_state_as_a_tensor_or_an_old_ndarray(best, tmp_path):
-    assert (
-        torch.serialization.get_unsafe_globals_in_checkpoint(best) == []
-    )  # a fresh one needs no global beyond torch's
+    # a fresh one needs no global beyond torch's
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(best) == []
     numpy_state = load_file(best)["rng"][0]["numpy"]
     assert numpy_state[0] == "MT19937" and isinstance(numpy_state[1], torch.Tensor)
     model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [8, 16]})
+    # as framework 0.3 and older captured it: numpy's key as an ndarray
     rng = {
         **capture_rng(),
         "numpy": np.random.get_state(),
-    }  # as framework 0.3 and older captured it: numpy's key as an ndarray
+    }
     format_1 = {
         "model": model.state_dict(),
         "ema": None,
@@ -127,10 +127,11 @@ def test_a_sharded_checkpoint_loads_converts_to_safetensors_and_to_one_file(shar
     assert weights.keys() == checkpoint.eval_weights.keys() and all(
         torch.equal(v, checkpoint.eval_weights[k]) for k, v in weights.items()
     )
+    # a byte entry, read weights-only
     assert (
         Checkpoint.load(tmp_path / "c.pt").optimizer_state()["param_groups"][0]["lr"]
         == checkpoint.optimizer_state()["param_groups"][0]["lr"]
-    )  # a byte entry, read weights-only
+    )
     model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [8, 16]})
     assert len(load_weights(model, tmp_path / "w.safetensors").loaded) == len(model.state_dict())
 

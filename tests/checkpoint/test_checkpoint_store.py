@@ -196,9 +196,10 @@ def test_the_file_rotation_removes_is_rewritten_in_place_and_nothing_else_is(tmp
     store.save(state(3), 3, 0)  # rotation removes epoch 1: its file becomes epoch 3's
     assert seen == {"names": ["epoch0002_batch000000.pt"], "epochs": [2]}
     assert inode(3) == first and load_verified(tmp_path / "epoch0003_batch000000.pt")["epoch"] == 3
+    # the old tail is cut
     assert (tmp_path / "epoch0003_batch000000.pt").stat().st_size == (
         tmp_path / "epoch0002_batch000000.pt"
-    ).stat().st_size  # the old tail is cut
+    ).stat().st_size
     assert sorted(p.name for p in tmp_path.glob("*.sha256")) == [
         "epoch0002_batch000000.pt.sha256",
         "epoch0003_batch000000.pt.sha256",
@@ -210,9 +211,8 @@ def test_the_file_rotation_removes_is_rewritten_in_place_and_nothing_else_is(tmp
     assert inode(4) not in (first, second) and load_verified(tmp_path / "epoch0002_batch000000.pt")["epoch"] == 2
 
     store.best = None
-    os.link(
-        tmp_path / "epoch0002_batch000000.pt", tmp_path / "kept_by_hand.pt"
-    )  # another name links it: never rewritten
+    # another name links it: never rewritten
+    os.link(tmp_path / "epoch0002_batch000000.pt", tmp_path / "kept_by_hand.pt")
     store.save(state(5), 5, 0)  # rotation removes epochs 2 and 3; epoch 3's file is rewritten
     assert inode(5) == first and torch.load(tmp_path / "kept_by_hand.pt", weights_only=False)["epoch"] == 2
     assert [p.name for p in store.numbered()] == ["epoch0005_batch000000.pt", "epoch0004_batch000000.pt"]

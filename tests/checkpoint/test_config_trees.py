@@ -78,9 +78,8 @@ def test_a_yaml_config_that_is_no_plain_tree_is_one_error_line(yaml_text, expect
     assert main.main(["--config", str(path)]) == 2
     (line,) = errors_of(capsys)
     assert line.startswith(f"error: config file '{path}': {expected}"), line
-    assert (
-        main.main(["data.args={a: &x [*x]}"]) == 2 and "contains itself at 'a[0]'" in errors_of(capsys)[0]
-    )  # an override too
+    # an override too
+    assert main.main(["data.args={a: &x [*x]}"]) == 2 and "contains itself at 'a[0]'" in errors_of(capsys)[0]
 
 
 def test_yaml_anchors_share_values_and_each_place_is_its_own_after_loading():

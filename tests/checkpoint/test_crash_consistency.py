@@ -111,9 +111,10 @@ def fail_validation_and_resume(
         f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]",
     ]
     failed = run(folder, *hook)
+    # before the resume
     failed.left_behind = sorted(
         p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0002_batch000000.pt*")
-    )  # before the resume
+    )
     return failed, run(folder, "--resume")
 
 

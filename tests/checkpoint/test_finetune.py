@@ -108,9 +108,8 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
     assert run_to_continue(tmp_path, resume=False, auto_resume=False) == (None, None)
     with pytest.raises(CheckpointError, match="--resume"):
         run_to_continue(tmp_path / "none", resume=True, auto_resume=False)
-    run, _ = run_to_continue(
-        tmp_path, resume=False, auto_resume=True
-    )  # a folder of an earlier version: <experiment>/checkpoints
+    # a folder of an earlier version: <experiment>/checkpoints
+    run, _ = run_to_continue(tmp_path, resume=False, auto_resume=True)
     found = checkpoint_to_resume(run, None, required=False)
     assert found == ckpt_dir / "last.pt"
 

@@ -155,9 +155,8 @@ def reference_2ranks(tmp_path_factory) -> Dict[str, object]:
 @pytest.mark.parametrize("writes", ["sync", "async"])
 def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference, writes):
     """Also with train.async_checkpoint: a kill while the background thread writes leaves the previous checkpoint."""
-    count = kill_point(
-        f"sigkill/{writes}" if writes == "async" else "sigkill", 1, 10
-    )  # a point of the first 2 epochs, often mid-epoch
+    # a point of the first 2 epochs, often mid-epoch
+    count = kill_point(f"sigkill/{writes}" if writes == "async" else "sigkill", 1, 10)
     mode = f"train.async_checkpoint={writes == 'async'}".lower()
     proc = start(single(tmp_path, "killed", mode))
     wait_for_checkpoints(proc, tmp_path / "killed", count)

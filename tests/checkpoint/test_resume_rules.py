@@ -120,12 +120,13 @@ def test_optimizer_state_moves_by_name_into_another_grouping():
     for param in model.parameters():
         for key in ("exp_avg", "exp_avg_sq"):
             assert torch.equal(second.state[param][key], first.state[param][key])
+    # the new config's values, not the saved ones
     assert sorted(g["lr"] for g in second.param_groups) == [
         5e-4,
         5e-4,
         1e-3,
         1e-3,
-    ]  # the new config's values, not the saved ones
+    ]
 
 
 def test_a_changed_monitor_is_rebuilt_from_the_recorded_validations(trained, tmp_path, caplog):

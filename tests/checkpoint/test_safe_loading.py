@@ -87,9 +87,8 @@ def test_a_sharded_checkpoint_whose_metadata_runs_code_is_refused(entry, asked, 
     directory = Path(shutil.copytree(sharded, tmp_path / "run" / "checkpoints" / "epoch0000_batch000002.dcp"))
     marker = tmp_path / "MARKER"
     (directory / ".metadata").write_bytes(pickle.dumps(entry(marker)))  # a plain pickle, as DCP writes its metadata
-    (directory / SUMS).write_text(
-        sums_text(directory, SUMS, file_digest)
-    )  # listed as a writer lists it: only the content is crafted
+    # listed as a writer lists it: only the content is crafted
+    (directory / SUMS).write_text(sums_text(directory, SUMS, file_digest))
     refused(capsys, main.main(["--mode", "test", "--checkpoint", str(directory)]), asked)
     refused(capsys, convert.main([str(directory), str(tmp_path / "out.pt")]), asked)
     resume = [*fast_overrides(tmp_path / "out", "x", epochs=1), "dist.mode=fsdp", "--resume", str(tmp_path / "run")]
@@ -115,9 +114,8 @@ def test_a_sharded_checkpoint_whose_byte_entry_runs_code_is_refused(tmp_path, ca
 
 
 def test_trust_file_loads_exactly_the_file_it_names(best, tmp_path, capsys):
-    file = with_entry(
-        best, tmp_path / "dated.pt", datetime.date(2024, 1, 2)
-    )  # harmless, but no type our checkpoints hold
+    # harmless, but no type our checkpoints hold
+    file = with_entry(best, tmp_path / "dated.pt", datetime.date(2024, 1, 2))
     refused(capsys, main.main(["--mode", "test", "--checkpoint", str(file)]), "datetime.date")
     other = shutil.copyfile(file, tmp_path / "other.pt")
     refused(
@@ -144,9 +142,7 @@ def test_a_timm_backbone_refuses_a_crafted_file_and_another_model_s_weights(tmp_
     ):
         BACKBONES.build("timm", model_name="resnet18", pretrained=str(tmp_path / "efficientnet_b0.pth"))
     net = BACKBONES.build("timm", model_name="resnet18")
-    report = load_weights(
-        net.model, tmp_path / "efficientnet_b0.pth", minimum=MinShare(0.0)
-    )  # 0: any partial load is allowed
-    assert report.loaded and not any(
-        net.model.state_dict()[k].is_floating_point() for k in report.loaded
-    )  # the BatchNorm counter alone
+    # 0: any partial load is allowed
+    report = load_weights(net.model, tmp_path / "efficientnet_b0.pth", minimum=MinShare(0.0))
+    # the BatchNorm counter alone
+    assert report.loaded and not any(net.model.state_dict()[k].is_floating_point() for k in report.loaded)

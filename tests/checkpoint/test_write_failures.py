@@ -71,9 +71,8 @@ def test_a_full_disk_is_one_line_and_the_folder_resumes_on_a_larger_disk(small_d
         and "epoch0001_batch000000.pt' is intact" in error
     ), error
     assert not [p for p in (small_disk / "full" / "latest" / "checkpoints").iterdir() if p.name.startswith(".")]
-    shutil.copytree(
-        small_disk / "full", tmp_path / "larger" / "full", symlinks=True
-    )  # moved to a larger disk (hard links become copies)
+    # moved to a larger disk (hard links become copies)
+    shutil.copytree(small_disk / "full", tmp_path / "larger" / "full", symlinks=True)
     assert main.main([*args(tmp_path / "larger"), "--resume"]) == 0
     assert final_test(capsys) == reference
 

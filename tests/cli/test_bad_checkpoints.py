@@ -118,9 +118,8 @@ def test_bad_checkpoint_or_resume_is_one_line_and_exit_code_2(case, tmp_path, tr
 
 
 def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
-    shutil.copytree(
-        trained / "run", tmp_path / "run", symlinks=True
-    )  # the shared run stays as the other cases expect it
+    # the shared run stays as the other cases expect it
+    shutil.copytree(trained / "run", tmp_path / "run", symlinks=True)
     args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text

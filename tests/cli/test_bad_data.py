@@ -197,9 +197,10 @@ CASES: Dict[str, tuple] = {
 }
 
 
+# a worker process
 @pytest.mark.parametrize(
     "case", [pytest.param(c, marks=pytest.mark.slow) if "loader worker" in c else c for c in sorted(CASES)]
-)  # a worker process
+)
 def test_bad_data_is_one_line_and_exit_code_2(case, tmp_path, capsys):
     make_args, expected = CASES[case]
     exits_2_with_one_error_line(make_args(tmp_path), expected, tmp_path, capsys)

@@ -21,10 +21,11 @@ from utils.threads import choose_threads, usable_cores
 
 def test_threads_come_from_the_setting_then_omp_num_threads_then_the_usable_cores():
     assert choose_threads(3, {}).count == 3
+    # torch read it already
     assert choose_threads(None, {"OMP_NUM_THREADS": "1"}) == (
         torch.get_num_threads(),
         "OMP_NUM_THREADS=1",
-    )  # torch read it already
+    )
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(usable_cores() + 3)  # more than the process may use: the usable cores

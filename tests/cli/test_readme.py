@@ -63,9 +63,8 @@ def steps() -> List[Tuple[str, str]]:
                 found.append(("file", created[-1], body))
             continue
         for line in body.replace("\\\n", " ").splitlines():
-            for command in line.split("  #")[0].split(
-                "&&"
-            ):  # "pip install -e . && python main.py": the install is done
+            # "pip install -e . && python main.py": the install is done
+            for command in line.split("  #")[0].split("&&"):
                 command = command.strip()
                 if command.startswith(("python main.py", "torchrun", "python -m torch.distributed.launch")):
                     found.append(("run", command, ""))

@@ -77,13 +77,11 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
     acc = EventAccumulator(str(run / "tb"), size_guidance={"images": 0})
     acc.Reload()
     assert {"val/confusion_matrix", "test/confusion_matrix", "val/confident_mistakes"} <= set(acc.Tags()["images"])
-    assert [e.step for e in acc.Images("val/confusion_matrix")] == [
-        19 * (epoch + 1) for epoch in range(15)
-    ]  # at the step ending each epoch
+    # at the step ending each epoch
+    assert [e.step for e in acc.Images("val/confusion_matrix")] == [19 * (epoch + 1) for epoch in range(15)]
     test_matrices = acc.Images("test/confusion_matrix")  # the run's own test (--mode test writes elsewhere)
-    assert len(test_matrices) == 1 and {(m.width, m.height) for m in test_matrices} == {
-        (316, 340)
-    }  # 10 classes of 28-px cells with labels
+    # 10 classes of 28-px cells with labels
+    assert len(test_matrices) == 1 and {(m.width, m.height) for m in test_matrices} == {(316, 340)}
 
     # test mode alone writes the test metrics too (no empty event file)
     assert (

@@ -99,9 +99,8 @@ def test_timm_arguments_the_backbone_sets_ranges_and_channel_conflicts(extra, me
 
 def test_timm_channel_conflicts_are_refused_when_built_too():
     pytest.importorskip("timm")
-    check_references(
-        load_config(overrides=[TIMM % ", in_channels: 1, drop_path_rate: 0.1"])
-    )  # agreeing counts, a rate in range
+    # agreeing counts, a rate in range
+    check_references(load_config(overrides=[TIMM % ", in_channels: 1, drop_path_rate: 0.1"]))
     with pytest.raises(ConfigError, match=r"in_chans=1 and in_channels=3 disagree"):  # the network passes in_channels=3
         NETWORKS.build("fpn_sod", backbone="timm", backbone_args={"model_name": "resnet18", "in_chans": 1})
     with pytest.raises(ConfigError, match=r"features_only is set by the backbone itself"):

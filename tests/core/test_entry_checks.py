@@ -95,9 +95,8 @@ def test_fitting_arguments_and_plugins_without_annotations_pass():
             "scale": 2,
         },
     )
-    check_values(
-        "thing", "p", Unannotated, {"count": "anything", "share": None}
-    )  # a user's plugin keeps working unchecked
+    # a user's plugin keeps working unchecked
+    check_values("thing", "p", Unannotated, {"count": "anything", "share": None})
     check_values("thing", "p", Unresolvable, {"count": "anything"})
 
 
@@ -158,16 +157,14 @@ def test_param_group_values_are_typed_and_ranged(spec, message):
 
 
 def test_a_warm_up_longer_than_a_run_in_steps_is_a_warning_naming_the_numbers(caplog):
-    load_config(
-        overrides=["schedule.warmup_epochs=5", "train.epochs=1", "train.iterations=2"]
-    )  # a run in steps: checked when its steps are known
+    # a run in steps: checked when its steps are known
+    load_config(overrides=["schedule.warmup_epochs=5", "train.epochs=1", "train.iterations=2"])
     factor = lr_factor_fn(ScheduleConfig(name="cosine", warmup_epochs=1), iters_per_epoch=22, total_iters=2)
     assert "schedule.warmup_epochs=1 is 22 steps (22 per epoch), longer than the run's 2 steps" in caplog.text
     assert factor(1) == 1.0  # cut to the run, as before
     caplog.clear()
-    lr_factor_fn(
-        ScheduleConfig(name="cosine", warmup_epochs=1), iters_per_epoch=22, total_iters=22
-    )  # 1 epoch of 1: no warning
+    # 1 epoch of 1: no warning
+    lr_factor_fn(ScheduleConfig(name="cosine", warmup_epochs=1), iters_per_epoch=22, total_iters=22)
     assert "warmup" not in caplog.text
 
 
@@ -181,9 +178,8 @@ def test_a_split_too_small_for_every_class_is_drawn_at_random_with_a_warning(cap
     )
     assert [len(splits[s]) for s in ("train", "val", "test")] == [1435, 2, 360]
     assert len(set(np.concatenate(list(splits.values())).tolist())) == 1797
-    assert np.array_equal(
-        splits["test"], split_indices(labels, 0.1, 0.2, 0)["test"]
-    )  # the stratified test split is unchanged
+    # the stratified test split is unchanged
+    assert np.array_equal(splits["test"], split_indices(labels, 0.1, 0.2, 0)["test"])
     train, test = stratified_split(np.array([0, 0, 1, 1, 2]), 0.4, 0, "tiny")  # class 2 has one sample
     assert sorted([*train, *test]) == [0, 1, 2, 3, 4] and len(test) == 2 and "tiny: 3 + 2 of 5 samples" in caplog.text
 

@@ -78,18 +78,20 @@ def test_transforms_that_work_pass_and_a_crop_larger_than_the_input_size_is_left
             ]
         )
     )
+    # the images may be larger
     check_references(
         load_config(
             overrides=[
                 "data.train_transforms=[{name: RandomCrop, size: 12}, {name: Normalize, mean: [0.5], std: [0.2]}]"
             ]
         )
-    )  # the images may be larger
+    )
+    # a clip
     check_transforms(
         [{"name": "Resize", "size": [6, 6]}, {"name": "Normalize", "mean": [0.5] * 3, "std": [0.2] * 3}],
         "data.eval_transforms",
         [3, 4, 8, 8],
-    )  # a clip
+    )
     with pytest.raises(
         ConfigError,
         match=r"^data.eval_transforms\[0\] \(Normalize\) fails on a sample of model.input_size=\[3, 4, 8, 8\]",

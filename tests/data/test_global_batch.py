@@ -33,9 +33,8 @@ def global_order(world_size: int, epoch: int, skip_batches: int = 0) -> List[Lis
 def test_every_world_size_reads_the_global_batches_of_one_process(world_size):
     for epoch in (0, 1):
         assert global_order(world_size, epoch) == global_order(1, epoch)
-    assert (
-        global_order(world_size, 0, skip_batches=3) == global_order(1, 0)[3:]
-    )  # a resume at any world size continues there
+    # a resume at any world size continues there
+    assert global_order(world_size, 0, skip_batches=3) == global_order(1, 0)[3:]
 
 
 def test_an_epoch_is_a_permutation_cut_into_full_global_batches():

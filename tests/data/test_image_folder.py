@@ -125,9 +125,8 @@ def test_the_class_list_is_saved_and_test_mode_labels_with_it(tmp_path, capsys):
     assert [r["top1"] for r in rows] == [1.0, 1.0]  # val (a, c) and test (c): c is labelled 2 everywhere
     best = tmp_path / "out" / "shades" / "latest" / "checkpoints" / "best.pt"
     assert Checkpoint.load(best).classes == ["a", "b", "c"]
-    (root / "train" / "b").rename(
-        root / "train_b"
-    )  # the training data changed since: test mode still uses the saved list
+    # the training data changed since: test mode still uses the saved list
+    (root / "train" / "b").rename(root / "train_b")
     capsys.readouterr()
     assert main.main(["--mode", "test", "--checkpoint", str(best)]) == 0
     assert "test: top1=1.0000" in capsys.readouterr().out

@@ -93,9 +93,8 @@ def test_sixteen_bit_grey_keeps_every_level_in_one_channel_when_asked(tmp_path):
     root = one_image_folder(tmp_path, "a.png", Image.fromarray(GREY))
     values = dataset(root, "data.args={channels: 1}")[0][0]
     assert values.shape == (1, 2, 3)
-    assert torch.equal(
-        (values[0].double() * 65535).round().long(), torch.from_numpy(GREY.astype(np.int64))
-    )  # every 16-bit level
+    # every 16-bit level
+    assert torch.equal((values[0].double() * 65535).round().long(), torch.from_numpy(GREY.astype(np.int64)))
     colour = dataset(one_image_folder(tmp_path / "rgb", "a.png", Image.fromarray(RGB)), "data.args={channels: 1}")[0][0]
     luma = (RGB.astype(np.float64) / 255) @ np.array([0.299, 0.587, 0.114])
     assert colour.shape == (1, 2, 3) and torch.allclose(colour[0].double(), torch.from_numpy(luma), atol=1e-6)
@@ -148,11 +147,12 @@ def test_exif_orientation_is_applied(tmp_path):
     assert torch.allclose(values[0].double(), torch.from_numpy(upright.copy() / 255.0), atol=1e-6)
 
 
+# 16-bit class brightness: 8-bit copies differ (78, 136, 195), convert("RGB") made all three white
 LEVELS = (
     20000,
     35000,
     50000,
-)  # 16-bit class brightness: 8-bit copies differ (78, 136, 195), convert("RGB") made all three white
+)
 
 
 def brightness_folder(root: Path, eight_bit: bool) -> Path:

@@ -57,9 +57,10 @@ def test_train_loader_yields_the_same_batches_in_order_as_without_prefetch(num_w
         assert len(a) == len(b) == len(plain)
         for (xa, ya), (xb, yb) in zip(a, b):
             assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    # the order is seeded: the comparison can fail
     assert not torch.equal(
         _batches(plain)[0][1], _batches(build_train_loader(dataset, plain_cfg.data, 0, 1, seed=10))[0][1]
-    )  # the order is seeded: the comparison can fail
+    )
 
 
 def test_auto_mode_is_thread_on_cpu_and_cuda_needs_a_gpu():

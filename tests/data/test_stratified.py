@@ -22,17 +22,17 @@ def test_the_digits_file_reads_as_scikit_learns_load_digits():
 def test_stratified_split_draws_what_train_test_split_draws(seed, fraction):
     model_selection = pytest.importorskip("sklearn.model_selection")
     rng = np.random.RandomState(seed + 1)
+    # uneven classes: ties in the remainders
     for labels in (
         load_digits()[1],
         rng.randint(0, 7, size=203),
         np.repeat([3, 1, 2], [5, 40, 11]),
-    ):  # uneven classes: ties in the remainders
+    ):
         idx = np.arange(len(labels))
         train, test = model_selection.train_test_split(idx, test_size=fraction, stratify=labels, random_state=seed)
         ours = stratified_split(labels, fraction, seed)
-        assert np.array_equal(ours[0], train) and np.array_equal(
-            ours[1], test
-        )  # the order too: it decides a further split
+        # the order too: it decides a further split
+        assert np.array_equal(ours[0], train) and np.array_equal(ours[1], test)
 
 
 @pytest.mark.parametrize("seed", [0, 3])

@@ -109,6 +109,5 @@ def test_two_srun_style_processes_train_one_epoch_together_and_agree_on_the_repl
     log = (out_root / "slurm" / "latest" / "log.txt").read_text()
     assert "2 process(es) (launcher: slurm), device cpu" in log
     assert "replicas identical on 2 rank(s)" in log
-    assert [line for line in results[0][0].splitlines() if line.startswith("test: ")] and not results[1][
-        0
-    ].strip()  # rank 0 prints
+    # rank 0 prints
+    assert [line for line in results[0][0].splitlines() if line.startswith("test: ")] and not results[1][0].strip()

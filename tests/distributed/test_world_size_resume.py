@@ -103,9 +103,8 @@ def test_resume_on_another_world_size_continues_the_global_order(runs, world_siz
     assert len(order) == 2 * per_epoch
     for epoch in range(2):
         seen = [i for batch in order[epoch * per_epoch : (epoch + 1) * per_epoch] for i in batch]
-        assert len(seen) == len(set(seen)) == per_epoch * GLOBAL, (
-            epoch
-        )  # each sample at most once; only the incomplete last global batch is left out
+        # each sample at most once; only the incomplete last global batch is left out
+        assert len(seen) == len(set(seen)) == per_epoch * GLOBAL, epoch
 
     mine, ref = final(out / "run" / "latest"), runs["final"]
     assert mine["step"] == ref["step"] == 2 * per_epoch

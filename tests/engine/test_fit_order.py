@@ -155,9 +155,8 @@ def test_each_epoch_is_checkpointed_before_it_is_validated():
 def test_a_resume_finishes_the_pending_validation_first_showing_the_epoch_it_validates():
     events: Events = []
     run = trainer(events, epochs=3)
-    run.validator.epoch_trained(
-        1, last=False
-    )  # as restored from epoch 1's checkpoint, written before its validation finished
+    # as restored from epoch 1's checkpoint, written before its validation finished
+    run.validator.epoch_trained(1, last=False)
     run.start_from(Restored(Progress(2, 0, 8), Path("epoch2_batch0.pt"), record=None, best=None))
     fit(run)
     assert events[:6] == [
@@ -182,12 +181,13 @@ def test_periodic_checkpoints_come_inside_epochs_only():
     events: Events = []
     fit(trainer(events, every_steps=3))
     saves = [e[1] for e in events if e[0] == "save"]
+    # step 4 ends epoch 0: no periodic
     assert saves == [
         Progress(0, 3, 3),
         Progress(1, 0, 4),
         Progress(1, 2, 6),
         Progress(2, 0, 8),
-    ]  # step 4 ends epoch 0: no periodic
+    ]
 
 
 def test_early_stopping_ends_training_after_the_validation_that_used_up_the_patience():

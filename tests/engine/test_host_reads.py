@@ -79,11 +79,12 @@ def reads_of(trainer) -> int:
         ("auto", AmpConfig(), "stop"),  # the defaults: O0, fused AdamW
         ("auto", AmpConfig(opt_level="O1"), "stop"),  # bf16 autocast on the CPU
         ("auto", AmpConfig(), "skip"),  # the skip decision stays on the device
+        # fp16 loss scaling, fused: no read
         (
             "auto",
             AmpConfig(opt_level="O1", dtype="float16", loss_scale=128.0),
             "stop",
-        ),  # fp16 loss scaling, fused: no read
+        ),
     ],
 )
 def test_one_read_per_log_step_and_one_at_the_epoch_end(tmp_path, impl, amp, nonfinite):

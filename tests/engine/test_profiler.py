@@ -10,9 +10,8 @@ from tests.conftest import fast_overrides
 def test_profile_writes_a_json_trace_naming_the_active_steps_and_logs_the_top_operators(out_root, caplog):
     args = fast_overrides(out_root, "prof", epochs=1) + ["train.profile={wait: 1, warmup: 1, active: 5}"]
     assert main.main(args) == 0
-    trace = json.loads(
-        (out_root / "prof" / "latest" / "profile" / "trace.json").read_text()
-    )  # valid JSON, as Perfetto reads it
+    # valid JSON, as Perfetto reads it
+    trace = json.loads((out_root / "prof" / "latest" / "profile" / "trace.json").read_text())
     steps = sorted({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")})
     assert steps == [f"ProfilerStep#{k}" for k in range(2, 7)]  # 1 step waited, 1 warmed up, 5 recorded
     assert any(e.get("name", "").startswith("aten::") and e.get("ph") == "X" for e in trace["traceEvents"])

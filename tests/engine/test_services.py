@@ -108,9 +108,8 @@ def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_
     assert list(json.loads(record_path(checkpoint).read_text())) == ["epoch", "step", "metrics", "validator", "best"]
     back = read_record(checkpoint)
     assert back.epoch == 0 and back["metrics"].keys() == {"top1"} and back.best == record.best
-    record_path(checkpoint).write_text(
-        json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}})
-    )  # an older version's: no best
+    # an older version's: no best
+    record_path(checkpoint).write_text(json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}}))
     older = read_record(checkpoint)
     assert older.best is None and best_as_of(older, {"best": "epoch0003_batch000000.pt"}) == "epoch0003_batch000000.pt"
     assert best_as_of(None, None) is None and best_as_of(record, {"best": "other.pt"}) == record.best

@@ -81,6 +81,5 @@ def test_a_resume_with_a_longer_run_steps_on_the_new_schedule_from_the_resumed_s
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     same = build_scheduler(optimizer, cfg, iters_per_epoch=10, total_iters=5)
     Checkpoint(saved).restore(StateObjects(model, optimizer, same, Amp(AmpConfig(), torch.device("cpu"))), rank=0)
-    assert (
-        optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]
-    )  # the same length: the same LR
+    # the same length: the same LR
+    assert optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]

@@ -22,6 +22,7 @@ from tests.fixtures.dist_utils import free_port
 
 pytest.importorskip("tensorboard")
 
+# frames are drawn under virtual time: TensorBoard's cards fill in when they come into view
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -32,7 +33,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--run-all-compositor-stages-before-draw",
-]  # frames are drawn under virtual time: TensorBoard's cards fill in when they come into view
+]
 TITLES = ("val/confusion_matrix", "test/confusion_matrix", "val/saliency_grid", "test/saliency_grid", "val/top1")
 
 
@@ -70,9 +71,8 @@ def test_event_accumulator_reads_the_pictures_the_config_text_and_the_hparams(ru
         (38, 316, 340),
     ]
     assert set(sod.Tags()["images"]) == {"val/saliency_grid", "test/saliency_grid"}
-    assert [(e.width, e.height) for e in sod.Images("test/saliency_grid")] == [
-        (84 + 5 * 96 + 7 * 4, 3 * 96 + 4 * 4)
-    ]  # 5 test images
+    # 5 test images
+    assert [(e.width, e.height) for e in sod.Images("test/saliency_grid")] == [(84 + 5 * 96 + 7 * 4, 3 * 96 + 4 * 4)]
     for acc, name in ((digits, "digits"), (sod, "sod")):
         assert acc.Tags()["tensors"] == ["config/text_summary"]
         text = acc.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()

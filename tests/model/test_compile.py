@@ -61,9 +61,8 @@ def losses_of(compiled: bool, level: str, grad_checkpointing: bool, steps: int =
     torch.manual_seed(0)
     model = NETWORKS.build("classifier", num_classes=10, backbone="small_cnn", backbone_args={"widths": [4, 8]})
     model.set_grad_checkpointing(grad_checkpointing)
-    optimizer = build_optimizer(
-        model, OptimConfig(name="sgd", lr=1e-2)
-    )  # Adam would amplify bf16 rounding in tiny gradients
+    # Adam would amplify bf16 rounding in tiny gradients
+    optimizer = build_optimizer(model, OptimConfig(name="sgd", lr=1e-2))
     amp = Amp(AmpConfig(opt_level=level, dtype="bfloat16"), torch.device("cpu"))
     model, optimizer = amp.initialize(model, optimizer)
     compile_model(model, dict(COMPILE_DEFAULTS) if compiled else None)
@@ -112,9 +111,8 @@ def runs(tmp_path_factory):
     base = [*fast_overrides(root, "compiled", epochs=2), *FAST]
     assert main.main(["--resume", *base]) == 0  # compiled checkpoint, eager run
     out["then_eager"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
-    assert (
-        main.main(["--resume", *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0
-    )  # and back
+    # and back
+    assert main.main(["--resume", *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0
     out["then_compiled"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     assert main.main([*fast_overrides(root, "eager3", epochs=3), *FAST]) == 0
     out["eager3"] = load_verified(root / "eager3" / "latest" / "checkpoints" / "last.pt")
@@ -157,15 +155,13 @@ def test_compiled_under_two_rank_ddp_trains_like_eager_over_a_few_steps(tmp_path
             "model.args.backbone_args={widths: [8, 16]}",
             *FAST,
         ]
-        proc = run(
-            torchrun(2, *settings, "data.eval_batch_size=30", *extra), timeout=360
-        )  # 30 divides each rank's shards
+        # 30 divides each rank's shards
+        proc = run(torchrun(2, *settings, "data.eval_batch_size=30", *extra), timeout=360)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "replicas identical on 2 rank(s)" in proc.stderr
         weights[name] = load_verified(tmp_path / name / "latest" / "checkpoints" / "last.pt")["model"]
         losses[name] = float(re.search(r"epoch 0 train: loss=([0-9.]+)", proc.stderr).group(1))
     assert losses["compiled"] == pytest.approx(losses["eager"], rel=FP32_TOL["rtol"])
     for name, value in weights["eager"].items():
-        torch.testing.assert_close(
-            weights["compiled"][name], value, rtol=1e-3, atol=1e-4, msg=name
-        )  # ReLU ties (see the top)
+        # ReLU ties (see the top)
+        torch.testing.assert_close(weights["compiled"][name], value, rtol=1e-3, atol=1e-4, msg=name)

@@ -15,9 +15,8 @@ def test_torchvision_resnet18_at_224_has_its_published_size_and_macs():
     model = resnet18(weights=None)
     assert count_parameters(model) == (11_689_512, 11_689_512)  # 11.69M
     assert count_flops(model, [3, 224, 224]) == pytest.approx(1.82e9, rel=0.005)  # 1.82 GMACs
-    assert all(
-        not name.endswith(("total_ops", "total_params")) for name, _ in model.named_buffers()
-    )  # thop's buffers stay off the model
+    # thop's buffers stay off the model
+    assert all(not name.endswith(("total_ops", "total_params")) for name, _ in model.named_buffers())
 
 
 def test_a_model_thop_cannot_trace_is_logged_as_nan(caplog):

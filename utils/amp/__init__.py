@@ -117,7 +117,6 @@ class Amp:
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Restore a checkpoint's amp state (after ``initialize`` and after the model's weights)."""
         if state.get("backend", self.policy.backend) != self.policy.backend:
-            state = {
-                "skipped_steps": state.get("skipped_steps", 0)
-            }  # the other backend's scaler state does not transfer
+            # the other backend's scaler state does not transfer
+            state = {"skipped_steps": state.get("skipped_steps", 0)}
         self.backend.load_state_dict(state)

@@ -78,9 +78,8 @@ class MasterWeights:
         if optimizer.state:
             raise ValueError("amp.initialize must see a fresh optimizer: load optimizer state after amp.initialize")
         self.pairs: List[Tuple[nn.Parameter, torch.Tensor]] = []
-        self.names: List[
-            Optional[str]
-        ] = []  # the parameters' names, where the groups have them: a resume matches masters by name
+        # the parameters' names, where the groups have them: a resume matches masters by name
+        self.names: List[Optional[str]] = []
         for group in optimizer.param_groups:
             params = []
             for param, name in zip(group["params"], group.get("names") or [None] * len(group["params"])):

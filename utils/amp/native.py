@@ -83,9 +83,8 @@ class NativeAmp:
             self._clip_and_step(optimizer, params, clip)
             return StepOutcome(StepResult.TAKEN)
         if takes_found_inf(optimizer):
-            self._clip_and_step(
-                optimizer, params, clip, found_inf
-            )  # a skipped step's NaN gradients are clipped to NaN: never applied
+            # a skipped step's NaN gradients are clipped to NaN: never applied
+            self._clip_and_step(optimizer, params, clip, found_inf)
             if self.scaler is not None:
                 self.scaler.update_from(found_inf)
             return StepOutcome(StepResult.ON_DEVICE, found_inf)

@@ -53,9 +53,10 @@ class AmpPolicy:
             return f"amp O0 ({self.backend}): fp32"
         if self.cast_by_wrapper and self.opt_level != "O1":
             return f"amp {self.opt_level} (fsdp MixedPrecisionPolicy): {str(self.dtype).replace('torch.', '')} weights in forward and backward, BatchNorm fp32, fp32 sharded weights stepped"
+        # type: ignore[arg-type]
         scaling = {None: "no loss scaling", "dynamic": "dynamic loss scaling"}.get(
             self.loss_scale, f"static loss scale {self.loss_scale}"
-        )  # type: ignore[arg-type]
+        )
         bn = ", BatchNorm fp32" if self.cast_model and self.keep_batchnorm_fp32 else ""
         masters = ", fp32 master weights" if self.master_weights else ""
         return f"amp {self.opt_level} ({self.backend}): {str(self.dtype).replace('torch.', '')}{bn}{masters}, {scaling}"

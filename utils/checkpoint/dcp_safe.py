@@ -61,9 +61,8 @@ def metadata_classes() -> Dict[Tuple[str, str], Any]:
     allowed[("torch", "Size")] = torch.Size
     allowed[("torch.serialization", "_get_layout")] = torch.serialization._get_layout  # a lookup by layout name
     for name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "Path"):  # StorageMeta.checkpoint_id
-        allowed[("pathlib", name)] = allowed[("pathlib._local", name)] = getattr(
-            pathlib, name
-        )  # Python 3.13 pickles pathlib._local
+        # Python 3.13 pickles pathlib._local
+        allowed[("pathlib", name)] = allowed[("pathlib._local", name)] = getattr(pathlib, name)
     for name in ("set", "frozenset", "bytearray", "complex", "slice", "range"):  # containers older protocols name
         allowed[("builtins", name)] = getattr(__import__("builtins"), name)
     allowed[("collections", "OrderedDict")] = __import__("collections").OrderedDict

@@ -178,12 +178,10 @@ def write_hashed(path: Union[str, Path], serialize: Callable[[int], str], recycl
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     if recycle is not None:
         os.close(fd)
-        os.replace(
-            recycle, tmp
-        )  # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
-        fd = os.open(
-            tmp, os.O_WRONLY
-        )  # not truncated: its blocks are overwritten where they are, none freed and allocated again
+        # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
+        os.replace(recycle, tmp)
+        # not truncated: its blocks are overwritten where they are, none freed and allocated again
+        fd = os.open(tmp, os.O_WRONLY)
     try:
         digest = serialize(fd)
         write_text_atomic(sidecar(path), digest)

@@ -39,9 +39,8 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
     if isinstance(resume, str):
         given = Path(resume).expanduser()
         if looks_sharded(given):
-            problem = (
-                None if is_sharded_checkpoint(given) else verify_dir(given)
-            )  # half-written: named, before anything is written
+            # half-written: named, before anything is written
+            problem = None if is_sharded_checkpoint(given) else verify_dir(given)
             if problem:
                 raise CheckpointError(
                     f"--resume {resume}: sharded checkpoint '{given}': {problem}; resume from an earlier checkpoint of the run, or its run folder"

@@ -115,9 +115,8 @@ def load_sharded_optimizer(path: Path, model: Any, optimizer: Any) -> None:
 
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
     for group in state["optimizer"]["param_groups"]:
-        group.pop(
-            "names", None
-        )  # checkpoints of 0.3.0 and older lack it (DCP wants every key asked for); the caller keeps this run's
+        # checkpoints of 0.3.0 and older lack it (DCP wants every key asked for); the caller keeps this run's
+        group.pop("names", None)
     load_into(state, Path(path))  # byte entries (param_groups) weights-only, .metadata restricted
     set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
@@ -156,9 +155,8 @@ class ShardedCheckpointStore:
         barrier()
         try:
             with warnings.catch_warnings():
-                warnings.filterwarnings(
-                    "ignore", message=".*assuming the intent is to save in a single process"
-                )  # dist.mode=fsdp in one process
+                # dist.mode=fsdp in one process
+                warnings.filterwarnings("ignore", message=".*assuming the intent is to save in a single process")
                 dcp.save({key: state[key] for key in TENSORS}, checkpoint_id=str(tmp))
             if main:
                 write_checkpoint({k: v for k, v in state.items() if k not in TENSORS}, tmp / STATE)

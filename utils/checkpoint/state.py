@@ -218,9 +218,8 @@ class Checkpoint:
         elif self.shards is not None:
             check_sharded_layout(self.param_layout, layout_of(objects.optimizer), self.source)
             own = hyperparameters(objects.optimizer)
-            load_sharded_optimizer(
-                self.shards, objects.model, objects.optimizer
-            )  # resharded to this world size; collective
+            # resharded to this world size; collective
+            load_sharded_optimizer(self.shards, objects.model, objects.optimizer)
             keep_hyperparameters(objects.optimizer, own)
         else:
             restore_optimizer(objects.optimizer, data["optimizer"], self.source)

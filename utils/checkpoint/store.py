@@ -99,9 +99,8 @@ class CheckpointStore:
         """
         path = self.path_for(epoch, batch)
         try:
-            record_path(path).unlink(
-                missing_ok=True
-            )  # a record of an earlier file of this name (a rerun after a fallback) is not this one's
+            # a record of an earlier file of this name (a rerun after a fallback) is not this one's
+            record_path(path).unlink(missing_ok=True)
             write_checkpoint(state, path, recycle=self._recyclable(path))
             self.link(path, LAST)
             if self.best == path.name:

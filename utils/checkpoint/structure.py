@@ -156,8 +156,7 @@ def check_structure(data: Mapping[str, Any], source: str, sharded: bool = False)
         raise damaged(source, "has no 'progress' entry (where training continues)")
     _check_entries(data, source, [key for key in RULES if not (key == "model" and sharded)])
     hooks = data.get("hooks") or {}
-    for name in (
-        ("validation", "checkpoint") if data["format"] == 2 else ()
-    ):  # upgraded into the validator's and checkpointer's states
+    # upgraded into the validator's and checkpointer's states
+    for name in ("validation", "checkpoint") if data["format"] == 2 else ():
         if name in hooks and not isinstance(hooks[name], Mapping):
             raise damaged(source, f"entry 'hooks.{name}' is {_held(hooks[name])}, expected a mapping")

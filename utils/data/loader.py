@@ -133,9 +133,8 @@ def build_train_loader(
         sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator)
     else:
         sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
-    drop_last = (
-        cfg.drop_last and len(sampler) >= cfg.batch_size
-    )  # a batch larger than the data: its one incomplete batch is kept
+    # a batch larger than the data: its one incomplete batch is kept
+    drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
     if batchnorm and not drop_last and len(sampler) % cfg.batch_size == 1:  # every rank's sampler has the same length
         log.info(
             "data.drop_last=false: each epoch's last training batch would hold 1 sample, which BatchNorm cannot normalize in "

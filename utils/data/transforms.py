@@ -106,10 +106,11 @@ def _build_ops(specs: List[Dict[str, Any]], key: str) -> List[Tuple[str, Callabl
         cls = __getattr__("StrictCenterCrop") if name == "CenterCrop" else getattr(v2, name)
         try:
             ops.append((f"{key}[{index}] ({name})", cls(**spec)))
+        # what torchvision raises for arguments it does not take or values out of range
         except (
             TypeError,
             ValueError,
-        ) as err:  # what torchvision raises for arguments it does not take or values out of range
+        ) as err:
             raise ConfigError(
                 f"{key}[{index}] ({name}) refused its arguments {spec}: {_first_line(err)}; fix them (see torchvision.transforms.v2.{name})"
             ) from None
@@ -212,7 +213,6 @@ def check_transforms(specs: List[Dict[str, Any]], key: str, input_size: Optional
         return
     with drawing_nothing():
         for seed in range(TRIALS):
-            torch.default_generator.manual_seed(
-                seed
-            )  # the CPU's only (forked); the same draws at every check: a config passes or fails alike each time
+            # the CPU's only (forked); the same draws at every check: a config passes or fails alike each time
+            torch.default_generator.manual_seed(seed)
             _trial(ops, key, input_size)

@@ -17,9 +17,8 @@ from utils.errors import ConfigError
 
 _SIGNATURE = "Expected to have finished reduction in the prior iteration"
 _INDICES = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]+)")
-_NAMES = re.compile(
-    r"Parameters which did not receive grad for rank (\d+): (.+)"
-)  # with TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL
+# with TORCH_DISTRIBUTED_DEBUG=INFO/DETAIL
+_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.+)")
 SHOWN = 10  # names in the line; a whole unused branch can hold hundreds
 
 

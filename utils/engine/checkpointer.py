@@ -133,9 +133,8 @@ class Checkpointer:
             self.store.save(data, progress.epoch, progress.batch)
             return
         self.background.wait()  # the staging copy is the writer's until its write ended
-        copy = self._staging = cpu_copy(
-            data, reuse=self._staging
-        )  # training changes the live tensors from the next step on
+        # training changes the live tensors from the next step on
+        copy = self._staging = cpu_copy(data, reuse=self._staging)
         self.background.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
 
     def commit_validation(self, validation: Validation) -> None:

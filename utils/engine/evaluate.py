@@ -47,9 +47,8 @@ def evaluate(
                 outputs = model(inputs)
                 if criterion is not None:
                     loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-            prediction = select(
-                outputs, None, key
-            )  # what the network returned beside it (auxiliary outputs) is the losses' only
+            # what the network returned beside it (auxiliary outputs) is the losses' only
+            prediction = select(outputs, None, key)
             metric.update(prediction, targets)
             if on_batch is not None:
                 on_batch(inputs, prediction, targets)

@@ -61,13 +61,14 @@ class Prediction(nn.Module):
 
 Runner = Callable[[torch.Tensor], torch.Tensor]
 STAGING = ".export-"  # the hidden folder, inside the output folder, where a file is written and verified before it is moved out
+# INFO lines about their own passes
 CHATTY_LOGGERS = (
     "onnxscript",
     "onnx_ir",
     "torch.onnx",
     "torch.export",
     "torch._export",
-)  # INFO lines about their own passes
+)
 
 
 @contextlib.contextmanager
@@ -122,9 +123,8 @@ def _export_onnx(model: nn.Module, example: torch.Tensor, path: Path, cfg: Confi
 
 def _export_pt2(model: nn.Module, example: torch.Tensor, path: Path, cfg: Config) -> Runner:
     batch = torch.export.Dim("batch", min=1, max=4096)
-    buffer = (
-        io.BytesIO()
-    )  # serialized in memory: a failed write is then an OSError of our own write, not torch's zip writer
+    # serialized in memory: a failed write is then an OSError of our own write, not torch's zip writer
+    buffer = io.BytesIO()
     torch.export.save(torch.export.export(model, (example,), dynamic_shapes=({0: batch},)), buffer)
     with _writing(path):
         path.write_bytes(buffer.getvalue())

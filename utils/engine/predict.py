@@ -63,9 +63,8 @@ SIZE_ARGS = {
     "image_mask_folder": ("size", "last"),
     "shapes_sod": ("size", "last"),
 }
-PREDICT_ARGS = (
-    "on_bad_sample",
-)  # data.args that predict reads itself (for its input files), whatever the dataset takes
+# data.args that predict reads itself (for its input files), whatever the dataset takes
+PREDICT_ARGS = ("on_bad_sample",)
 
 
 def _parameters(cfg: Config) -> Any:
@@ -173,9 +172,8 @@ def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path
 
     rows = []
     for saliency, target in zip(saliency_maps(prediction, [tuple(s) for s in sizes.tolist()]), targets):
-        write_atomic(
-            target, lambda tmp, saliency=saliency: _save_png(saliency, tmp), PREDICT_ADVICE
-        )  # saliency bound now
+        # saliency bound now
+        write_atomic(target, lambda tmp, saliency=saliency: _save_png(saliency, tmp), PREDICT_ADVICE)
         rows.append({"mask": str(target), "mean_saliency": f"{saliency.mean() / 255.0:.6f}"})
     return rows
 

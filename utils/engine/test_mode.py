@@ -113,8 +113,7 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
     try:
         dataset = build_dataset(cfg.data, "test", checkpoint.classes)  # labelled as it was trained
         _check_trained_size(cfg, dataset)
-        return run_test(
-            cfg, run, trainer, dataset, progress.trained_epoch
-        )  # the epoch its weights are of, as its validation record names it
+        # the epoch its weights are of, as its validation record names it
+        return run_test(cfg, run, trainer, dataset, progress.trained_epoch)
     finally:
         trainer.close()

@@ -61,9 +61,8 @@ class TrainStep:
                 with p.amp.autocast():
                     loss = p.criterion(self._forward(inputs), targets)
                 self.accounting.record_micro_batch(loss, batch_size_of(inputs))
-                p.amp.backward(
-                    self.accounting.poison_if_nonfinite(loss) / size
-                )  # under skip a NaN loss leaves NaN gradients: the step skips itself
+                # under skip a NaN loss leaves NaN gradients: the step skips itself
+                p.amp.backward(self.accounting.poison_if_nonfinite(loss) / size)
             state.batches_done += 1
         outcome = p.amp.apply_step(p.optimizer, self._clip, check_finite=self.nonfinite.skips)
         p.optimizer.zero_grad(set_to_none=True)
@@ -82,9 +81,8 @@ class TrainStep:
         first = self._forwards == 1
         try:
             outputs = self.parts.model(inputs)
-        except (
-            RuntimeError
-        ) as err:  # bad input a forward finds: a channel mismatch (the first), DDP's unused parameters (later)
+        # bad input a forward finds: a channel mismatch (the first), DDP's unused parameters (later)
+        except RuntimeError as err:
             converted = input_error(err) if first else unused_parameters_error(err, self.parts.model)
             if converted is err:
                 raise

@@ -164,9 +164,8 @@ class Trainer:
         self._validate()  # a resumed run's: its checkpoint was written before that validation finished
         while self._epochs_left():
             self._train_epoch()
-            position = self.state.progress.rolled_over(
-                self.num_batches
-            )  # the next epoch, unless the step budget ended this one
+            # the next epoch, unless the step budget ended this one
+            position = self.state.progress.rolled_over(self.num_batches)
             self._checkpoint(position)  # BEFORE the validation: a failing one loses no training
             self._validate()
             self.state.move_to(position)
@@ -211,9 +210,10 @@ class Trainer:
         if state.step % self.options.log_every == 0:
             self.writer.train_step(state.step, self.read_loss(), p.optimizer.param_groups[0]["lr"])
         self.hooks.call("after_step", self)
+        # the run's end saves it
         periodic = (
             self.checkpointer.is_periodic(state.step, state.batches_done, self.num_batches) and not self.out_of_steps
-        )  # the run's end saves it
+        )
         if periodic or self.stop.agreed is not None:
             self._checkpoint(state.progress)
 
@@ -229,17 +229,17 @@ class Trainer:
         log it, tell the hooks (which see the epoch it validates); then early stopping."""
         epoch = self.validator.pending
         if epoch is not None:
+            # training draws the same, whether it ran now or before a resume
             with (
                 rng_untouched(),
                 self.state.showing_epoch(epoch),
-            ):  # training draws the same, whether it ran now or before a resume
+            ):
                 validation = self.validator.run_pending(self.state.step)
                 self.checkpointer.commit_validation(validation)
                 self.writer.evaluation("val", validation.epoch, validation.step, validation.metrics)
                 self.hooks.call("after_validation", self, validation.metrics)
-        self.state.stop = (
-            self.state.stop or self.validator.tracker.should_stop
-        )  # also a resumed run that had stopped early
+        # also a resumed run that had stopped early
+        self.state.stop = self.state.stop or self.validator.tracker.should_stop
 
     def _start_epoch(self) -> LoopState:
         """Point the sampler at the epoch, skip the batches a resume had consumed (without loading them)."""

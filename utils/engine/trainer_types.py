@@ -90,9 +90,8 @@ class LoopState:
     epoch: int = 0  # the current epoch (0-based)
     batches_done: int = 0  # batches of the current epoch consumed so far
     step: int = 0  # optimizer steps so far, skipped ones (overflow, non-finite loss) included
-    step_result: StepResult = (
-        StepResult.TAKEN
-    )  # whether the last step changed the weights (ON_DEVICE: step_skipped says)
+    # whether the last step changed the weights (ON_DEVICE: step_skipped says)
+    step_result: StepResult = StepResult.TAKEN
     step_skipped: Optional[torch.Tensor] = (
         None  # with ON_DEVICE: 0-dim flag on the device, 1.0 where the update was skipped
     )

@@ -63,9 +63,8 @@ def training_length(cfg: TrainConfig, epoch_steps: int, start: Optional[Progress
         return epochs, total
     epochs, total = cfg.epochs, cfg.epochs * epoch_steps
     if start is not None:
-        done_in_epoch = math.ceil(
-            start.batch / cfg.accumulate
-        )  # accumulation groups align to multiples of K within an epoch
+        # accumulation groups align to multiples of K within an epoch
+        done_in_epoch = math.ceil(start.batch / cfg.accumulate)
         resumed_total = start.step + max(epochs - start.epoch, 0) * epoch_steps - done_in_epoch
         if resumed_total != total:
             log.info(

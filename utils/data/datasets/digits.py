@@ -92,9 +92,8 @@ class Digits(Dataset):
         images = torch.from_numpy(all_images[idx]).float().div_(16.0).unsqueeze(1)
         if size != 8:
             images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
-        self.classes = (
-            list(classes) if classes is not None else list(range(10))
-        )  # what the classes argument takes; label i is digit classes[i]
+        # what the classes argument takes; label i is digit classes[i]
+        self.classes = list(classes) if classes is not None else list(range(10))
         self.num_classes = len(self.classes)
         self.images = images
         self.labels = torch.from_numpy(labels).long()
