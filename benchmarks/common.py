@@ -160,6 +160,8 @@ def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, w
     group (``figures`` must be a module-level function); a run past ``timeout_s`` is killed."""
     import torch.multiprocessing as mp
 
+    from utils.distributed.spawned import join_within
+
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
         result = str(Path(tmp) / "result.json")
@@ -170,10 +172,5 @@ def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, w
             join=False,
             start_method="spawn",
         )
-        deadline = time.monotonic() + timeout_s
-        while not ctx.join(timeout=1.0):
-            if time.monotonic() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                raise TimeoutError(f"{what} did not finish in {timeout_s} s")
+        join_within(ctx, timeout_s, what)
         return json.loads(Path(result).read_text())
