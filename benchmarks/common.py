@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import tempfile
 import time
@@ -124,35 +123,14 @@ def hand_loop(model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimize
             scheduler.step()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _in_group(rank: int, world: int, port: int, figures: Callable, args: tuple, timeout_s: float, result: str) -> None:
     """One spawned process: one thread, a gloo group, ``figures(rank, world, *args)``; rank 0's as JSON to ``result``."""
-    import datetime
+    from utils.distributed.spawned import gloo_group
 
-    import torch.distributed as dist
-
-    from utils.distributed.process_group import import_before_process_group
-
-    torch.set_num_threads(1)
-    import_before_process_group()  # see there: an abort at exit otherwise, now and then
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
-    try:
+    with gloo_group(rank, world, port, timeout_s):
         found = figures(rank, world, *args)
         if rank == 0:
             Path(result).write_text(json.dumps(found))
-    finally:
-        dist.destroy_process_group()
 
 
 def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, what: str) -> dict:
@@ -160,7 +138,7 @@ def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, w
     group (``figures`` must be a module-level function); a run past ``timeout_s`` is killed."""
     import torch.multiprocessing as mp
 
-    from utils.distributed.spawned import join_within
+    from utils.distributed.spawned import free_port, join_within
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:

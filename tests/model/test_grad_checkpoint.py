@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import socket
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import torch
 from torch import nn
 
 from tests.conftest import ROOT, fast_overrides, subprocess_env
+from utils.distributed.spawned import free_port
 from utils.model.grad_checkpoint import frozen_running_stats
 from utils.registry import NETWORKS
 
@@ -82,19 +82,13 @@ def test_frozen_running_stats_restores_after_an_error():
         assert torch.equal(value, before[key]), key
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ddp_run(out_root, name: str, *extra: str):
     cmd = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--nproc_per_node=2",
-        f"--master_port={_free_port()}",
+        f"--master_port={free_port()}",
         "main.py",
         *fast_overrides(out_root, name, epochs=1),
         "dist.static_graph=false",

@@ -2,7 +2,6 @@
 and, between them, write every prediction exactly as one process does."""
 
 import json
-import socket
 import subprocess
 import sys
 
@@ -12,14 +11,9 @@ from PIL import Image
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.sod_dist_eval import TEST_COUNT, evaluate_split
+from utils.distributed.spawned import free_port
 
 pytestmark = pytest.mark.slow  # a torchrun evaluation
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def read_pngs(folder):
