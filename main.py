@@ -86,10 +86,9 @@ def train(
     info: DistInfo,
     run: RunFolder,
     resume: Tuple[Optional[Path], Optional[ValidationRecord]],
-    choices: ResumeChoices = ResumeChoices(),
-    plan: Optional[StartPlan] = None,
+    choices: ResumeChoices,
+    plan: StartPlan,  # main() made it before the run folder existed
 ) -> Dict[str, float]:
-    plan = plan or plan_start(cfg, info, "train")  # main() made it before the run folder existed
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
     # the batch of one process (data.global_batch_size / world size)
     train_data = with_process_batch(cfg.data, info.world_size)
@@ -211,8 +210,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             describe(threads),
             run.path,
         )
-        if not_imported(checkpoint, cfg):
-            log.warning("%s", how_to_import(not_imported(checkpoint, cfg), args.mode))
+        left_out = not_imported(checkpoint, cfg)
+        if left_out:
+            log.warning("%s", how_to_import(left_out, args.mode))
         if args.mode == "train":
             results = train(
                 cfg,

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from utils.distributed.spawned import free_port  # noqa: E402
 from utils.host_reads import totals  # noqa: E402
 
 SCRIPT = str(ROOT / "benchmarks" / "count_reads.py")
@@ -38,14 +39,6 @@ def _env() -> Dict[str, str]:
     env["OMP_NUM_THREADS"] = "1"
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     return env
-
-
-def _port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def count(tmp: Path, name: str, steps: int, ranks: int, extra: List[str]) -> Dict[str, int]:
@@ -68,7 +61,7 @@ def count(tmp: Path, name: str, steps: int, ranks: int, extra: List[str]) -> Dic
             "torch.distributed.run",
             f"--nproc_per_node={ranks}",
             "--master_addr=127.0.0.1",
-            f"--master_port={_port()}",
+            f"--master_port={free_port()}",
             SCRIPT,
             str(out),
             *args,

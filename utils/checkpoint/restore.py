@@ -100,8 +100,9 @@ def load_initial_weights(
             "; model.pretrained is not used" if cfg.pretrained else "",
         )
         return Resume(checkpoint, Path(resume_path), record, same_data, reset_optimizer)
+    loaded = backbone_file(cfg)
     if cfg.pretrained:
-        over = f", over the backbone's pretrained file {backbone_file(cfg)}" if backbone_file(cfg) else ""
+        over = f", over the backbone's pretrained file {loaded}" if loaded else ""
         log.info(
             "weights: model.pretrained=%s (prefix '%s', strict %s%s)",
             cfg.pretrained,
@@ -117,7 +118,6 @@ def load_initial_weights(
             MinShare(cfg.pretrained_min_share, PRETRAINED_WAY_OUT),
         )
         return None
-    loaded = backbone_file(cfg)
     if loaded:  # the backbone read its own file while the network was built (its "loaded N tensors" line)
         log.info(
             "weights: the network's initialisation, with the backbone's pretrained file %s loaded by the backbone (no checkpoint to resume, no model.pretrained)",

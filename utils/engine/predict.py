@@ -87,7 +87,8 @@ def dataset_check_view(cfg: Config) -> Config:
     return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, args=args))
 
 
-def _flow(value: Any) -> str:
+def flow(value: Any) -> str:
+    """``value`` as one line of YAML flow style, as a fix to paste on the command line."""
     return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
 
 
@@ -113,9 +114,9 @@ def input_sizing(cfg: Config) -> Sizing:
     size = dataset_arg(cfg, key) if key else None
     height, width = trained_at[-2:] if trained_at and len(trained_at) >= 2 else ("H", "W")
     if when == "last":  # the mask datasets resize after the transforms: their size is the setting
-        fix = f"data.args.size={height if height == width else _flow([height, width])}"
+        fix = f"data.args.size={height if height == width else flow([height, width])}"
     else:  # a Resize ahead of the checkpoint's own eval transforms
-        fix = "data.eval_transforms=" + _flow([{"name": "Resize", "size": [height, width]}, *cfg.data.eval_transforms])
+        fix = "data.eval_transforms=" + flow([{"name": "Resize", "size": [height, width]}, *cfg.data.eval_transforms])
     pair = size_pair(size) if size else None
     if cfg.data.loader == "dali":  # DALI decodes RGB and sizes image_size itself (utils/data/dali.py); no transforms
         return Sizing(

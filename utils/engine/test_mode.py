@@ -12,7 +12,6 @@ import logging
 from typing import Any, Dict, Tuple
 
 import torch
-import yaml
 from torch import nn
 
 from utils.amp import Amp
@@ -76,15 +75,11 @@ def _check_trained_size(cfg: Config, dataset: Any) -> None:
     The fix named: the mask datasets' own size, else a Resize at the end of the eval transforms (which may be the cause)."""
     if cfg.data.loader == "dali" or not cfg.model.input_size or len(cfg.model.input_size) < 2:
         return
-    from utils.engine.predict import input_sizing  # predict imports this module: imported on use
+    from utils.engine.predict import flow, input_sizing  # predict imports this module: imported on use
 
     sizing, (height, width) = input_sizing(cfg), cfg.model.input_size[-2:]
     resized = [*cfg.data.eval_transforms, {"name": "Resize", "size": [height, width]}]
-    fix = (
-        sizing.fix
-        if sizing.resize_last is not None
-        else "data.eval_transforms=" + yaml.safe_dump(resized, default_flow_style=True, width=1 << 16).strip()
-    )
+    fix = sizing.fix if sizing.resize_last is not None else "data.eval_transforms=" + flow(resized)
     check_test_size(dataset, cfg.model.input_size, fix)
 
 
