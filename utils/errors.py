@@ -62,6 +62,12 @@ class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message without its closing full stop, to quote inside a sentence of ours
+    (torch and torchvision write several lines)."""
+    return (str(err).strip().splitlines() or [""])[0].rstrip(".")
+
+
 def one_line(err: BaseException) -> str:
     """The message of ``err`` as the one line ``main.py`` prints.
 

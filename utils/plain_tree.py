@@ -14,7 +14,7 @@ a checkpoint's entries. Standard library only.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from utils.errors import ConfigError
 
@@ -39,27 +39,25 @@ def tree_problem(value: Any, max_nodes: int = MAX_NODES, max_depth: int = MAX_DE
     """None when ``value`` is a tree of bounded size: no container inside itself (a cycle), at most ``max_nodes``
     values written out (a shared container counts each time it is reached), at most ``max_depth`` levels; else what it
     is instead, naming the place (``data.args.classes[0]``)."""
-    open_ids: Set[int] = set()  # the containers on the way from the top to the current one
-    where_open: Dict[int, str] = {}  # id of each open container -> where it was reached
+    open_at: Dict[int, str] = {}  # the containers on the way from the top to the current one -> where each was reached
     pending: List[Tuple[Any, str, int]] = [(value, "", 0)]
     nodes = 1
     while pending:
         item, path, depth = pending.pop()
         if item is _LEAVE:  # all of a container's children walked: it is no longer on the way (``depth`` holds its id)
-            open_ids.discard(depth)
+            del open_at[depth]
             continue
         # an empty one expands to nothing (and () is one shared object)
         if not isinstance(item, CONTAINERS) or not item:
             continue
-        if id(item) in open_ids:
-            return f"contains itself at '{_shown(path)}' (a cycle: it refers to '{_shown(where_open[id(item)])}', which holds it)"
+        if id(item) in open_at:
+            return f"contains itself at '{_shown(path)}' (a cycle: it refers to '{_shown(open_at[id(item)])}', which holds it)"
         if depth >= max_depth:
             return f"is nested more than {max_depth} levels deep at '{_shown(path)}'"
         nodes += len(item)  # counted before they are listed: a huge list is refused without listing it
         if nodes > max_nodes:
             return f"holds more than {max_nodes:,} values written out (containers shared by reference count each time)"
-        open_ids.add(id(item))
-        where_open[id(item)] = path
+        open_at[id(item)] = path
         pending.append((_LEAVE, path, id(item)))
         pending.extend((child, at, depth + 1) for child, at in reversed(_children(item, path)))
     return None

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from utils.data.trial import drawing_nothing
-from utils.errors import ConfigError, DataError
+from utils.errors import ConfigError, DataError, first_line
 
 # what torchvision's crops raise for a crop larger than their input (RandomCrop; FiveCrop, TenCrop)
 CROP_TOO_LARGE = re.compile(
@@ -112,7 +112,7 @@ def _build_ops(specs: List[Dict[str, Any]], key: str) -> List[Tuple[str, Callabl
             ValueError,
         ) as err:
             raise ConfigError(
-                f"{key}[{index}] ({name}) refused its arguments {spec}: {_first_line(err)}; fix them (see torchvision.transforms.v2.{name})"
+                f"{key}[{index}] ({name}) refused its arguments {spec}: {first_line(err)}; fix them (see torchvision.transforms.v2.{name})"
             ) from None
     return ops
 
@@ -122,10 +122,6 @@ def build_transforms(specs: List[Dict[str, Any]], key: str = "data.*_transforms"
     if not specs:
         return None
     return ConfiguredTransforms(_v2().Compose([op for _, op in _build_ops(specs, key)]), key)
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [""])[0].rstrip(".")
 
 
 def _fake_input(input_size: Sequence[int]) -> Any:
@@ -174,7 +170,7 @@ def _apply(label: str, op: Callable, sample: Any, input_size: Sequence[int]) -> 
 
 def _failed(label: str, input_size: Sequence[int], err: Exception) -> ConfigError:
     return ConfigError(
-        f"{label} fails on a sample of model.input_size={list(input_size)}: {type(err).__name__}: {_first_line(err)}; fix its arguments or remove it"
+        f"{label} fails on a sample of model.input_size={list(input_size)}: {type(err).__name__}: {first_line(err)}; fix its arguments or remove it"
     )
 
 
@@ -208,8 +204,10 @@ def check_transforms(specs: List[Dict[str, Any]], key: str, input_size: Optional
     (or one clip's) shape, turns a fake sample of it into a non-empty tensor (the loader batches tensors)
     on each of ``TRIALS`` seeded draws; one ConfigError naming the entry otherwise. Training draws the same
     numbers with the check as without (``utils/data/trial.py``)."""
+    if not specs:  # nothing to build: a run without transforms never imports torchvision's v2 (``_v2``)
+        return
     ops = _build_ops(specs, key)
-    if not ops or not input_size or len(input_size) not in (3, 4):
+    if not input_size or len(input_size) not in (3, 4):
         return
     with drawing_nothing():
         for seed in range(TRIALS):

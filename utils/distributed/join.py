@@ -25,7 +25,7 @@ from typing import List, Mapping
 import torch.distributed as dist
 
 from utils.distributed.launcher import Launch
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _store_error(launch: Launch, err: dist.DistNetworkError) -> ConfigError:
             f"{_job(launch)}: port {launch.master_port} on {launch.master_addr} is in use (another job or run there); "
             f"export MASTER_PORT=<a free port> {_where(launch)}"
         )
-    reason = (str(err).strip().splitlines() or [""])[0].rstrip(".")
+    reason = first_line(err)
     return ConfigError(
         f"{_job(launch)}: {_member(launch)} {launch.rank} cannot open the job's store at MASTER_ADDR={launch.master_addr} MASTER_PORT={launch.master_port} "
         f"({reason}); export MASTER_ADDR=<an address of {_member(launch)} 0's machine that the others reach> and MASTER_PORT=<a free port> {_where(launch)}"

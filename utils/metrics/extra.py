@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from utils.distributed.ops import all_gather_objects, get_world_size
-from utils.errors import ConfigError, RegistryError
+from utils.errors import ConfigError, RegistryError, first_line
 from utils.metrics.base import Metric, target_tensor
 from utils.registry import METRICS
 
@@ -202,7 +202,7 @@ def check_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes:
                 metric.update(preds, targets)
                 metric.compute()
         except (ValueError, RuntimeError, TypeError, IndexError) as err:
-            reason = (str(err).strip().splitlines() or [""])[0].rstrip(".")
+            reason = first_line(err)
             raise ConfigError(
                 f"eval.extra_metrics[{i}] ({spec['name']}) does not fit the outputs of eval.metric={task_metric}: given {_FAKE[task].format(c=width)}, "
                 f"it raised {type(err).__name__}: {reason}; choose a {task} metric (e.g. {_FITTING[task]})"
