@@ -146,9 +146,7 @@ def train(
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device)
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
-    epochs, total_steps = training_length(
-        cfg.train, epoch_steps, resumed.checkpoint.progress if resumed is not None else None
-    )
+    epochs, total_steps = training_length(cfg.train, epoch_steps, resumed.progress if resumed is not None else None)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(
         model,

@@ -83,3 +83,20 @@ def test_a_resume_with_a_longer_run_steps_on_the_new_schedule_from_the_resumed_s
     Checkpoint(saved).restore(StateObjects(model, optimizer, same, Amp(AmpConfig(), torch.device("cpu"))), rank=0)
     # the same length: the same LR
     assert optimizer.param_groups[0]["lr"] == saved["optimizer"]["param_groups"][0]["lr"]
+
+
+def test_a_forced_resume_over_other_data_schedules_the_epoch_it_restarts_from_its_first_batch():
+    """--resume-force over another data order restarts the interrupted epoch at batch 0: the schedule counts
+    that epoch's steps again (it counted them as done, and ended 5 steps early)."""
+    from types import SimpleNamespace
+
+    from utils.checkpoint.restore import Resume
+    from utils.config import TrainConfig
+    from utils.engine.training_length import training_length
+
+    saved = SimpleNamespace(progress=Progress(epoch=1, batch=5, step=15))
+    same, forced = Resume(saved, Path("c.pt"), None), Resume(saved, Path("c.pt"), None, same_data=False)
+    assert same.progress == Progress(1, 5, 15) and forced.progress == Progress(1, 0, 15)
+    train = TrainConfig(epochs=3)
+    assert training_length(train, 10, same.progress) == (3, 15 + 2 * 10 - 5)
+    assert training_length(train, 10, forced.progress) == (3, 15 + 2 * 10)

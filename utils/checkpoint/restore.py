@@ -42,6 +42,14 @@ class Resume:
     same_data: bool = True
     reset_optimizer: bool = False  # --reset-optimizer: the optimizer state is not restored
 
+    @property
+    def progress(self) -> Progress:
+        """Where training continues: the checkpoint's position, or its epoch's first batch when the data order no
+        longer holds (``same_data`` False: ``--resume-force`` over another data config or world size). The
+        schedule's length (``training_length``) and the restored position both start from it."""
+        saved = self.checkpoint.progress
+        return saved if self.same_data else Progress(saved.epoch, 0, saved.step)
+
     def restore(self, objects: StateObjects, dist: DistInfo) -> Restored:
         """Everything but the weights (loaded before amp and DDP) into ``objects``, and this rank's random
         state; returns the position and the validation outcome, for the trainer to continue from.
@@ -49,14 +57,13 @@ class Resume:
         With ``same_data`` False (``--resume-force`` over a changed data config) the
         interrupted epoch restarts from its first batch.
         """
-        checkpoint, progress = self.checkpoint, self.checkpoint.progress
+        checkpoint, progress = self.checkpoint, self.progress
         checkpoint.restore(objects, dist.rank, dist.world_size, self.reset_optimizer)
-        if progress.batch and not self.same_data:
+        if checkpoint.progress.batch != progress.batch:
             log.warning(
                 "the data or world size changed (--resume-force): epoch %d restarts from its first batch",
                 progress.epoch,
             )
-            progress = Progress(progress.epoch, 0, progress.step)
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
         return Restored(
             progress, self.path, self.record, best_as_of(self.record, checkpoint.loop_state("checkpointer"))
