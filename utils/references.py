@@ -30,8 +30,9 @@ from utils.registry import BACKBONES, DATASETS, HOOKS, LOSSES, METRICS, NETWORKS
 
 log = logging.getLogger(__name__)
 
-# what evaluate() reports next to the metric's own names
-EVALUATION_NAMES = ("loss",)
+# what evaluate() reports beside the metric's own names that eval.monitor may name (its "samples" is a count, not a
+# score: utils/metrics/extra.py EVALUATION_NAMES lists both), always better lower
+MONITORABLE_EVALUATION = ("loss",)
 
 
 def _named(spec: Dict[str, Any], drop: tuple = ()) -> tuple:
@@ -135,7 +136,7 @@ def check_monitor(metric_name: str, monitor: str, extras: Sequence[Dict[str, Any
     names = METRICS.build(metric_name).reported_names()
     if names is None:
         return
-    reported: List[str] = [*names, *_extra_directions(extras), *EVALUATION_NAMES]
+    reported: List[str] = [*names, *_extra_directions(extras), *MONITORABLE_EVALUATION]
     if monitor not in reported:
         hint = difflib.get_close_matches(monitor, reported, n=1, cutoff=0.0)
         raise ConfigError(
@@ -149,7 +150,7 @@ def monitor_mode(metric_name: str, monitor: str, mode: Optional[str], extras: Se
     a torchmetrics class: its ``higher_is_better``), unless ``eval.monitor_mode`` sets it; a set mode
     that contradicts the declaration is a warning."""
     directions = _extra_directions(extras)
-    if monitor in EVALUATION_NAMES:
+    if monitor in MONITORABLE_EVALUATION:
         declared: Optional[str] = "min"
     elif monitor in directions:
         declared = directions[monitor]

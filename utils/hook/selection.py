@@ -53,9 +53,10 @@ def check_hook_tasks(specs: Sequence[Dict[str, Any]], task: str) -> None:
     it reads what that task's batches do not hold (a saliency grid, masks). A hook without ``tasks`` (most of the
     users' own) runs in any task; ``enabled: false`` turns nothing on."""
     for index, spec in enumerate(specs):
-        name = HOOKS.resolve(spec["name"])
-        tasks = tuple(getattr(HOOKS.get(name), "tasks", ()) or ())
-        if tasks and not serves(HOOKS.get(name), task) and spec.get("enabled", True) is not False:
+        name, enabled, _ = _parse(spec)
+        hook_class = HOOKS.get(name)
+        tasks = tuple(getattr(hook_class, "tasks", ()) or ())
+        if tasks and not serves(hook_class, task) and enabled is not False:
             raise ConfigError(
                 f"config key 'hooks[{index}]' turns on hook '{name}', which serves eval.metric {', '.join(tasks)}, "
                 f"but this run's eval.metric is {task}; remove the entry (or set enabled: false)"
