@@ -35,14 +35,21 @@ from utils.registry import NETWORKS  # noqa: E402
 LEVELS = ("O0", "O1", "O2")
 
 
-class Setup:
-    """One level's model, optimizer and Amp, built from the same seed as the others."""
+def classifier(backbone: str, num_classes: int, **backbone_args: int) -> nn.Module:
+    """The framework's classifier on ``backbone``, built from seed 0 (each level starts from the same weights)."""
+    torch.manual_seed(0)
+    return NETWORKS.build("classifier", num_classes=num_classes, backbone=backbone, backbone_args=backbone_args)
 
-    def __init__(self, level: str, num_classes: int) -> None:
-        torch.manual_seed(0)
-        model = NETWORKS.build("classifier", num_classes=num_classes, backbone="resnet18")
+
+class Setup:
+    """One level's model, optimizer and Amp on ``device``."""
+
+    def __init__(
+        self, level: str, model: nn.Module, device: torch.device, dtype: str = "bfloat16", backend: str = "auto"
+    ) -> None:
+        model = model.to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        self.amp = Amp(AmpConfig(opt_level=level, dtype="bfloat16"), torch.device("cpu"))
+        self.amp = Amp(AmpConfig(opt_level=level, dtype=dtype, backend=backend), device)
         self.model, self.optimizer = self.amp.initialize(model, optimizer)
         self.model.train()
         self.param_ptrs = {p.data_ptr() for p in self.model.parameters()}
@@ -83,7 +90,7 @@ def run(quick: bool = False) -> List[Dict[str, object]]:
     batch, size, repeats, steps = (4, 32, 2, 1) if quick else (32, 64, 5, 3)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(batch, 3, size, size, generator=g), torch.randint(0, 10, (batch,), generator=g)
-    setups = {level: Setup(level, 10) for level in LEVELS}
+    setups = {level: Setup(level, classifier("resnet18", 10), torch.device("cpu")) for level in LEVELS}
     for setup in setups.values():  # warm-up: allocator, autocast caches, optimizer state
         setup.step(x, y)
     times: Dict[str, List[float]] = {level: [] for level in LEVELS}

@@ -87,7 +87,13 @@ def max_abs_diff(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> floa
 
 
 def framework_epoch(
-    model: torch.nn.Module, data: Any, optimizer: torch.optim.Optimizer, scheduler: Any, criterion: Any = None
+    model: torch.nn.Module,
+    data: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    criterion: Any = None,
+    device: torch.device = torch.device("cpu"),
+    log_every: int = 10,
 ) -> int:
     """One epoch of the framework's Trainer over ``data`` with the hooks every run calls per step
     (the writer's loss read at log steps, the progress hook, the stop signal; as on a rank that writes no files). Returns the steps taken."""
@@ -99,12 +105,11 @@ def framework_epoch(
     from utils.hook.progress import ProgressHook
     from utils.model.criterion import build_criterion
 
-    device = torch.device("cpu")
     criterion = criterion if criterion is not None else build_criterion([{"name": "cross_entropy", "weight": 1.0}])
     amp = Amp(AmpConfig(opt_level="O0"), device)
     model, optimizer = amp.initialize(model, optimizer)
     parts = Parts(model, criterion, amp, optimizer, scheduler, train_loader=data)
-    trainer = Trainer(parts, LoopOptions(), hooks=[ProgressHook(10)], dist=DistInfo(device=device))
+    trainer = Trainer(parts, LoopOptions(log_every=log_every), hooks=[ProgressHook(10)], dist=DistInfo(device=device))
     try:
         trainer.fit()
     finally:

@@ -157,6 +157,7 @@ def test_prefetch_loader_normalizes_inputs_when_mean_and_std_are_given():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_cuda_prefetch_yields_the_same_batches_on_the_gpu():
     source = DataLoader(Numbers(n=20), batch_size=4, pin_memory=True)
     loader = PrefetchLoader(source, "cuda", 2, torch.device("cuda", 0))

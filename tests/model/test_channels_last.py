@@ -57,6 +57,7 @@ def test_the_prefetcher_hands_out_nhwc_inputs_and_leaves_the_rest(mode):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_the_cuda_prefetcher_converts_on_its_copy_stream():
     device = torch.device("cuda", 0)
     batches = [(torch.randn(2, 3, 4, 4).pin_memory(), torch.tensor([0, 1]))]
