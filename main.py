@@ -36,6 +36,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.config import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.data.input_shape import check_input_shape
+from utils.distributed.determinism import make_deterministic
 from utils.distributed.fsdp import shard_model
 from utils.distributed.ops import is_dist
 from utils.distributed.parallel import convert_sync_bn, wrap_model
@@ -191,6 +192,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         threads = choose_threads(cfg.threads)
         apply_threads(threads)
         info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
+        kernels = make_deterministic(info.device, cfg.deterministic)
         setup_logging(None, info.rank)  # the console, until the run's folder is known
         plan = plan_start(cfg, info, args.mode)  # the config's own rules, before any folder is made
         opened = open_run(
@@ -199,12 +201,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         run = opened.folder
         setup_logging(run.log, info.rank)
         log.info(
-            "framework %s, torch %s, %d process(es) (launcher: %s), device %s, %s; run folder %s",
+            "framework %s, torch %s, %d process(es) (launcher: %s), device %s%s, %s; run folder %s",
             __version__,
             torch.__version__,
             info.world_size,
             info.launcher,
             info.device,
+            "".join(f" ({part})" for part in (info.backend, kernels) if part),
             describe(threads),
             run.path,
         )

@@ -62,7 +62,7 @@ class Setup:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         self.amp.backward(self.loss(x, y))
         self.amp.step(self.optimizer)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.amp.zero_grad(self.optimizer)
 
     def saved_bytes(self, x: torch.Tensor, y: torch.Tensor) -> Tuple[int, int]:
         """Bytes autograd keeps for backward in one forward, each storage once: (activations, parameter-shaped).

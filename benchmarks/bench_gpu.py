@@ -20,8 +20,6 @@ import copy
 import json
 import statistics
 import sys
-import time
-import warnings
 from pathlib import Path
 from typing import Callable, List
 
@@ -34,36 +32,15 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.bench_amp import Setup, classifier  # noqa: E402
 from benchmarks.common import framework_epoch, hand_loop, interleaved, max_abs_diff, ratios, row  # noqa: E402
+from benchmarks.gpu_measures import count_syncs, peak_bytes, seconds_per_step  # noqa: E402
 from utils.amp.policy import apex_amp_available  # noqa: E402
 from utils.config import ScheduleConfig  # noqa: E402
+from utils.distributed.determinism import make_deterministic  # noqa: E402
 from utils.optim.schedules import build_scheduler, lr_factor_fn  # noqa: E402
 from utils.registry import NETWORKS  # noqa: E402
 
 CUDA = torch.device("cuda", 0)
 NAME = "gpu"
-
-
-def _seconds_per_step(step: Callable[[], None], steps: int) -> Callable[[], float]:
-    def measure() -> float:
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - start) / steps
-
-    return measure
-
-
-def _peak_bytes(step: Callable[[], None]) -> int:
-    """Peak allocated bytes over two steps after a first (the optimizer state exists by then)."""
-    step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    step()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated()
 
 
 def _batch(n: int, size: int, num_classes: int, seed: int = 0):
@@ -85,10 +62,8 @@ def amp_rows(quick: bool) -> List[dict]:
         name: Setup(level, classifier("resnet50", 1000), CUDA, dtype, "native")
         for name, (level, dtype) in NATIVE.items()
     }
-    peaks = {name: _peak_bytes(lambda s=s: s.step(x, y)) for name, s in setups.items()}
-    times = interleaved(
-        {name: _seconds_per_step(lambda s=s: s.step(x, y), steps) for name, s in setups.items()}, rounds
-    )
+    peaks = {name: peak_bytes(lambda s=s: s.step(x, y)) for name, s in setups.items()}
+    times = interleaved({name: seconds_per_step(lambda s=s: s.step(x, y), steps) for name, s in setups.items()}, rounds)
     del setups
     torch.cuda.empty_cache()
     curves = {
@@ -99,8 +74,8 @@ def amp_rows(quick: bool) -> List[dict]:
     }
     for name, level in APEX.items() if apex_amp_available() else ():
         setup = Setup(level, classifier("resnet50", 1000), CUDA, "float16", "apex")
-        peaks[name] = _peak_bytes(lambda s=setup: s.step(x, y))
-        times[name] = [_seconds_per_step(lambda s=setup: s.step(x, y), steps)() for _ in range(rounds)]
+        peaks[name] = peak_bytes(lambda s=setup: s.step(x, y))
+        times[name] = [seconds_per_step(lambda s=setup: s.step(x, y), steps)() for _ in range(rounds)]
         curves[name] = _loss_curve(
             Setup(level, classifier("resnet50", 1000), CUDA, "float16", "apex"), x, y, curve_steps
         )
@@ -136,7 +111,7 @@ def _loss_curve(setup: Setup, x: torch.Tensor, y: torch.Tensor, steps: int) -> L
         losses.append(float(loss.detach()))
         setup.amp.backward(loss)
         setup.amp.step(setup.optimizer)
-        setup.optimizer.zero_grad(set_to_none=True)
+        setup.amp.zero_grad(setup.optimizer)
     return losses
 
 
@@ -156,9 +131,9 @@ def memory_rows(quick: bool) -> List[dict]:
                 loss = F.binary_cross_entropy_with_logits(s.model(x).float(), mask)
             s.amp.backward(loss)
             s.amp.step(s.optimizer)
-            s.optimizer.zero_grad(set_to_none=True)
+            s.amp.zero_grad(s.optimizer)
 
-        peaks[name] = _peak_bytes(step)
+        peaks[name] = peak_bytes(step)
         del setup, net
         torch.cuda.empty_cache()
     note = f"MINet resnet50 {size}x{size} batch {batch}, AdamW; plain {peaks['plain'] / 2**30:.2f} GiB"
@@ -206,13 +181,22 @@ def framework_rows(quick: bool) -> List[dict]:
         return model
 
     def timed(fn: Callable[[], object]) -> Callable[[], float]:
-        return _seconds_per_step(fn, 1)
+        return seconds_per_step(fn, 1)
 
-    times = interleaved({"framework": timed(framework), "plain": timed(plain)}, rounds)
+    def deterministic() -> torch.nn.Module:
+        make_deterministic(CUDA, True)
+        try:
+            return framework()
+        finally:
+            torch.use_deterministic_algorithms(False)
+            torch.backends.cudnn.deterministic = False
+
+    cases = {"framework": timed(framework), "plain": timed(plain), "deterministic": timed(deterministic)}
+    times = interleaved(cases, rounds)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     diff = max_abs_diff(framework().state_dict(), plain().state_dict())
     torch.backends.cudnn.deterministic = False
-    syncs = {every: _syncs(lambda e=every: framework(e)) / steps for every in (10, 10**6)}
+    syncs = {every: count_syncs(lambda e=every: framework(e)) / steps for every in (10, 10**6)}
     note = f"resnet50 {size}x{size} batch {batch}, SGD, {steps} steps; plain {statistics.median(times['plain']) / steps * 1e3:.1f} ms/step"
     return [
         row(
@@ -222,6 +206,12 @@ def framework_rows(quick: bool) -> List[dict]:
             ">= 0.97",
             lambda v: v >= 0.97,
             note,
+        ),
+        row(
+            "gpu framework",
+            "step time, deterministic kernels / torch's default",
+            ratios(times["deterministic"], times["framework"]),
+            note="the framework's default (deterministic=true) against torch's",
         ),
         row(
             "gpu framework",
@@ -251,23 +241,23 @@ def framework_rows(quick: bool) -> List[dict]:
     ]
 
 
-def _syncs(fn: Callable[[], object]) -> int:
-    """Synchronizing CUDA calls during ``fn`` (each one a warning under sync debug mode 'warn')."""
-    torch.cuda.synchronize()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            fn()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught)
-
-
-def run(quick: bool = False) -> List[dict]:
+def run(quick: bool = False, show: Callable[[dict], None] = lambda r: None) -> List[dict]:
+    """Every row; each shown as soon as it is measured (a later part that fails keeps the earlier ones)."""
     if not torch.cuda.is_available():
         return []
-    return [*framework_rows(quick), *memory_rows(quick), *amp_rows(quick)]
+    rows: List[dict] = []
+    for part in (framework_rows, memory_rows, amp_rows):
+        for r in part(quick):
+            show(r)
+            rows.append(r)
+    return rows
+
+
+def _show(r: dict) -> None:
+    print(
+        f"{r['measure']:<58} {r['value']:>8}  goal {r['goal'] or '-':<10} ok={r['ok']}  [{r['spread']}]  {r['note']}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -278,12 +268,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("error: bench_gpu needs a CUDA device")
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
-    rows = run(args.quick)
-    for r in rows:
-        print(
-            f"{r['measure']:<58} {r['value']:>8}  goal {r['goal'] or '-':<10} ok={r['ok']}  [{r['spread']}]  {r['note']}",
-            flush=True,
-        )
+    rows = run(args.quick, _show)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

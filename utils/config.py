@@ -212,6 +212,9 @@ class Config:
         metadata=rule(lambda v: 0 <= v < 2**32, "in [0, 2**32) (numpy and the samplers take 32-bit seeds)") | MATCH,
     )
     device: Literal["auto", "cpu", "cuda"] = field(default="auto", metadata=APPLY)
+    # deterministic CUDA kernels (cuDNN, cuBLAS), so a resumed GPU run equals an uninterrupted one; false: the
+    # fastest kernels, whose float sums may differ in the last bits between runs (utils/distributed/determinism.py)
+    deterministic: bool = field(default=True, metadata=INERT)
     # CPU intra-op threads per process (None: the cores it may use, shared by a node's processes: utils/threads.py)
     threads: Optional[int] = field(default=None, metadata=at_least(1, null=True) | INERT)
     custom_imports: List[str] = field(default_factory=list, metadata=APPLY)

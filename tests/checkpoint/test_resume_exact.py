@@ -107,7 +107,7 @@ def outcome(experiment: Path) -> Dict[str, object]:
     """Final weights (and EMA), optimizer state, and every val and test row of the experiment's run:
     a resumed run writes each row once, with the uninterrupted run's values."""
     run = experiment / "latest"
-    state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
+    state = torch.load(run / "checkpoints" / "last.pt", weights_only=False, map_location="cpu")  # GPU runs too
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     return {
         "model": state["model"],

@@ -64,6 +64,15 @@ class Amp:
         """The context for forward and loss (torch.autocast at O1, a no-op otherwise)."""
         return self.backend.autocast()
 
+    def uncast(self) -> ContextManager:
+        """A context for what follows the forward (loss sums, metrics): the tensors as they are. apex O1
+        patches torch's functions for the whole process and refuses to mix float64 with float32 there."""
+        return self.backend.uncast()
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        """Clear the gradients (set to None where the backend allows: apex's own zero_grad takes no arguments)."""
+        self.backend.zero_grad(optimizer)
+
     def backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()``, with the loss scaled when the level scales."""
         self.backend.backward(loss)

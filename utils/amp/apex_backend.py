@@ -49,6 +49,12 @@ class ApexAmp:
         # apex O1 patches torch functions globally at initialize; O2/O3 cast in the patched forward.
         return contextlib.nullcontext()
 
+    def uncast(self) -> ContextManager:
+        return self.apex_amp.disable_casts() if self.policy.opt_level == "O1" else contextlib.nullcontext()
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad()  # apex's: model gradients zeroed, its fp32 master gradients set to None
+
     def backward(self, loss: torch.Tensor) -> None:
         if self.optimizer is None:
             raise RuntimeError("amp.backward needs amp.initialize(model, optimizer) first")

@@ -57,6 +57,12 @@ class NativeAmp:
             return torch.autocast(device_type=self.policy.device_type, dtype=self.policy.dtype)
         return contextlib.nullcontext()
 
+    def uncast(self) -> ContextManager:
+        return contextlib.nullcontext()
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad(set_to_none=True)
+
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale_loss(loss) if self.scaler is not None else loss).backward()
 

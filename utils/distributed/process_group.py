@@ -22,6 +22,7 @@ import torch.distributed as dist
 from utils.distributed.device import need_cuda
 from utils.distributed.join import join_store, join_wait_s
 from utils.distributed.launcher import Launch, export_launch, resolve_launch
+from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class DistInfo:
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
     launcher: str = "none"  # torchrun (also torch.distributed.launch) | slurm | env | none
+    backend: str = ""  # the process group's (nccl | gloo); none for one process
 
     @property
     def distributed(self) -> bool:
@@ -52,6 +54,16 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")
+
+
+def shared_gpu_error(err: Exception, local_processes: str, gpus: int) -> Exception:
+    """nccl's refusal of two ranks on one GPU as the config error it is; any other failure as it was."""
+    if "Duplicate GPU detected" not in str(err):
+        return err
+    return ConfigError(
+        f"nccl needs one GPU per process, but {local_processes} processes on this node share {gpus} GPU(s); "
+        f"start at most {gpus} per node (torchrun --nproc_per_node={gpus}), or use dist.backend=gloo"
+    )
 
 
 def choose_backend(backend: str, device: torch.device) -> str:
@@ -103,20 +115,26 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
     export_launch(launch, os.environ)  # srun: init_process_group reads torchrun's variables
     rank, world_size, local_rank = launch.rank, launch.world_size, launch.local_rank
     dev = resolve_device(device, local_rank)
+    chosen = ""
     if world_size > 1 and not dist.is_initialized():
-        backend = choose_backend(backend, dev)
+        backend = chosen = choose_backend(backend, dev)
         timeout = datetime.timedelta(seconds=timeout_s)
         import_before_process_group()
-        dist.init_process_group(
-            backend=backend,
-            timeout=timeout,
-            **(
-                _joined_store(launch, timeout_s, timeout)
-                if launch.launcher in ("slurm", "env")
-                else _restart_store(rank, world_size, timeout)
-            ),
-            **({"device_id": dev} if dev.type == "cuda" else {}),
-        )
+        try:
+            dist.init_process_group(
+                backend=backend,
+                timeout=timeout,
+                **(
+                    _joined_store(launch, timeout_s, timeout)
+                    if launch.launcher in ("slurm", "env")
+                    else _restart_store(rank, world_size, timeout)
+                ),
+                **({"device_id": dev} if dev.type == "cuda" else {}),
+            )
+        except dist.DistBackendError as err:
+            raise shared_gpu_error(
+                err, os.environ.get("LOCAL_WORLD_SIZE", "several"), torch.cuda.device_count()
+            ) from err
         log.info(
             "process group (%s): backend=%s rank=%d/%d local_rank=%d device=%s",
             launch.launcher,
@@ -126,7 +144,7 @@ def init_distributed(device: str = "auto", backend: str = "auto", timeout_s: int
             local_rank,
             dev,
         )
-    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, launcher=launch.launcher)
+    return DistInfo(rank, world_size, local_rank, dev, launch.launcher, chosen)
 
 
 def cleanup() -> None:

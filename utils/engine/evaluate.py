@@ -45,11 +45,13 @@ def evaluate(
             loss_sums["loss_count"] += n
             with amp.autocast():
                 outputs = model(inputs)
-                if criterion is not None:
-                    loss_sums["loss_sum"] += criterion(outputs, targets).double().cpu() * n
-            # what the network returned beside it (auxiliary outputs) is the losses' only
-            prediction = select(outputs, None, key)
-            metric.update(prediction, targets)
+                loss = criterion(outputs, targets) if criterion is not None else None
+            with amp.uncast():
+                if loss is not None:
+                    loss_sums["loss_sum"] += loss.double().cpu() * n
+                # what the network returned beside it (auxiliary outputs) is the losses' only
+                prediction = select(outputs, None, key)
+                metric.update(prediction, targets)
             if on_batch is not None:
                 on_batch(inputs, prediction, targets)
     results = metric.result()

@@ -65,7 +65,7 @@ class TrainStep:
                 p.amp.backward(self.accounting.poison_if_nonfinite(loss) / size)
             state.batches_done += 1
         outcome = p.amp.apply_step(p.optimizer, self._clip, check_finite=self.nonfinite.skips)
-        p.optimizer.zero_grad(set_to_none=True)
+        p.amp.zero_grad(p.optimizer)
         self.accounting.end_step(state.epoch, state.step, outcome)
         state.step_result, state.step_skipped = (
             outcome.result,

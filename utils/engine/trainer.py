@@ -246,7 +246,7 @@ class Trainer:
         self.parts.model.train()
         self._batches = epoch_batches(self.parts.train_loader, self.state.epoch, self.state.batches_done)
         self.accounting.start_epoch()
-        self.parts.optimizer.zero_grad(set_to_none=True)
+        self.parts.amp.zero_grad(self.parts.optimizer)
         self.hooks.call("before_epoch", self)
         return self.state
 
