@@ -54,16 +54,21 @@ NATIVE.update({"O1 bf16": ("O1", "bfloat16"), "O2 bf16": ("O2", "bfloat16")})
 APEX = {"apex O2": "O2", "apex O1": "O1"}  # O2 first: apex O1 patches torch's functions for the rest of the process
 
 
-def amp_rows(quick: bool) -> List[dict]:
-    batch, size, steps, rounds = (8, 64, 3, 2) if quick else (64, 224, 15, 5)
+def amp_rows(quick: bool, batch: int = 64, channels_last: bool = False) -> List[dict]:
+    batch, size, steps, rounds = (8, 64, 3, 2) if quick else (batch, 224, 15, 5)
     x, y = _batch(batch, size, 1000)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     curve_steps = 3 if quick else 20
+    layout = torch.channels_last if channels_last else torch.contiguous_format
     setups = {
-        name: Setup(level, classifier("resnet50", 1000), CUDA, dtype, "native")
+        name: Setup(level, classifier("resnet50", 1000).to(memory_format=layout), CUDA, dtype, "native")
         for name, (level, dtype) in NATIVE.items()
     }
     peaks = {name: peak_bytes(lambda s=s: s.step(x, y)) for name, s in setups.items()}
-    times = interleaved({name: seconds_per_step(lambda s=s: s.step(x, y), steps) for name, s in setups.items()}, rounds)
+    cases = {name: seconds_per_step(lambda s=s: s.step(x, y), steps) for name, s in setups.items()}
+    cases["O0 no TF32"] = _without_tf32(cases["O0"])  # torch runs fp32 convolutions in TF32 on Ampere and later
+    times = interleaved(cases, rounds)
     del setups
     torch.cuda.empty_cache()
     curves = {
@@ -81,9 +86,10 @@ def amp_rows(quick: bool) -> List[dict]:
         )
         del setup
         torch.cuda.empty_cache()
-    model = f"resnet50 {size}x{size} batch {batch}, AdamW"
+    model = f"resnet50 {size}x{size} batch {batch}{', channels_last' if channels_last else ''}, AdamW"
     rows = []
-    for name in (n for n in times if n != "O0"):
+    for name in (n for n in times if not n.startswith("O0")):
+        rows.append(row("gpu amp", f"speed-up {name} vs O0 without TF32", ratios(times["O0 no TF32"], times[name])))
         note = f"{model}; {name} {statistics.median(times[name]) * 1e3:.1f} ms, O0 {statistics.median(times['O0']) * 1e3:.1f} ms"
         goal, check = ("", None) if "apex" in name else (">= 2.0", lambda v: v >= 2.0)
         rows.append(row("gpu amp", f"speed-up {name} vs O0", ratios(times["O0"], times[name]), goal, check, note))
@@ -101,6 +107,17 @@ def amp_rows(quick: bool) -> List[dict]:
         note = f"{curve_steps} steps, same data; native {native[0]:.3f} -> {native[-1]:.3f}, apex {curves[name][0]:.3f} -> {curves[name][-1]:.3f}"
         rows.append(row("gpu amp", f"{name}: largest relative loss gap vs native", [gap], note=note))
     return rows
+
+
+def _without_tf32(measure: Callable[[], float]) -> Callable[[], float]:
+    def strict() -> float:
+        torch.backends.cudnn.allow_tf32 = False
+        try:
+            return measure()
+        finally:
+            torch.backends.cudnn.allow_tf32 = True
+
+    return strict
 
 
 def _loss_curve(setup: Setup, x: torch.Tensor, y: torch.Tensor, steps: int) -> List[float]:
@@ -241,12 +258,14 @@ def framework_rows(quick: bool) -> List[dict]:
     ]
 
 
-def run(quick: bool = False, show: Callable[[dict], None] = lambda r: None) -> List[dict]:
-    """Every row; each shown as soon as it is measured (a later part that fails keeps the earlier ones)."""
+def run(quick: bool = False, show: Callable[[dict], None] = lambda r: None, amp_only: tuple = ()) -> List[dict]:
+    """Every row; each shown as soon as it is measured (a later part that fails keeps the earlier ones).
+    ``amp_only``: (batch, channels_last) to measure the amp rows alone at that batch and layout."""
     if not torch.cuda.is_available():
         return []
+    parts = [lambda q: amp_rows(q, *amp_only)] if amp_only else [framework_rows, memory_rows, amp_rows]
     rows: List[dict] = []
-    for part in (framework_rows, memory_rows, amp_rows):
+    for part in parts:
         for r in part(quick):
             show(r)
             rows.append(r)
@@ -264,11 +283,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small batches and inputs (a smoke run)")
     parser.add_argument("--json", default=None, help="also write the rows to this file")
+    parser.add_argument("--amp-batch", type=int, default=0, help="only the amp rows, at this batch size")
+    parser.add_argument(
+        "--channels-last", action="store_true", help="with --amp-batch: channels_last inputs and weights"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("error: bench_gpu needs a CUDA device")
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
-    rows = run(args.quick, _show)
+    rows = run(args.quick, _show, (args.amp_batch, args.channels_last) if args.amp_batch else ())
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
