@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Union
@@ -30,6 +31,15 @@ class ExperimentConfig:
         metadata=rule(plain_name, "a plain folder name (no '/', not '.' or '..', at most 200 bytes)") | INERT,
     )
     output_root: str = field(default="output", metadata=PATH | INERT)
+    # a training run's folder is run_NNN_<tag> (a sweep names its trials' configuration and seed so)
+    run_tag: Optional[str] = field(
+        default=None,
+        metadata=rule(
+            lambda v: v is None or bool(re.fullmatch(r"[A-Za-z0-9.=+-]+(_[A-Za-z0-9.=+-]+)*", v)) and len(v) <= 150,
+            "null or at most 150 letters, digits and . = + - _ (e.g. lr=0.01_seed=1)",
+        )
+        | INERT,
+    )
 
 
 @dataclass

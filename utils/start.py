@@ -44,7 +44,9 @@ def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional
         run_to_continue(cfg.experiment_dir, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
     )
     run = run or (
-        named_run(Path(output)) if output else create_run(cfg.experiment_dir, "run" if mode == "train" else mode)
+        named_run(Path(output))
+        if output
+        else create_run(cfg.experiment_dir, *(("run", cfg.experiment.run_tag) if mode == "train" else (mode,)))
     )
     if mode != "train":
         return OpenedRun(run)

@@ -239,7 +239,7 @@ class Trainer:
                 self.writer.evaluation("val", validation.epoch, validation.step, validation.metrics)
                 self.hooks.call("after_validation", self, validation.metrics)
         # also a resumed run that had stopped early
-        self.state.stop = self.state.stop or self.validator.tracker.should_stop
+        self.state.stop = self.state.stop or self.validator.should_stop
 
     def _start_epoch(self) -> LoopState:
         """Point the sampler at the epoch, skip the batches a resume had consumed (without loading them)."""

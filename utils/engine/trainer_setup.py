@@ -18,6 +18,7 @@ from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
 from utils.log import RunWriter
 from utils.run_folder import RunFolder
+from utils.sweep.pruning import pruning_judge
 
 
 def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
@@ -38,7 +39,13 @@ def build_services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpoints=CheckpointSettings(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
         validation=ValidationSettings(
-            val_loader, cfg.eval.every, cfg.eval.monitor, direction, cfg.train.patience, cfg.eval.use_ema
+            val_loader,
+            cfg.eval.every,
+            cfg.eval.monitor,
+            direction,
+            cfg.train.patience,
+            cfg.eval.use_ema,
+            pruning_judge(),
         ),
     )
 

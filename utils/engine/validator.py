@@ -71,8 +71,11 @@ class Validator:
         patience: Optional[int] = None,
         use_ema: bool = False,
         scoring: Optional[Scoring] = None,
+        judge: Optional[Callable[[int, Dict[str, float], str], bool]] = None,
     ) -> None:
-        self.loader, self.every, self.scoring = loader, every, scoring
+        """``judge(epoch, metrics, monitor)``: an outside stop after a validation (a sweep's pruner), the same on every rank."""
+        self.loader, self.every, self.scoring, self.judge = loader, every, scoring, judge
+        self.judged_stop = False
         self.monitor = ("ema_" if use_ema else "") + monitor
         self.tracker = BestTracker(self.monitor, mode, patience)
         self.pending: Optional[int] = None  # the epoch whose validation is due (saved in its checkpoint)
@@ -101,6 +104,8 @@ class Validator:
             results.update({f"ema_{k}": v for k, v in ema_results.items()})
         is_best = self.tracker.update(monitored_value(results, self.monitor), epoch)
         self.pending = None
+        if self.judge is not None:
+            self.judged_stop = self.judge(epoch, results, self.monitor)
         if self.tracker.should_stop:
             log.info(
                 "early stop after epoch %d: %s has not improved for %d evaluations (train.patience)",
@@ -108,7 +113,12 @@ class Validator:
                 self.monitor,
                 self.tracker.evals_since_best,
             )
-        return Validation(epoch, step, results, is_best, self.tracker.should_stop, self.state_dict())
+        return Validation(epoch, step, results, is_best, self.should_stop, self.state_dict())
+
+    @property
+    def should_stop(self) -> bool:
+        """Early stopping (``train.patience``) or the judge's stop."""
+        return self.tracker.should_stop or self.judged_stop
 
     def state_dict(self) -> Dict[str, Any]:
         return {**self.tracker.state_dict(), "pending": self.pending}
@@ -148,9 +158,12 @@ class ValidationSettings:
     mode: str = "max"
     patience: Optional[int] = None
     use_ema: bool = False
+    judge: Optional[Callable[[int, Dict[str, float], str], bool]] = None
 
     def build(self, scoring: Scoring) -> Validator:
-        return Validator(self.loader, self.every, self.monitor, self.mode, self.patience, self.use_ema, scoring)
+        return Validator(
+            self.loader, self.every, self.monitor, self.mode, self.patience, self.use_ema, scoring, self.judge
+        )
 
 
 class NoValidator:
@@ -162,6 +175,10 @@ class NoValidator:
 
     def __init__(self) -> None:
         self.tracker = BestTracker("")
+
+    @property
+    def should_stop(self) -> bool:
+        return self.tracker.should_stop
 
     def epoch_trained(self, epoch: int, last: bool) -> None:
         pass

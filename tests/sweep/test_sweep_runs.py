@@ -1,0 +1,109 @@
+"""Sweeps with real processes: kill -9 mid-sweep and the same command again (6 runs, none trained twice, the
+interrupted one resumed exactly), trials at once, a pruned trial on 2 ranks, two workers on one SQLite study."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import time
+
+import pytest
+
+from tests.sweep.sweeps import command, finished, rows, run, runs_by_tag, start, sweep_file
+
+pytest.importorskip("optuna")
+pytestmark = pytest.mark.slow
+
+
+def test_killed_sweep_continues_without_training_any_run_twice(tmp_path):
+    out = tmp_path / "out"
+    sweep = sweep_file(tmp_path, "grid", {"space": {"optim.lr": {"grid": [0.01, 0.03]}}, "seeds": [0, 1, 2]})
+    cmd = command(sweep, out, "train.epochs=2")
+    experiment = out / "digits_small_cnn"
+    proc = start(cmd)
+    deadline = time.monotonic() + 240
+    interrupted = None
+    while interrupted is None:  # kill once two runs are done and a third has a checkpoint but no test row
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+        folders = [f for fs in runs_by_tag(experiment).values() for f in fs]
+        done = [f for f in folders if finished(f)]
+        busy = [f for f in folders if not finished(f) and any((f / "checkpoints").glob("*.pt"))]
+        if len(done) >= 2 and busy:
+            os.kill(proc.pid, signal.SIGKILL)  # the sweep alone: its running trial must not train on behind it
+            interrupted = busy[0]
+        time.sleep(0.02)
+    proc.wait()
+    before = {f: (f / "metrics.jsonl").read_text() for f in done}
+    again = run(cmd)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    tags = runs_by_tag(experiment)
+    assert len(tags) == 6, sorted(tags)
+    for tag, folders in tags.items():
+        assert sum(finished(f) for f in folders) == 1, (tag, folders)  # every configuration and seed finished once
+    for folder, text in before.items():
+        assert (folder / "metrics.jsonl").read_text() == text, folder  # finished runs were not trained again
+    assert "training state restored" in (interrupted / "log.txt").read_text()
+    # the resumed run ends exactly as that configuration and seed trained without a break
+    tag = interrupted.name.split("_", 2)[2]
+    lr, seed = tag.split("_")[1].split("=")[1], tag.split("=")[-1]
+    alone = run(
+        [
+            "python",
+            "main.py",
+            f"experiment.output_root={tmp_path / 'alone'}",
+            f"optim.lr={lr}",
+            f"seed={seed}",
+            *cmd[5:],
+        ]
+    )
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    expected = [r for r in rows(next((tmp_path / "alone" / "digits_small_cnn").glob("run_*"))) if r["split"] == "test"]
+    assert [r for r in rows(interrupted) if r["split"] == "test"] == expected
+    table = list(csv.DictReader((experiment / "sweep_grid" / "trials.csv").open()))
+    assert sorted(r["state"] for r in table if "queued" not in r["state"]) == ["complete", "complete"], table
+
+
+def test_parallel_trials_run_at_once(tmp_path):
+    optuna = pytest.importorskip("optuna")
+    out = tmp_path / "out"
+    sweep = sweep_file(tmp_path, "two", {"space": {"optim.lr": {"grid": [0.01, 0.03]}}, "parallel": 2})
+    done = run(command(sweep, out, "train.epochs=2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| complete |" in done.stdout or "complete" in done.stdout
+    storage = optuna.storages.journal.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(out / "digits_small_cnn" / "sweep_two" / "study.journal"))
+    )
+    a, b = optuna.load_study(study_name="two", storage=storage).get_trials()
+    assert a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete  # they overlapped
+
+
+def test_a_trial_worse_than_the_median_is_pruned_on_two_ranks_and_keeps_its_checkpoint(tmp_path):
+    out = tmp_path / "out"
+    # the grid sampler (seed 0) tries 0.03 first, then the hopeless 1e-6; each trial a 2-rank torchrun job
+    spec = {"space": {"optim.lr": {"grid": [1e-6, 0.03]}}, "pruner": "median", "nproc_per_trial": 2}
+    done = run(command(sweep_file(tmp_path, "prune", spec), out, "train.epochs=3", "train.checkpoint_every_steps=0"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = list(csv.DictReader((out / "digits_small_cnn" / "sweep_prune" / "trials.csv").open()))
+    assert [(r["optim.lr"], r["state"]) for r in table] == [("0.03", "complete"), ("1e-06", "pruned")], table
+    (pruned,) = runs_by_tag(out / "digits_small_cnn")["t001_lr=1e-06_seed=0"]
+    vals = [r for r in rows(pruned) if r["split"] == "val"]
+    assert len(vals) == 1 and finished(pruned)  # stopped after its first validation, on both ranks, then tested
+    assert list((pruned / "checkpoints").glob("epoch0001*"))
+
+
+def test_two_workers_share_one_sqlite_study(tmp_path):
+    out = tmp_path / "out"
+    spec = {"space": {"optim.lr": {"grid": [0.01, 0.02, 0.03, 0.04]}}, "storage": f"sqlite:///{tmp_path / 'study.db'}"}
+    sweep = sweep_file(tmp_path, "shared", spec)
+    cmd = command(sweep, out, "train.epochs=1")
+    first = start(cmd)
+    time.sleep(1.0)
+    second = run(cmd)
+    first.wait(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr[-3000:]
+    tags = runs_by_tag(out / "digits_small_cnn")
+    assert len(tags) == 4 and all(len(f) == 1 and finished(f[0]) for f in tags.values()), tags
+    optuna = pytest.importorskip("optuna")
+    trials = optuna.load_study(study_name="shared", storage=spec["storage"]).get_trials()
+    assert len({t.user_attrs["pid"] for t in trials}) == 2  # both workers took trials

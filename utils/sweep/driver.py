@@ -1,0 +1,148 @@
+"""``python main.py --sweep SWEEP.yaml [--config BASE.yaml] [key=value ...]``: the trials of a sweep, ``parallel`` at
+once, each configuration's seeds as ordinary runs; the study and the table of trials in
+``output/<experiment>/sweep_<name>/``. The same command again continues the sweep: finished trials stay,
+a trial a killed sweep left running is queued again and its runs resume from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from utils.config import Config, load_config
+from utils.errors import ConfigError
+from utils.references import monitor_mode
+from utils.sweep.spec import SweepSpec, check_space, load_spec
+from utils.sweep.study import (
+    claim,
+    open_study,
+    optuna_module,
+    requeue_dead_trials,
+    space_distributions,
+    storage_url,
+    used,
+    waiting,
+)
+from utils.sweep.table import write_table
+from utils.sweep.trial_runs import TrialContext, TrialFailed, run_configuration
+
+log = logging.getLogger(__name__)
+
+
+def run_sweep(sweep: str, config: Optional[str], overrides: List[str], build: Callable[[List[str]], Config]) -> int:
+    """Run (or continue) the sweep; ``build(extra_overrides)`` makes and checks a trial's config (names included)."""
+    spec = load_spec(sweep)
+    base = build([])
+    check_space(spec, build)
+    direction = "maximize" if _mode(base) == "max" else "minimize"
+    folder = base.experiment_dir / f"sweep_{spec.name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    url = storage_url(spec.storage, folder)
+    study = open_study(spec, url, direction)
+    requeued = requeue_dead_trials(study)
+    if requeued:
+        log.info("trial(s) %s of a sweep process that is gone: queued again, their runs resume", requeued)
+    monitor = ("ema_" if base.eval.use_ema else "") + base.eval.monitor
+    args = [*(["--config", config] if config else []), *overrides]
+    ctx = TrialContext(
+        args,
+        base.experiment_dir,
+        spec.seeds,
+        spec.nproc_per_trial,
+        url,
+        spec.name,
+        monitor,
+        direction,
+        base.train.epochs,
+        spec.pruner,
+        dict(os.environ),
+    )
+    lock = threading.Lock()
+    with ThreadPoolExecutor(spec.parallel) as pool:  # a worker's error is raised here, with its traceback
+        for done in [pool.submit(_work, study, spec, ctx, lock, devices, folder) for devices in device_slots(spec)]:
+            done.result()
+    table = write_table(study, folder, spec, monitor)
+    print(table, flush=True)
+    return 0
+
+
+def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, devices: str, folder: Path) -> None:
+    optuna = optuna_module()
+    while True:
+        with lock:
+            if not waiting(study) and used(study) >= spec.trials:
+                return
+            trial = study.ask()
+            config_id = claim(trial)
+            params = suggest(trial, spec)
+        log.info("trial %d (configuration %d): %s", trial.number, config_id, params)
+        try:
+            runs, pruned = run_configuration(ctx, trial._trial_id, config_id, params, devices)
+        except TrialFailed as err:
+            log.error("trial %d failed: %s", trial.number, err)
+            with lock:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            continue
+        values = [r.value for r in runs if r.value is not None]
+        with lock:
+            trial.set_user_attr("runs", [str(r.folder.name) if r.folder else "" for r in runs])
+            if pruned is not None:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            elif values:
+                study.tell(trial, statistics.fmean(values))
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            write_table(study, folder, spec, ctx.monitor)
+        log.info("trial %d: %s", trial.number, "pruned" if pruned is not None else values)
+
+
+def suggest(trial: Any, spec: SweepSpec) -> Dict[str, Any]:
+    """The trial's value of every key of the space."""
+    params = {}
+    for key, dist in space_distributions(spec.space).items():
+        if hasattr(dist, "choices"):
+            params[key] = json.loads(trial.suggest_categorical(key, dist.choices))
+        elif isinstance(dist.low, int) and dist.__class__.__name__ == "IntDistribution":
+            params[key] = trial.suggest_int(key, dist.low, dist.high)
+        else:
+            params[key] = trial.suggest_float(key, dist.low, dist.high, log=dist.log)
+    return params
+
+
+def device_slots(spec: SweepSpec) -> List[str]:
+    """``CUDA_VISIBLE_DEVICES`` of each parallel worker: ``nproc_per_trial`` GPUs each ("" on a CPU machine)."""
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if not gpus:
+        return [""] * spec.parallel
+    need = spec.parallel * spec.nproc_per_trial
+    if need > gpus:
+        raise ConfigError(
+            f"sweep '{spec.name}': parallel {spec.parallel} x nproc_per_trial {spec.nproc_per_trial} needs {need} GPUs, this machine has {gpus}; lower parallel"
+        )
+    n = spec.nproc_per_trial
+    return [",".join(str(g) for g in range(i * n, (i + 1) * n)) for i in range(spec.parallel)]
+
+
+def _mode(cfg: Config) -> str:
+    return monitor_mode(cfg.eval.metric, cfg.eval.monitor, cfg.eval.monitor_mode, cfg.eval.extra_metrics)
+
+
+def default_build(config: Optional[str], overrides: List[str]) -> Callable[[List[str]], Config]:
+    """A trial's config from the base file, the user's overrides and the trial's, every name checked."""
+    from utils.references import check_references, import_custom
+
+    def build(extra: List[str]) -> Config:
+        cfg = load_config(config, [*overrides, *extra])
+        import_custom(cfg.custom_imports)
+        check_references(cfg)
+        return cfg
+
+    return build

@@ -1,0 +1,173 @@
+"""The sweep file: what to vary, over which seeds, how many trials, how to sample and prune, and where the
+study lives. Every key and every value is checked here, and every value of the space against the config
+schema, before the first trial starts.
+
+    space:                      # dotted config keys
+      optim.lr: {log_uniform: [0.001, 0.1]}
+      model.args.backbone_args.widths: {choice: [[8, 16], [16, 32]]}
+    seeds: [0, 1, 2]            # every configuration once per seed
+    trials: 8                   # configurations (default: the grid's size)
+    sampler: tpe                # grid | random | tpe
+    pruner: median              # none | median | hyperband
+    parallel: 2                 # trials at once on this machine
+    nproc_per_trial: 1          # each trial a torchrun job of this many processes
+    storage: null               # a journal file in the sweep's folder; or sqlite:///F.db, or a database URL
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import yaml
+
+from utils.errors import ConfigError
+from utils.yaml_load import load_yaml, read_config_text
+
+KINDS = ("grid", "choice", "uniform", "log_uniform", "int")
+SAMPLERS = ("grid", "random", "tpe")
+PRUNERS = ("none", "median", "hyperband")
+KEYS = ("space", "seeds", "trials", "sampler", "pruner", "parallel", "nproc_per_trial", "storage")
+
+
+@dataclass
+class Dimension:
+    """One varied key: ``kind`` and its values (grid, choice) or bounds (uniform, log_uniform, int)."""
+
+    key: str
+    kind: str
+    values: List[Any]
+
+    @property
+    def discrete(self) -> bool:
+        return self.kind in ("grid", "choice")
+
+    def checked_values(self) -> List[Any]:
+        """The values to try against the config schema: every listed one, or both bounds."""
+        return list(self.values)
+
+
+@dataclass
+class SweepSpec:
+    name: str  # the sweep file's stem: the study's name and its folder sweep_<name>
+    space: List[Dimension]
+    seeds: List[int] = field(default_factory=lambda: [0])
+    trials: int = 0
+    sampler: str = "grid"
+    pruner: str = "none"
+    parallel: int = 1
+    nproc_per_trial: int = 1
+    storage: Optional[str] = None
+
+    def grid(self) -> Dict[str, List[Any]]:
+        return {d.key: d.values for d in self.space}
+
+
+def load_spec(path: str) -> SweepSpec:
+    """The sweep file at ``path``, every key checked (ConfigError naming the file and the key)."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--sweep '{path}' is not a file; give the sweep's YAML file (see README: Sweeps)")
+    where = f"sweep file '{path}'"
+    try:
+        data = load_yaml(read_config_text(file))
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    except yaml.YAMLError as err:  # the file, line and column
+        raise ConfigError(f"{where} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must hold a mapping with 'space' (and {', '.join(KEYS[1:])})")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; the keys are {list(KEYS)}")
+    space = [_dimension(where, key, value) for key, value in _mapping(where, "space", data.get("space")).items()]
+    if not space:
+        raise ConfigError(
+            f"{where}: 'space' is empty; name at least one dotted config key, e.g. optim.lr: {{grid: [0.01, 0.1]}}"
+        )
+    spec = SweepSpec(file.stem, space)
+    spec.seeds = _seeds(where, data.get("seeds", [0]))
+    spec.sampler = _choice(where, "sampler", data.get("sampler", "grid"), SAMPLERS)
+    spec.pruner = _choice(where, "pruner", data.get("pruner", "none"), PRUNERS)
+    spec.parallel = _count(where, "parallel", data.get("parallel", 1))
+    spec.nproc_per_trial = _count(where, "nproc_per_trial", data.get("nproc_per_trial", 1))
+    spec.storage = data.get("storage")
+    if spec.storage is not None and not isinstance(spec.storage, str):
+        raise ConfigError(f"{where}: storage must be null, a file path or a database URL (sqlite:///sweep.db)")
+    grid_size = math.prod(len(d.values) for d in space) if all(d.discrete for d in space) else 0
+    if spec.sampler == "grid" and not grid_size:
+        ranged = [d.key for d in space if not d.discrete]
+        raise ConfigError(
+            f"{where}: sampler grid needs listed values, but {ranged} are ranges; use grid/choice lists or sampler: tpe"
+        )
+    trials = data.get("trials", grid_size or None)
+    if trials is None:
+        raise ConfigError(f"{where}: 'trials' is required with sampler {spec.sampler} (how many configurations to try)")
+    spec.trials = _count(where, "trials", trials)
+    return spec
+
+
+def check_space(spec: SweepSpec, build: Callable[[List[str]], Any]) -> None:
+    """Build the config with every value (bounds of ranges) of every key: a bad one is one error naming the sweep."""
+    for dim in spec.space:
+        for value in dim.checked_values():
+            try:
+                build([override(dim.key, value)])
+            except ConfigError as err:
+                raise ConfigError(f"sweep '{spec.name}', space {dim.key} value {value!r}: {err}") from None
+
+
+def override(key: str, value: Any) -> str:
+    """``key=value`` as the command line takes it (JSON is YAML)."""
+    return f"{key}={json.dumps(value)}"
+
+
+def _dimension(where: str, key: Any, value: Any) -> Dimension:
+    if not isinstance(key, str) or not key or key == "seed":
+        raise ConfigError(f"{where}: space key {key!r} must be a dotted config key (seeds go in 'seeds')")
+    if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in KINDS:
+        raise ConfigError(f"{where}: space {key} must be one of {{{': [...]}, {'.join(KINDS)}: [...]}}, not {value!r}")
+    kind, values = next(iter(value.items()))
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where}: space {key} {kind} takes a non-empty list, not {values!r}")
+    if kind in ("uniform", "log_uniform", "int"):
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if len(values) != 2 or not numeric or not values[0] < values[1]:
+            raise ConfigError(f"{where}: space {key} {kind} takes [low, high] with low < high, not {values!r}")
+        if kind == "log_uniform" and values[0] <= 0:
+            raise ConfigError(f"{where}: space {key} log_uniform needs low > 0, not {values[0]}")
+        if kind == "int" and not all(isinstance(v, int) for v in values):
+            raise ConfigError(f"{where}: space {key} int takes integer bounds, not {values!r}")
+    return Dimension(key, kind, values)
+
+
+def _mapping(where: str, name: str, value: Any) -> Dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: '{name}' must be a mapping of dotted config keys, not {value!r}")
+    return value
+
+
+def _seeds(where: str, value: Any) -> List[int]:
+    ok = (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32 for v in value)
+    )
+    if not ok or len(set(value)) != len(value):
+        raise ConfigError(f"{where}: seeds must be a list of distinct integers in [0, 2**32), not {value!r}")
+    return list(value)
+
+
+def _choice(where: str, name: str, value: Any, allowed: tuple) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{where}: {name} must be one of {list(allowed)}, not {value!r}")
+    return value
+
+
+def _count(where: str, name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{where}: {name} must be an integer >= 1, not {value!r}")
+    return value

@@ -1,0 +1,164 @@
+"""The sweep's Optuna study: its storage (a journal file in the sweep's folder by default, which several
+processes on one machine or a shared filesystem share; SQLite or a database URL for several machines), its
+sampler and pruner, and the trials a killed sweep left running.
+
+Optuna is imported here only: a run that is no sweep never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from utils.errors import ConfigError
+
+# trial user attributes: who runs it, which configuration, whether a later trial took it over
+HOST, PID, CONFIG_ID, REQUEUED = "host", "pid", "config_id", "requeued"
+
+
+def optuna_module() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError("--sweep needs Optuna; install it with: pip install optuna") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def storage_url(storage: Optional[str], folder: Path) -> str:
+    """What the study's storage is called: a database URL as given, else a journal file (default: in ``folder``)."""
+    if storage and "://" in storage:
+        return storage
+    return str(Path(storage).expanduser().resolve() if storage else folder.resolve() / "study.journal")
+
+
+def open_storage(url: str) -> Any:
+    optuna = optuna_module()
+    if "://" in url:
+        return optuna.storages.RDBStorage(url)
+    backend = optuna.storages.journal.JournalFileBackend(url, lock_obj=optuna.storages.journal.JournalFileOpenLock(url))
+    return optuna.storages.journal.JournalStorage(backend)
+
+
+def space_distributions(space: List[Any]) -> Dict[str, Any]:
+    """Optuna's distribution of every key of the space (listed values as JSON text: Optuna's choices are scalars)."""
+    optuna = optuna_module()
+    made = {}
+    for dim in space:
+        if dim.discrete:
+            made[dim.key] = optuna.distributions.CategoricalDistribution([json.dumps(v) for v in dim.values])
+        elif dim.kind == "int":
+            made[dim.key] = optuna.distributions.IntDistribution(*dim.values)
+        else:
+            made[dim.key] = optuna.distributions.FloatDistribution(*dim.values, log=dim.kind == "log_uniform")
+    return made
+
+
+def open_study(spec: Any, url: str, direction: str) -> Any:
+    """The study named after the sweep, created or loaded (the same command continues it): ConfigError when the
+    loaded study was made for another direction or another space."""
+    optuna = optuna_module()
+    sampler = {
+        "grid": lambda: _grid_sampler(optuna)(
+            {k: d.choices for k, d in space_distributions(spec.space).items()}, seed=0
+        ),
+        "random": lambda: optuna.samplers.RandomSampler(seed=0),
+        "tpe": lambda: optuna.samplers.TPESampler(seed=0),
+    }[spec.sampler]()
+    pruner = make_pruner(spec.pruner)
+    study = optuna.create_study(
+        storage=open_storage(url),
+        study_name=spec.name,
+        direction=direction,
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
+    space = space_distributions(spec.space)
+    for trial in study.get_trials(deepcopy=False):
+        if trial.distributions and trial.distributions != space:
+            raise ConfigError(
+                f"the study '{spec.name}' in {url} was made for another space ({sorted(trial.distributions)} as trial "
+                f"{trial.number} tried them); a changed sweep needs a new name (the file's) or another storage"
+            )
+    if study.direction.name.lower() != direction:
+        raise ConfigError(
+            f"the study '{spec.name}' in {url} was made to {study.direction.name.lower()}, this sweep's eval.monitor "
+            f"to {direction}; use another storage or the same eval.monitor"
+        )
+    return study
+
+
+def _grid_sampler(optuna: Any) -> Any:
+    class Grid(optuna.samplers.GridSampler):
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            """Nothing: the grid sampler stops ``study.optimize`` when its grid is used up, which outside ``optimize``
+            (the sweep asks and tells) is an error; the sweep counts its trials itself."""
+
+    return Grid
+
+
+def make_pruner(name: str) -> Any:
+    """The pruner of that name; the sweep and each trial's run make the same one (a storage does not keep it)."""
+    optuna = optuna_module()
+    return {
+        "none": optuna.pruners.NopPruner,
+        "median": lambda: optuna.pruners.MedianPruner(n_startup_trials=1, n_warmup_steps=0),
+        "hyperband": optuna.pruners.HyperbandPruner,
+    }[name]()
+
+
+def trial_in(url: str, study_name: str, trial_id: int, pruner: str) -> Any:
+    """A running trial of the study, opened from a trial's own process (its run reports to it)."""
+    optuna = optuna_module()
+    study = optuna.load_study(study_name=study_name, storage=open_storage(url), pruner=make_pruner(pruner))
+    return optuna.trial.Trial(study, trial_id)
+
+
+def requeue_dead_trials(study: Any) -> List[int]:
+    """Trials left RUNNING by a sweep process of this host that is gone (kill -9, a crash): each is marked failed and
+    its parameters queued again under the same configuration, whose runs then resume. Returns their numbers."""
+    optuna = optuna_module()
+    requeued = []
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        attrs = trial.user_attrs
+        if attrs.get(HOST) != socket.gethostname() or _alive(int(attrs.get(PID, -1))):
+            continue
+        study._storage.set_trial_user_attr(trial._trial_id, REQUEUED, True)  # its configuration runs on
+        study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={CONFIG_ID: attrs.get(CONFIG_ID, trial.number)})
+        requeued.append(trial.number)
+    return requeued
+
+
+def claim(trial: Any) -> int:
+    """Mark ``trial`` as this process's and return its configuration number (kept by re-queued trials)."""
+    config_id = int(trial.user_attrs.get(CONFIG_ID, trial.number))
+    for key, value in ((CONFIG_ID, config_id), (HOST, socket.gethostname()), (PID, os.getpid())):
+        trial.set_user_attr(key, value)
+    return config_id
+
+
+def used(study: Any) -> int:
+    """Trials that count against ``trials``: all but the failed ones whose configuration was queued again."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(REQUEUED))
+
+
+def waiting(study: Any) -> bool:
+    optuna = optuna_module()
+    return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process of that number
+        return True
+    return True

@@ -1,0 +1,167 @@
+"""One trial: its configuration trained once per seed, each an ordinary run (``main.py``, or a torchrun job of
+``nproc_per_trial`` processes) in its own folder ``run_NNN_t<config>_<key>=<value>..._seed=<s>``.
+
+A seed whose run has its test row is done and never trained again; one with a checkpoint resumes exactly
+(``--resume <its folder>``); otherwise it starts. The trial's value is the mean over its seeds of the best
+validation value of ``eval.monitor``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from utils.sweep import pruning
+from utils.sweep.spec import override
+
+ROOT = Path(__file__).resolve().parents[2]  # main.py's folder
+
+
+@dataclass
+class TrialContext:
+    """What every trial of the sweep shares: the base command, where runs go, the study and the objective."""
+
+    base_args: List[str]  # --config and the user's overrides
+    experiment: Path
+    seeds: List[int]
+    nproc: int
+    storage: str
+    study_name: str
+    monitor: str
+    direction: str  # maximize | minimize
+    epochs: int
+    pruner: str = "none"
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SeedRun:
+    seed: int
+    folder: Optional[Path]
+    value: Optional[float] = None
+
+
+def tag(config_id: int, params: Dict[str, Any], seed: int) -> str:
+    """``t003_lr=0.01_widths=8-16_seed=1``: the configuration and seed, readable in the folder list."""
+    parts = [f"t{config_id:03d}"] + [f"{key.split('.')[-1]}={_plain(value)}" for key, value in sorted(params.items())]
+    return re.sub(r"[^A-Za-z0-9.=+_-]", "-", "_".join(parts + [f"seed={seed}"]))[:150]
+
+
+def run_configuration(
+    ctx: TrialContext, trial_id: int, config_id: int, params: Dict[str, Any], devices: str
+) -> Tuple[List[SeedRun], Optional[int]]:
+    """Train (or resume, or read) every seed's run; (the runs, the epoch offset where the pruner stopped, if it did).
+
+    A run that fails raises ``TrialFailed`` with the end of its output."""
+    runs = []
+    for index, seed in enumerate(ctx.seeds):
+        name = tag(config_id, params, seed)
+        folder = find_run(ctx.experiment, name)
+        if folder is None or test_row(folder) is None:
+            args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
+            args += [*ctx.base_args, *[override(k, v) for k, v in params.items()], f"seed={seed}"]
+            args.append(f"experiment.run_tag={name}")
+            _train(ctx, args, trial_id, index * ctx.epochs, devices)
+            folder = find_run(ctx.experiment, name)
+        runs.append(SeedRun(seed, folder, best_value(folder, ctx.monitor, ctx.direction)))
+        pruned = _pruned_at(ctx, trial_id)
+        if pruned is not None:
+            return runs, pruned
+    return runs, None
+
+
+class TrialFailed(Exception):
+    """A trial's run ended with an error (its exit status and the end of its output)."""
+
+
+def _train(ctx: TrialContext, args: List[str], trial_id: int, step_offset: int, devices: str) -> None:
+    head = [sys.executable, str(ROOT / "main.py")]
+    if ctx.nproc > 1:
+        head = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ctx.nproc}"]
+        head.append(str(ROOT / "main.py"))
+    env = {
+        **ctx.env,
+        pruning.STORAGE: ctx.storage,
+        pruning.STUDY: ctx.study_name,
+        pruning.TRIAL: str(trial_id),
+        pruning.STEP_OFFSET: str(step_offset),
+        pruning.PRUNER: ctx.pruner,
+    }
+    if devices:
+        env["CUDA_VISIBLE_DEVICES"] = devices
+    proc = subprocess.run(
+        head + args,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
+    if proc.returncode != 0:
+        raise TrialFailed(f"exit {proc.returncode}: {proc.stdout[-2000:]}")
+
+
+def die_with_parent() -> None:
+    """In the trial's process before it starts (Linux): a SIGKILL when the sweep dies, so a killed sweep leaves
+    no run training on behind it (the same command again resumes that run; two at once would share its folder)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:  # not Linux: the run outlives a killed sweep, and its folder's lock keeps a second one out
+        return
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _pruned_at(ctx: TrialContext, trial_id: int) -> Optional[int]:
+    from utils.sweep.study import open_storage
+
+    return open_storage(ctx.storage).get_trial(trial_id).user_attrs.get(pruning.PRUNED_AT)
+
+
+def find_run(experiment: Path, name: str) -> Optional[Path]:
+    """The newest ``run_NNN_<name>`` folder of the experiment, if any."""
+    found = sorted(experiment.glob(f"run_[0-9]*_{glob_escape(name)}")) if experiment.is_dir() else []
+    found = [p for p in found if re.fullmatch(rf"run_\d+_{re.escape(name)}", p.name)]
+    return found[-1] if found else None
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def has_checkpoint(folder: Path) -> bool:
+    checkpoints = folder / "checkpoints"
+    return checkpoints.is_dir() and any(checkpoints.iterdir())
+
+
+def rows(folder: Path) -> List[Dict[str, Any]]:
+    path = folder / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def test_row(folder: Path) -> Optional[Dict[str, Any]]:
+    tests = [r for r in rows(folder) if r.get("split") == "test"]
+    return tests[-1] if tests else None
+
+
+def best_value(folder: Optional[Path], monitor: str, direction: str) -> Optional[float]:
+    """The best validation value of ``monitor`` the run recorded."""
+    values = [float(r[monitor]) for r in rows(folder) if r.get("split") == "val" and monitor in r] if folder else []
+    if not values:
+        return None
+    return max(values) if direction == "maximize" else min(values)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "-".join(_plain(v) for v in value)
+    return str(value)
