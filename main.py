@@ -33,6 +33,7 @@ from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.saved_config import how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
+from utils.compare.command import compare_command
 from utils.config import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.data.input_shape import check_input_shape
@@ -182,10 +183,26 @@ def train(
         trainer.close()
 
 
+def sweep_command(args: argparse.Namespace) -> int:
+    """``--sweep``: the trials run as child processes of this one, which holds no process group and no device."""
+    from utils.sweep.driver import default_build, run_sweep
+
+    setup_logging(None, 0)
+    try:
+        return run_sweep(args.sweep, args.config, args.overrides, default_build(args.config, args.overrides))
+    except UserError as err:
+        print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
+        return 2
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    if args.sweep:
+        return sweep_command(args)
     info, run = None, None
     try:
+        if args.mode == "compare":  # finished runs' files only: no config, no process group, no device
+            return compare_command(args.paths, args.output)
         trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
         checkpoint = Checkpoint.load(args.checkpoint) if args.mode != "train" else None
         cfg = resolve_config(args, checkpoint)

@@ -13,6 +13,7 @@ apex is an optional, detected backend (``amp.backend``): the PyPI package named
 from setuptools import setup
 
 EXPORT = ["onnx", "onnxscript", "onnxruntime"]  # --mode export --format onnx
+SWEEP = ["optuna>=4.0"]  # --sweep: studies in a journal file, SQLite or a database
 
 setup(
     name="regtrain",
@@ -29,6 +30,7 @@ setup(
         "pyyaml",
         "tqdm",
         "scikit-learn",
+        "scipy",  # --mode compare: Student-t quantiles and Welch's t-test (scikit-learn needs it already)
         "pysodmetrics",
         "pillow>=10.1",  # pictures for TensorBoard: ImageFont.load_default(size=...)
         "python-hostlist",  # SLURM node lists (srun launch)
@@ -43,7 +45,9 @@ setup(
             "pytest-timeout",
             "ruff==0.17.6",
             *EXPORT,
+            *SWEEP,
         ],
+        "sweep": SWEEP,
         "dali": ["nvidia-dali-cuda130"],
         "export": EXPORT,
     },

@@ -47,6 +47,8 @@ BENCHMARKS = [
     ("bench_fsdp", "14 FSDP2"),
     ("bench_predict", "15 predict"),
     ("bench_export", "16 export"),
+    ("bench_compare", "17 compare"),
+    ("bench_sweep", "18 sweep"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

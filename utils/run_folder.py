@@ -34,8 +34,8 @@ from utils.errors import ConfigError, OutputError, name_list
 from utils.run_lock import release_lock, take_lock
 
 LATEST = "latest"
-_NUMBERED = re.compile(r"^(run|test|predict|export)_(\d+)$")
-RESERVED = "run_NNN, test_NNN, predict_NNN, export_NNN, latest, checkpoints"  # names the layout gives its own folders
+_NUMBERED = re.compile(r"^(run|test|predict|export|compare)_(\d+)(?:_[A-Za-z0-9.=+_-]+)?$")  # run_012 or run_012_<tag>
+RESERVED = "run_NNN, test_NNN, predict_NNN, export_NNN, compare_NNN, latest, checkpoints"  # names the layout gives its own folders
 # what every start writes before any result: a folder holding nothing else (and no checkpoint) holds nothing of value
 BOOKKEEPING = (".lock", "config.yaml", "log.txt", "tb", "checkpoints")
 
@@ -158,16 +158,16 @@ def newest_run(experiment: Path) -> Optional[RunFolder]:
     return legacy if legacy.has_checkpoints() else None
 
 
-def create(experiment: Path, kind: str = "run") -> RunFolder:
-    """A new, empty ``<kind>_NNN`` folder numbered after the experiment's newest (two runs started at
-    once get two folders); a training run also becomes ``latest``."""
+def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> RunFolder:
+    """A new, empty ``<kind>_NNN`` folder (``<kind>_NNN_<tag>`` with a tag) numbered after the experiment's
+    newest (two runs started at once get two folders); a training run also becomes ``latest``."""
     made = [folder for folder in (experiment, *experiment.parents) if not folder.exists()]  # deepest first
     try:
         experiment.mkdir(parents=True, exist_ok=True)
         runs = numbered(experiment, kind)
         number = int(_NUMBERED.match(runs[-1].path.name).group(2)) + 1 if runs else 1
         while True:
-            path = experiment / f"{kind}_{number:03d}"
+            path = experiment / (f"{kind}_{number:03d}" + (f"_{tag}" if tag else ""))
             try:
                 path.mkdir()
                 break

@@ -12,12 +12,13 @@ Each command is checked for what it prints, not only for its exit code: a traini
 of an experiment's ``latest/checkpoints/best.pt`` prints the test line that the run ``latest`` points to
 printed (N ranks or one); ``--resume`` logs ``training state restored: epoch E, step S`` in the run it
 continues and prints that run's test line again; a config with ``model.pretrained`` logs ``loaded N tensors
-from PATH``; ``--mode export`` prints the file it wrote. At the end each experiment's folder holds exactly
+from PATH``; ``--mode export`` prints the file it wrote; ``--mode compare`` its table and the folder it wrote. At the end each experiment's folder holds exactly
 the folders the commands named (one per run or mode) and ``latest`` points to its last training run.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 import shlex
 import shutil
@@ -167,6 +168,27 @@ def check(command: str, out: str, err: str, seen: Chain) -> None:
     assert "Traceback" not in err, err[-3000:]
     if "--help" in command:
         assert out.startswith("usage:"), out
+        return
+    if "--mode compare" in command:  # no process, no run folder: the table, then the folder it wrote
+        wrote = re.search(r"^compare: runs=\d+ configurations=\d+ incomplete=\d+ folder=(\S+)$", out, re.M)
+        assert wrote and "| rank | " in out, out
+        folder = seen.repo / wrote.group(1)
+        assert folder.name.startswith("compare_") and folder not in seen.folders, folder
+        assert sorted(p.name for p in folder.iterdir()) == ["compare.csv", "compare.md", "compare.png"]
+        seen.folders.append(folder)
+        return
+    if "--sweep" in command:  # the table of trials; its run folders and its own, in the experiment's folder
+        assert re.search(r"^sweep \S+: best \w+=\S+ in trial \d+", out, re.M), out
+        experiment = seen.repo / "output" / re.search(r"experiment\.name=(\S+)", command).group(1)
+        sweep_file = Path(re.search(r"--sweep (\S+)", command).group(1))
+        sweep = experiment / f"sweep_{sweep_file.stem}"
+        table = list(csv.DictReader((sweep / "trials.csv").open()))
+        assert table and all(row["state"] == "complete" for row in table), table
+        runs = [experiment / name for row in table for name in row["runs"].split()]
+        assert all(
+            printed_test_lines((run / "log.txt").read_text()) or (run / "metrics.jsonl").is_file() for run in runs
+        )
+        seen.folders.extend([*runs, sweep])
         return
     launched = command.startswith(("torchrun", "python -m torch.distributed"))
     assert re.search(rf"\b{RANKS if launched else 1} process\(es\)", err), err[-3000:]

@@ -17,13 +17,16 @@ from utils.references import check_references, import_custom
 
 # each option and the modes that read it; what to do instead, where the option would mislead
 MODE_OPTIONS = {
+    "config": ("train", "test", "predict", "export"),  # compare reads the runs' own config.yaml
+    "trust_file": ("train", "test", "predict", "export"),
     "checkpoint": ("test", "predict", "export"),
     "input": ("predict",),
-    "output": ("predict", "export"),
+    "output": ("predict", "export", "compare"),
     "format": ("export",),
     "resume": ("train",),
     "resume_force": ("train",),
     "reset_optimizer": ("train",),
+    "sweep": ("train",),
 }
 INSTEAD = {
     "checkpoint": "; training never starts from it: to start from its weights use model.pretrained=FILE, to continue its run use --resume FILE"
@@ -36,17 +39,18 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
     parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
     parser.add_argument(
         "--mode",
-        choices=("train", "test", "predict", "export"),
+        choices=("train", "test", "predict", "export", "compare"),
         default="train",
         help="train (default): train the config's network; test: evaluate --checkpoint on data.test_split; "
-        "predict: run --checkpoint on the --input images; export: write --checkpoint's network as --format",
+        "predict: run --checkpoint on the --input images; export: write --checkpoint's network as --format; "
+        "compare: the runs of the PATHs by configuration (mean, std, 95%% interval, p-value over seeds)",
     )
     parser.add_argument(
         "--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)"
     )
     parser.add_argument("--input", help="predict: an image file, a folder of images or a glob")
     parser.add_argument(
-        "--output", help="predict, export: the folder to write (default: output/<experiment>/<mode>_NNN)"
+        "--output", help="predict, export, compare: the folder to write (default: output/<experiment>/<mode>_NNN)"
     )
     parser.add_argument(
         "--format",
@@ -77,12 +81,22 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
         help="load this checkpoint or weights file (or .dcp directory) with full unpickling, which runs any code it holds; only for files you trust (repeatable)",
     )
     # torch.distributed.launch passes --local-rank=N (older PyTorch: --local_rank N); torchrun sets LOCAL_RANK.
+    parser.add_argument(
+        "--sweep",
+        metavar="SWEEP.yaml",
+        help="train the sweep's trials (Optuna): every configuration of its space once per seed, as ordinary runs",
+    )
     parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
-    parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key.sub=value",
+        help="config overrides; --mode compare: the PATHs to compare (experiment, sweep or run folders)",
+    )
     args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
     for dest, modes in MODE_OPTIONS.items():  # an option the mode does not read would do nothing: refused
-        if args.mode not in modes and getattr(args, dest) not in (None, False):
+        if args.mode not in modes and getattr(args, dest) not in (None, False, []):
             parser.error(
                 f"--{dest.replace('_', '-')} does nothing in --mode {args.mode}: it is for --mode {'/'.join(modes)}{INSTEAD.get(dest, '')}"
             )
@@ -91,9 +105,15 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
         args.overrides.append(args.resume)  # "--resume key=value": an override, not a path
         args.resume = True
     args.resume = args.resume or args.resume_force or args.reset_optimizer
+    if args.sweep and args.resume:
+        parser.error("--sweep continues by itself (the same command again resumes its trials): leave out --resume")
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
-    if args.mode != "train" and not args.checkpoint:
+    # compare reads finished runs: its positional arguments are folders, not overrides
+    args.paths, args.overrides = (args.overrides, []) if args.mode == "compare" else ([], args.overrides)
+    if args.mode == "compare" and not args.paths:
+        parser.error("--mode compare needs at least one PATH: an experiment folder, a sweep folder or run folders")
+    if args.mode not in ("train", "compare") and not args.checkpoint:
         parser.error(f"--mode {args.mode} needs --checkpoint PATH")
     return args
 

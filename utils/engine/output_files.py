@@ -9,39 +9,17 @@ that wrote it (predict and export have no ``--resume``).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 import yaml
 
+# written whole or not at all: the helpers live outside the engine, --mode compare (utils/compare/) writes with them too
+from utils.atomic_write import temporary_name, write_atomic, write_text  # noqa: F401 (predict.py imports them from here)
 from utils.config import Config, to_dict
-from utils.errors import OutputError
 
 PREDICT_ADVICE = "run the predict again (into a new or empty --output, or without --output)"
 EXPORT_ADVICE = "run the export again (into a new or empty --output, or without --output)"
-
-
-def temporary_name(path: Path) -> Path:
-    """A hidden name beside ``path`` for its bytes until they are complete (hidden: never read as an input)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def write_atomic(path: Path, write: Callable[[Path], Any], advice: str) -> None:
-    """``write(temporary path)``, then rename it to ``path``; a failed write (OSError: a full disk, no
-    permission) removes the temporary file and is an OutputError naming ``path`` with ``advice``."""
-    tmp = temporary_name(path)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise OutputError.writing(path, err, advice) from err
-
-
-def write_text(path: Path, text: str, advice: str) -> None:
-    """``text`` as the whole of ``path`` (see ``write_atomic``)."""
-    write_atomic(path, lambda tmp: tmp.write_text(text), advice)
 
 
 def write_config(cfg: Config, path: Path, advice: str) -> None:

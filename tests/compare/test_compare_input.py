@@ -1,0 +1,120 @@
+"""Bad input to ``--mode compare`` is one ``error:`` line (exit 2) and writes nothing; its command line takes PATHs
+and ``--output`` only; a failed write leaves no partial file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import main
+from tests.fixtures.compare_runs import resolved_config, write_run
+from tests.fixtures.outputs import one_error, partial_files, small_disk
+
+
+@pytest.fixture
+def experiment(tmp_path: Path) -> Path:
+    folder = tmp_path / "exp"
+    for seed in (1, 2):
+        write_run(folder / f"run_00{seed}", resolved_config(folder, seed), {"top1": 0.5, "loss": 1.0})
+    return folder
+
+
+def refused(args, capsys) -> str:
+    assert main.main(["--mode", "compare", *args]) == 2
+    return one_error(capsys)
+
+
+def test_a_path_that_does_not_exist(experiment, capsys):
+    missing = experiment.parent / "nope"
+    assert refused([str(experiment), str(missing)], capsys) == (
+        f"error: '{missing}' does not exist; give experiment folders (output/<experiment>), sweep folders or run folders"
+    )
+    assert not list(experiment.glob("compare_*"))
+
+
+def test_a_folder_without_runs(tmp_path, capsys):
+    (tmp_path / "empty" / "inner").mkdir(parents=True)
+    error = refused([str(tmp_path / "empty")], capsys)
+    assert error.startswith(
+        f"error: no runs found in '{tmp_path / 'empty'}': neither it nor a folder in it holds a run's"
+    )
+
+
+def test_the_folder_of_another_mode(experiment, capsys):
+    write_run(experiment / "test_001", resolved_config(experiment, 1), {"top1": 0.5})
+    assert refused([str(experiment / "test_001")], capsys) == (
+        f"error: no runs found in '{experiment / 'test_001'}': it is the folder of a --mode test, not of a training run"
+    )
+
+
+def test_a_file_instead_of_a_folder(experiment, capsys):
+    error = refused([str(experiment / "run_001" / "config.yaml")], capsys)
+    assert error.endswith("is not a folder; give experiment folders, sweep folders or run folders")
+
+
+def test_a_corrupt_metrics_line_names_the_file_and_the_line(experiment, capsys):
+    metrics = experiment / "run_002" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + '{"split": "test", "top1": 0.\n')
+    error = refused([str(experiment)], capsys)
+    assert error.startswith(f"error: '{metrics}' line 2 is not a JSON object (")
+    metrics.write_text("[1, 2]\n")
+    assert refused([str(experiment)], capsys) == f"error: '{metrics}' line 1 is not a JSON object: '[1, 2]'"
+    assert not list(experiment.glob("compare_*"))
+
+
+def test_a_broken_config_names_its_file(experiment, capsys):
+    config = experiment / "run_001" / "config.yaml"
+    config.write_text("optim: [unclosed\n")
+    assert refused([str(experiment)], capsys).startswith(f"error: '{config}' is not a run's config: ")
+    config.write_text("- a list\n")
+    assert refused([str(experiment)], capsys) == (
+        f"error: '{config}' is not a run's config: it holds list, not a mapping of sections"
+    )
+
+
+def test_output_inside_a_run_or_not_empty_is_refused(experiment, tmp_path, capsys):
+    error = refused([str(experiment), "--output", str(experiment / "run_001" / "table")], capsys)
+    assert f"lies inside the run folder '{experiment / 'run_001'}'" in error
+    assert not (experiment / "run_001" / "table").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "compare.csv").write_text("earlier\n")
+    error = refused([str(experiment), "--output", str(tmp_path / "full")], capsys)
+    assert error.startswith(f"error: --output '{tmp_path / 'full'}' is not empty (it holds compare.csv)")
+    assert (tmp_path / "full" / "compare.csv").read_text() == "earlier\n"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--mode compare needs at least one PATH: an experiment folder, a sweep folder or run folders"),
+        (
+            ["x", "--config", "c.yaml"],
+            "--config does nothing in --mode compare: it is for --mode train/test/predict/export",
+        ),
+        (["x", "--checkpoint", "b.pt"], "--checkpoint does nothing in --mode compare"),
+        (["x", "--resume"], "--resume does nothing in --mode compare: it is for --mode train"),
+        (["x", "--trust-file", "b.pt"], "--trust-file does nothing in --mode compare"),
+        (["x", "--format", "pt2"], "--format does nothing in --mode compare: it is for --mode export"),
+    ],
+)
+def test_the_command_line_takes_paths_and_output_only(args, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main.main(["--mode", "compare", *args])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert stop.value.code == 2 and len(errors) == 1 and message in errors[0], errors
+
+
+def test_paths_are_not_overrides_and_other_modes_keep_theirs():
+    args = main.parse_args(["--mode", "compare", "a", "optim.lr=0.1", "--output", "o"])
+    assert args.paths == ["a", "optim.lr=0.1"] and args.overrides == [] and args.output == "o"
+    args = main.parse_args(["optim.lr=0.1", "--trust-file", "w.pt"])
+    assert args.overrides == ["optim.lr=0.1"] and args.paths == [] and args.trust_file == ["w.pt"]
+
+
+def test_a_failed_write_is_one_line_and_leaves_no_partial_file(experiment, tmp_path, capsys):
+    with small_disk(tmp_path / "disk", "8k") as disk:
+        error = refused([str(experiment), "--output", str(disk)], capsys)
+        assert error.startswith(f"error: could not write '{disk / 'compare.png'}' (No space left on device)")
+        assert error.endswith("run the compare again (into a new or empty --output, or without --output)")
+        assert partial_files(disk) == []

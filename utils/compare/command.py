@@ -1,0 +1,75 @@
+"""``--mode compare``: the runs the PATHs stand for, compared by configuration, written to a folder of its own
+(``compare.csv``, ``compare.md``, ``compare.png``, each written whole) and the table printed.
+
+The folder is ``--output`` (a new or empty folder outside every run: ``utils/run_folder.py`` ``named``) or a new
+``compare_NNN`` beside the first run found (in its experiment folder), never a folder inside a run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from utils.atomic_write import write_atomic, write_text
+from utils.compare.collect import find_runs, read_run
+from utils.compare.figure import draw_figure
+from utils.compare.group import group_runs
+from utils.compare.monitor import choose_monitor
+from utils.compare.ranking import metric_names, rank
+from utils.compare.table import (
+    csv_text,
+    heading,
+    incomplete_list,
+    markdown_table,
+    markdown_text,
+    runs_list,
+    shown_path,
+)
+from utils.errors import ConfigError, UserError
+from utils.log import setup_logging
+from utils.run_folder import RunFolder, create, named, run_holding
+
+ADVICE = "run the compare again (into a new or empty --output, or without --output)"
+
+
+def output_folder(output: Optional[str], first_run: Path) -> RunFolder:
+    """``--output`` (checked and made by ``named``), else a new ``compare_NNN`` in the first run's experiment."""
+    if output:
+        return named(Path(output))
+    experiment = first_run.parent
+    holder = run_holding(experiment)
+    if holder is not None:  # runs nested inside another run: its records are no place for ours
+        raise ConfigError(
+            f"the runs' folder '{experiment}' lies inside the run folder '{holder}', where other modes never write; give --output DIR"
+        )
+    return create(experiment, "compare")
+
+
+def compare_command(paths: Sequence[str], output: Optional[str]) -> int:
+    """Compare the runs of ``paths`` (experiment, sweep or run folders) into ``output``; prints the table and
+    a last line ``compare: runs=N configurations=K incomplete=I folder=DIR``. Returns the exit code (0)."""
+    setup_logging(None, 0)
+    runs = find_runs(paths)
+    records = [read_run(run) for run in runs]
+    keys, configurations, incomplete = group_runs(records)
+    monitor = choose_monitor(records)
+    metrics = metric_names(configurations)
+    rows = rank(configurations, metrics, monitor)
+    parts: List[str] = [heading(len(records), rows, monitor), markdown_table(keys, metrics, rows)]
+    summary = "\n\n".join(part for part in (*parts, incomplete_list(keys, incomplete)) if part)
+    image = draw_figure(rows, metrics, monitor, len(incomplete))
+    folder = output_folder(output, runs[0])
+    try:
+        write_text(folder.path / "compare.csv", csv_text(keys, metrics, rows, incomplete), ADVICE)
+        write_text(folder.path / "compare.md", markdown_text(summary, runs_list(rows)), ADVICE)
+        write_atomic(folder.path / "compare.png", lambda tmp: image.save(tmp, format="PNG"), ADVICE)
+    except UserError:
+        folder.abandon()  # a folder this command made and left without a result goes again
+        raise
+    print(summary, flush=True)
+    print(
+        f"compare: runs={len(records)} configurations={len(rows)} incomplete={len(incomplete)} "
+        f"folder={shown_path(folder.path)}",
+        flush=True,
+    )
+    return 0

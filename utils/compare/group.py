@@ -1,0 +1,107 @@
+"""Runs grouped by configuration: the config keys whose values differ between the runs (seed aside) name a
+configuration, and runs that agree on all of them are its seeds.
+
+Configs are compared as flat dotted keys (``optim.lr``, ``model.args.backbone_args.widths``); a list is one
+value (``optim.betas``), and a key one run has and another lacks differs (``-`` where it is missing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Sequence, Tuple
+
+from utils.compare.collect import RunRecord
+
+SEED = "seed"  # what repeats a configuration: never a column, its runs are the configuration's n
+# Keys that differ between runs of one configuration without changing what is trained: the folder the runs go
+# to and its name (experiment.name, experiment.output_root) and the tag a sweep puts in a run's folder name
+# (experiment.run_tag, its configuration and seed). Counted, every run would be a configuration of its own.
+BOOKKEEPING = ("experiment.name", "experiment.output_root", "experiment.run_tag")
+MISSING = "-"  # shown for a key a run's config does not have
+
+
+def flatten(tree: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """``{"optim": {"lr": 0.1}}`` -> ``{"optim.lr": 0.1}``; lists and scalars are values."""
+    flat: Dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _same(value: Any) -> str:
+    """A value as a comparable text: 0.1 and 0.1 agree, [8, 16] and [8, 16] too, 1 and 1.0 do not (YAML told
+    them apart, and so does the config schema)."""
+    return json.dumps(value, sort_keys=True, default=str) + type(value).__name__
+
+
+def shown(value: Any) -> str:
+    """A config value as a table cell: a string as it is, anything else as JSON (``null``, ``true``, ``[8, 16]``)."""
+    if value is MISSING or isinstance(value, str):
+        return str(value)
+    return json.dumps(value, default=str)
+
+
+def varied_keys(configs: Sequence[Dict[str, Any]]) -> List[str]:
+    """The keys whose values differ between ``configs`` (flat), in config order; seed and ``BOOKKEEPING`` aside."""
+    order: Dict[str, None] = {}
+    for config in configs:
+        order.update(dict.fromkeys(config))
+    varied = []
+    for key in order:
+        if key == SEED or key in BOOKKEEPING:
+            continue
+        first = configs[0].get(key, MISSING)
+        # equal values of one type agree (the common case, cheap); anything else is compared as text
+        if any(not _agree(config.get(key, MISSING), first) for config in configs[1:]):
+            varied.append(key)
+    return varied
+
+
+def _agree(value: Any, other: Any) -> bool:
+    if type(value) is type(other) and not isinstance(value, (list, dict)):
+        return value == other
+    return _same(value) == _same(other)
+
+
+@dataclass
+class Configuration:
+    """One configuration: its values of the varied keys and its complete runs (one per seed)."""
+
+    values: Dict[str, Any]
+    runs: List[RunRecord] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.runs)
+
+    def label(self) -> str:
+        """``optim.lr=0.001, seed...``: the values as one line (``all runs`` when nothing varied)."""
+        return ", ".join(f"{key}={shown(value)}" for key, value in self.values.items()) or "all runs"
+
+
+def group_runs(records: Sequence[RunRecord]) -> Tuple[List[str], List[Configuration], List[RunRecord]]:
+    """(the varied keys, the configurations in order of their first run, the incomplete runs). A configuration
+    holds its complete runs only: one whose runs are all incomplete is no configuration, its runs are listed."""
+    flat = [flatten(record.config) for record in records]
+    keys = varied_keys(flat) if flat else []
+    configurations: Dict[Tuple[str, ...], Configuration] = {}
+    incomplete = []
+    for record, config in zip(records, flat):
+        if record.test is None:
+            incomplete.append(record)
+            continue
+        values = {key: config.get(key, MISSING) for key in keys}
+        identity = tuple(_same(value) for value in values.values())
+        configurations.setdefault(identity, Configuration(values)).runs.append(record)
+    return keys, list(configurations.values()), incomplete
+
+
+def values_of(record: RunRecord, keys: Sequence[str]) -> Dict[str, Any]:
+    """A run's values of ``keys`` (an incomplete run's configuration, for its listing)."""
+    config = flatten(record.config)
+    return {key: config.get(key, MISSING) for key in keys}

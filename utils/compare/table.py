@@ -1,0 +1,123 @@
+"""The comparison as text: ``compare.csv`` (every number at full precision, incomplete runs as rows of their
+own) and ``compare.md`` (the table, the incomplete runs, the runs of each row).
+
+Columns: ``rank``, the varied config keys, ``n`` (complete runs: seeds), for every test metric
+``test_<metric>_mean``, ``_std``, ``_ci_low``, ``_ci_high``, then ``p_value`` (the monitor against rank 1);
+the CSV adds ``state`` (complete / incomplete) and ``runs`` (the run folders, ``;`` between them).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from utils.compare.collect import RunRecord
+from utils.compare.group import shown, values_of
+from utils.compare.monitor import Monitor
+from utils.compare.ranking import Row
+from utils.compare.stats import CONFIDENCE
+
+STATS = ("mean", "std", "ci_low", "ci_high")
+
+
+def shown_path(path: Path) -> str:
+    """A run folder as the user would type it: relative to the working directory when inside it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def columns(keys: Sequence[str], metrics: Sequence[str]) -> List[str]:
+    """The table's columns (the CSV adds ``state`` and ``runs``)."""
+    return ["rank", *keys, "n", *[f"test_{metric}_{stat}" for metric in metrics for stat in STATS], "p_value"]
+
+
+def _cells(row: Row, metrics: Sequence[str], number: str) -> List[str]:
+    """A row's statistics, ``number``-formatted (``{!r}``: full precision), empty where there is none."""
+    cells = []
+    for metric in metrics:
+        summary = row.stats.get(metric)
+        for stat in STATS:
+            value = getattr(summary, stat) if summary is not None else None
+            cells.append("" if value is None else number.format(value))
+    return cells
+
+
+def _p(value: Optional[float], number: str) -> str:
+    return "" if value is None else number.format(value)
+
+
+def csv_text(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], incomplete: Sequence[RunRecord]) -> str:
+    """``compare.csv``: one line per configuration, then one per incomplete run (no statistics)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*columns(keys, metrics), "state", "runs"])
+    for rank, row in enumerate(rows, start=1):
+        config = row.configuration
+        values = [shown(config.values[key]) for key in keys]
+        runs = ";".join(shown_path(run.path) for run in config.runs)
+        cells = _cells(row, metrics, "{!r}")
+        writer.writerow([rank, *values, config.n, *cells, _p(row.p_value, "{!r}"), "complete", runs])
+    blank = [""] * (len(metrics) * len(STATS) + 1)
+    for record in incomplete:
+        values = [shown(value) for value in values_of(record, keys).values()]
+        writer.writerow(["", *values, 0, *blank, "incomplete", shown_path(record.path)])
+    return buffer.getvalue()
+
+
+def _markdown_row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+
+def heading(runs: int, rows: Sequence[Row], monitor: Monitor) -> str:
+    """What the table shows and how its numbers are made, in two sentences."""
+    configurations = f"{len(rows)} configuration{'s' if len(rows) != 1 else ''}"
+    return (
+        f"{runs} run(s), {configurations}, sorted best first by test_{monitor.name}_mean (eval.monitor, "
+        f"{monitor.better()}). Intervals: {CONFIDENCE:.0%} Student-t, mean +- t(0.975, n-1) * std / sqrt(n), std with "
+        f"ddof=1; p_value: Welch's t-test of test_{monitor.name} against rank 1, two-sided (empty where n < 2, a "
+        "value is NaN or inf, or all seeds of both rows gave one value)."
+    )
+
+
+def markdown_table(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row]) -> str:
+    """The Markdown table: the CSV's configuration rows, numbers to 4 decimals (p-values to 3 digits)."""
+    head = columns(keys, metrics)
+    align = ["---:" if name == "rank" or name == "n" or name.startswith(("test_", "p_")) else "---" for name in head]
+    lines = [_markdown_row(head), "|" + "|".join(align) + "|"]
+    for rank, row in enumerate(rows, start=1):
+        values = [shown(row.configuration.values[key]) for key in keys]
+        lines.append(
+            _markdown_row(
+                [rank, *values, row.configuration.n, *_cells(row, metrics, "{:.4f}"), _p(row.p_value, "{:.3g}")]
+            )
+        )
+    return "\n".join(lines)
+
+
+def incomplete_list(keys: Sequence[str], incomplete: Sequence[RunRecord]) -> str:
+    """The runs without a test row, each with its configuration: listed, never averaged."""
+    if not incomplete:
+        return ""
+    lines = ["Incomplete runs (no test row; not averaged):", ""]
+    for record in incomplete:
+        values = ", ".join(f"{key}={shown(value)}" for key, value in values_of(record, keys).items())
+        lines.append(f"- {shown_path(record.path)}" + (f" ({values})" if values else ""))
+    return "\n".join(lines)
+
+
+def runs_list(rows: Sequence[Row]) -> str:
+    """Which run folders each row averages."""
+    lines = ["Runs of each row:", ""]
+    lines += [
+        f"{rank}. " + ", ".join(shown_path(run.path) for run in row.configuration.runs)
+        for rank, row in enumerate(rows, start=1)
+    ]
+    return "\n".join(lines)
+
+
+def markdown_text(summary: str, runs: str) -> str:
+    """``compare.md``: the summary (heading, table, incomplete runs: what the command prints), then the runs."""
+    return f"# Comparison\n\n{summary}\n\n{runs}\n"
