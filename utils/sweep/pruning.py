@@ -28,8 +28,8 @@ PRUNED_AT = "pruned_at_epoch"  # the trial's user attribute the parent reads aft
 
 def pruning_judge(environ: Mapping[str, str] = os.environ) -> Optional[Callable[[int, Dict[str, float], str], bool]]:
     """``judge(epoch, metrics, monitor) -> prune?`` for a trial's run, None outside a sweep."""
-    if TRIAL not in environ:
-        return None
+    if TRIAL not in environ or environ.get(PRUNER, "none") == "none":
+        return None  # no sweep, or one that never prunes: the run neither loads Optuna nor reports
     storage, study_name, trial_id = environ[STORAGE], environ[STUDY], int(environ[TRIAL])
     offset = int(environ.get(STEP_OFFSET, "0"))
     trial = None

@@ -120,6 +120,8 @@ def die_with_parent() -> None:
 
 
 def _pruned_at(ctx: TrialContext, trial_id: int) -> Optional[int]:
+    if ctx.pruner == "none":
+        return None
     from utils.sweep.study import open_storage
 
     return open_storage(ctx.storage).get_trial(trial_id).user_attrs.get(pruning.PRUNED_AT)
