@@ -18,7 +18,6 @@ the folders the commands named (one per run or mode) and ``latest`` points to it
 
 from __future__ import annotations
 
-import csv
 import re
 import shlex
 import shutil
@@ -34,6 +33,7 @@ import yaml
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
+from tests.fixtures.readme_sweep import sweep_folders
 
 README = ROOT / "README.md"
 ITERATIONS = 2
@@ -178,17 +178,7 @@ def check(command: str, out: str, err: str, seen: Chain) -> None:
         seen.folders.append(folder)
         return
     if "--sweep" in command:  # the table of trials; its run folders and its own, in the experiment's folder
-        assert re.search(r"^sweep \S+: best \w+=\S+ in trial \d+", out, re.M), out
-        experiment = seen.repo / "output" / re.search(r"experiment\.name=(\S+)", command).group(1)
-        sweep_file = Path(re.search(r"--sweep (\S+)", command).group(1))
-        sweep = experiment / f"sweep_{sweep_file.stem}"
-        table = list(csv.DictReader((sweep / "trials.csv").open()))
-        assert table and all(row["state"] == "complete" for row in table), table
-        runs = [experiment / name for row in table for name in row["runs"].split()]
-        assert all(
-            printed_test_lines((run / "log.txt").read_text()) or (run / "metrics.jsonl").is_file() for run in runs
-        )
-        seen.folders.extend([*runs, sweep])
+        seen.folders.extend(sweep_folders(command, out, seen.repo))
         return
     launched = command.startswith(("torchrun", "python -m torch.distributed"))
     assert re.search(rf"\b{RANKS if launched else 1} process\(es\)", err), err[-3000:]
