@@ -173,6 +173,8 @@ class TrainConfig:
     patience: Optional[int] = field(default=None, metadata=at_least(1, null=True) | APPLY)
     # {wait: 1, warmup: 1, active: 5}: torch.profiler over those steps (rank 0)
     profile: Optional[Dict[str, int]] = field(default=None, metadata=INERT)
+    # rank 0 writes samples.jsonl: the sample keys of every step's global batch (utils/engine/sample_record.py)
+    record_samples: bool = field(default=False, metadata=INERT)
 
 
 @dataclass

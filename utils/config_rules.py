@@ -177,6 +177,10 @@ def _validate_references(cfg: "Config") -> None:
         raise ConfigError(
             "config key 'data.global_batch_size' needs data.loader=torch (DALI's readers shard and shuffle the data themselves); set data.loader=torch or data.global_batch_size=null"
         )
+    if cfg.train.record_samples and data.loader == "dali":
+        raise ConfigError(
+            "config key 'train.record_samples' needs data.loader=torch (DALI's readers choose the order of the samples themselves); set data.loader=torch or train.record_samples=false"
+        )
     if data.global_batch_size is not None and cfg.optim.lr_scaling != "none":
         raise ConfigError(
             f"config key 'optim.lr_scaling' is {cfg.optim.lr_scaling}, which scales the LR with the world size, but data.global_batch_size "

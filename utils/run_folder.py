@@ -72,6 +72,11 @@ class RunFolder:
         return self.path / "metrics.jsonl"
 
     @property
+    def samples(self) -> Path:
+        """Which samples each training step saw (``train.record_samples``)."""
+        return self.path / "samples.jsonl"
+
+    @property
     def config(self) -> Path:
         return self.path / "config.yaml"
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 import torch
 from torch.utils.data import DistributedSampler, Sampler
@@ -62,6 +63,13 @@ class ResumableSampler(DistributedSampler):
     def __iter__(self) -> Iterator[int]:
         return itertools.islice(super().__iter__(), self.skip, None)
 
+    def order_of(self, epoch: int, rank: int) -> List[int]:
+        """Rank ``rank``'s indices of epoch ``epoch``, all of them (no skip), this sampler left as it is."""
+        other = copy.copy(self)
+        other.generator, other.rank = None, rank  # the loader's generator is not reseeded for another rank
+        other.set_epoch(epoch)
+        return list(DistributedSampler.__iter__(other))
+
     def __len__(self) -> int:
         return max(self.num_samples - self.skip, 0)
 
@@ -117,12 +125,16 @@ class GlobalBatchSampler(Sampler[int]):
         self.skip = max(int(count), 0)
 
     def __iter__(self) -> Iterator[int]:
-        order = torch.randperm(self.length, generator=torch.Generator().manual_seed(self.seed + self.epoch))
-        start = self.rank * self.local_batch
+        return iter(self.order_of(self.epoch, self.rank)[self.skip :])
+
+    def order_of(self, epoch: int, rank: int) -> List[int]:
+        """Rank ``rank``'s indices of epoch ``epoch``, all of them (no skip): what any rank can compute for any other."""
+        order = torch.randperm(self.length, generator=torch.Generator().manual_seed(self.seed + epoch))
+        start = rank * self.local_batch
         mine = order[: self.batches * self.global_batch].view(self.batches, self.global_batch)[
             :, start : start + self.local_batch
         ]
-        return iter(mine.reshape(-1)[self.skip :].tolist())
+        return mine.reshape(-1).tolist()
 
     def __len__(self) -> int:
         return max(self.batches * self.local_batch - self.skip, 0)

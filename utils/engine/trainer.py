@@ -7,7 +7,9 @@ One run, as ``fit`` reads::
     for each epoch from state.epoch (a resume continues inside it, after state.batches_done batches):
         before_epoch
         until the epoch's batches are consumed (or train.iterations is reached):
-            run_step       forward + loss + backward over one accumulation group, then the optimizer step
+            run_step       forward + loss + backward over one accumulation group, then the optimizer step;
+                           rank 0 notes the step's samples (train.record_samples: samples.jsonl, written
+                           at log steps and before every checkpoint)
             accounting     a sync point when due (log steps; under DDP the ranks' agreement)
             EMA            follows the weights when the step was taken
             writer         train/loss and train/lr at log steps
@@ -47,6 +49,7 @@ from utils.engine.checkpointer import Contents, NoCheckpointer
 from utils.engine.epoch_batches import close_batches, epoch_batches
 from utils.engine.evaluate import evaluate
 from utils.engine.nonfinite import NonFinitePolicy
+from utils.engine.sample_record import SampleRecorder
 from utils.engine.stop import StopSignal
 from utils.engine.train_step import TrainStep
 from utils.engine.trainer_types import LoopOptions, LoopState, Parts, RunMeta, Services, TrainResult
@@ -82,6 +85,7 @@ class Trainer:
         self._batches: Optional[Iterator[Any]] = None
         self.train_step = TrainStep(parts, loop, self.dist, self.meta, self.accounting, self.nonfinite)
         self.writer = services.writer
+        self.samples = SampleRecorder(services.samples, parts.train_loader, self.dist.world_size)
         scoring = Scoring(self.evaluate, parts.model, parts.ema.module if parts.ema is not None else None)
         self.validator = services.validation.build(scoring) if services.validation is not None else NoValidator()
         run = RunRecord(self.meta.config, self.dist.world_size, self.meta.classes, self.meta.data)
@@ -142,6 +146,7 @@ class Trainer:
         """Continue from a resumed checkpoint (``Resume.restore``): its position, and the validator's and the
         checkpointer's state as the validation after it left them."""
         self.state.move_to(restored.progress)
+        self.samples.resume_at(restored.progress.step)
         record = restored.record
         if record is not None:
             self.validator.load_state_dict(record.validator)
@@ -208,6 +213,7 @@ class Trainer:
         if p.ema is not None and state.step_result is not StepResult.SKIPPED:
             p.ema.update(p.model, state.step_skipped)  # ON_DEVICE: the flag keeps a skipped step out, without a read
         if state.step % self.options.log_every == 0:
+            self.samples.flush()
             self.writer.train_step(state.step, self.read_loss(), p.optimizer.param_groups[0]["lr"])
         self.hooks.call("after_step", self)
         # the run's end saves it
@@ -220,6 +226,7 @@ class Trainer:
     def _checkpoint(self, position: Progress) -> None:
         """The checkpoint of ``position``; when the ranks agreed to stop (at the last sync point), Preempted after it."""
         stopping = self.stop.agreed is not None
+        self.samples.flush()  # before: a checkpoint never covers a step samples.jsonl lacks
         self.checkpointer.save(position, final=stopping)
         if stopping:
             raise Preempted(self.stop.agreed, str(self.checkpointer.last_path))
@@ -252,8 +259,11 @@ class Trainer:
 
     def run_step(self) -> None:
         """One optimizer step: forward, loss and backward over the micro-batches of one
-        accumulation group (``train.accumulate``), then clip and step under amp (``train_step.py``). Reads nothing."""
+        accumulation group (``train.accumulate``), then clip and step under amp (``train_step.py``); rank 0
+        records the group's samples (``train.record_samples``). Reads nothing."""
+        first = self.state.batches_done
         self.train_step.run(self.state, self._batches, self.num_batches)
+        self.samples.step(self.state.epoch, self.state.step, first, self.state.batches_done)
 
     def test(
         self, loader: Any, epoch: int, on_batch: Optional[Callable[[Any, Any, Any], None]] = None
@@ -276,4 +286,5 @@ class Trainer:
         try:
             self.hooks.close()
         finally:
+            self.samples.flush()  # a failed run's last steps too: which samples led to the failure
             self.writer.close()

@@ -47,6 +47,7 @@ def build_services(
             cfg.eval.use_ema,
             pruning_judge(),
         ),
+        samples=run.samples if cfg.train.record_samples and info.is_main else None,
     )
 
 

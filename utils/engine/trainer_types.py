@@ -53,6 +53,7 @@ class Services:
     writer: RunWriter = field(default_factory=RunWriter.disabled)
     checkpoints: Optional[CheckpointSettings] = None
     validation: Optional[ValidationSettings] = None
+    samples: Optional[Path] = None  # where rank 0 records each step's samples (train.record_samples); None: nowhere
 
 
 @dataclass
