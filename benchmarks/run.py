@@ -49,6 +49,7 @@ BENCHMARKS = [
     ("bench_export", "16 export"),
     ("bench_compare", "17 compare"),
     ("bench_sweep", "18 sweep"),
+    ("bench_image_folder", "19 image_folder loader"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

@@ -166,3 +166,16 @@ def test_cuda_prefetch_yields_the_same_batches_on_the_gpu():
         for (xa, ya), (xb, yb) in zip(source, loader):
             assert xb.is_cuda and torch.equal(xa, xb.cpu()) and torch.equal(ya, yb.cpu())
     assert loader.cuda.stream is stream  # one stream per loader
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_normalizing_never_changes_the_tensors_a_dataset_keeps(batch_size):
+    """Stacked batches (new tensors) are normalized in place; tensors handed over as they are, never."""
+    stored = (
+        [(torch.full((2, 3, 2, 2), 0.5), torch.zeros(2))] * 2
+        if batch_size is None
+        else [(torch.full((3, 2, 2), 0.5), 0)] * 4
+    )
+    loader = PrefetchLoader(DataLoader(stored, batch_size=batch_size), "thread", 2, mean=[0.5] * 3, std=[0.25] * 3)
+    assert all(torch.equal(x, torch.zeros_like(x)) for x, _ in loader)
+    assert all(torch.equal(x, torch.full_like(x, 0.5)) for x, _ in stored)

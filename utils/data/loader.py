@@ -29,7 +29,9 @@ def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] 
     split is the one ``data.test_split`` names.
     """
     if split == "train":
-        transform: Optional[Callable] = build_transforms(cfg.train_transforms, "data.train_transforms")
+        transform: Optional[Callable] = build_transforms(
+            cfg.train_transforms, "data.train_transforms", pixels_first=True
+        )
     else:
         transform = build_transforms(cfg.eval_transforms, "data.eval_transforms")
     split = cfg.test_split if split == "test" else split

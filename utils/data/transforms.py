@@ -45,11 +45,22 @@ def _names() -> List[str]:
 
 
 class ConfiguredTransforms:
-    """The ``v2.Compose`` of a ``data.*_transforms`` list; a crop larger than its input becomes a DataError."""
+    """The ``v2.Compose`` of a ``data.*_transforms`` list; a crop larger than its input becomes a DataError.
 
-    def __init__(self, compose: Callable, key: str) -> None:
+    ``pixels_first``: the list's leading ``PIXEL_OPS`` may run on 8-bit images before they become
+    floats (``split_at_float``); the training lists only, so evaluation and predict keep their numbers.
+    """
+
+    def __init__(self, compose: Callable, key: str, pixels_first: bool = False) -> None:
         self.compose = compose
         self.key = key
+        self.parts: Tuple[Optional[Callable], Optional[Callable]] = (None, self)
+        if pixels_first:
+            ops = list(compose.transforms)
+            n = next((i for i, op in enumerate(ops) if not _on_pixels(op)), len(ops))
+            if n:
+                rest = ConfiguredTransforms(_v2().Compose(ops[n:]), key) if n < len(ops) else None
+                self.parts = (ConfiguredTransforms(_v2().Compose(ops[:n]), key), rest)
 
     def __call__(self, *inputs: Any) -> Any:
         try:
@@ -63,6 +74,31 @@ class ConfiguredTransforms:
                 f"{self.key}: a crop of {crop_w}x{crop_h} is larger than the image it gets, {w}x{h} (width x height); "
                 "put a Resize before it, make the crop smaller, or let RandomCrop pad (pad_if_needed: true)"
             ) from err
+
+
+# Transforms that may run on 8-bit images before the float conversion: crops and flips move pixels
+# (exact on any dtype, with a zero fill); a resize of uint8 rounds each value to the nearest of the 256
+# levels, as torchvision's v2 recipe (ToImage -> RandomResizedCrop -> ToDtype(scale=True)) does. On
+# uint8 the resize is about twice as fast, and the conversion then touches the 224x224 crop instead of
+# the whole photo: the difference between keeping up with torchvision's ImageFolder and not (issue 31).
+PIXEL_OPS = ("Resize", "RandomResizedCrop", "CenterCrop", "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip")
+
+
+def _on_pixels(op: Any) -> bool:
+    v2 = _v2()
+    if not isinstance(op, tuple(getattr(v2, name) for name in PIXEL_OPS)):
+        return False
+    fill = getattr(op, "fill", 0)  # a padding crop fills with it: a non-zero float fill means another value on uint8
+    fills = list(fill.values()) if isinstance(fill, dict) else list(fill) if isinstance(fill, (list, tuple)) else [fill]
+    return all(value in (0, None) for value in fills)
+
+
+def split_at_float(transform: Optional[Callable]) -> Tuple[Optional[Callable], Optional[Callable]]:
+    """``(on 8-bit pixels, on floats)``: the parts of ``transform`` to run before and after an image becomes
+    float. Same random draws in the same order as ``transform`` itself; any other callable runs on floats."""
+    if isinstance(transform, ConfiguredTransforms):
+        return transform.parts
+    return None, transform
 
 
 def _strict_center_crop() -> type:
@@ -117,11 +153,14 @@ def _build_ops(specs: List[Dict[str, Any]], key: str) -> List[Tuple[str, Callabl
     return ops
 
 
-def build_transforms(specs: List[Dict[str, Any]], key: str = "data.*_transforms") -> Optional[Callable]:
-    """The listed transforms (``key`` names their config list in errors), or None for an empty list."""
+def build_transforms(
+    specs: List[Dict[str, Any]], key: str = "data.*_transforms", pixels_first: bool = False
+) -> Optional[Callable]:
+    """The listed transforms (``key`` names their config list in errors), or None for an empty list;
+    ``pixels_first``: see ``ConfiguredTransforms``."""
     if not specs:
         return None
-    return ConfiguredTransforms(_v2().Compose([op for _, op in _build_ops(specs, key)]), key)
+    return ConfiguredTransforms(_v2().Compose([op for _, op in _build_ops(specs, key)]), key, pixels_first)
 
 
 def _fake_input(input_size: Sequence[int]) -> Any:

@@ -24,6 +24,7 @@ from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
 from utils.data.images import as_float, check_channels, read_pixels
+from utils.data.transforms import split_at_float
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
@@ -155,9 +156,12 @@ class ImageFolder(Dataset):
         image = tv_tensors.Image(values)
         if self.resize is not None:
             image = self.resize(image)  # before as_float: resizing 8-bit data as uint8 is faster, as before
+        on_pixels, on_floats = split_at_float(self.transform)
+        if on_pixels is not None:  # the training list's leading crops, resizes and flips, on uint8
+            image = on_pixels(image)
         image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
-        if self.transform is not None:
-            image = self.transform(image)
+        if on_floats is not None:
+            image = on_floats(image)
         self._first_of_shape.setdefault(tuple(image.shape), path)
         return image, label
 
@@ -167,3 +171,5 @@ class ImageFolder(Dataset):
             [(self._first_of_shape.get(tuple(image.shape), "?"), image.shape) for image, _ in batch], RESIZE_FIX
         )
         return default_collate(batch)
+
+    collate_fn.collates_new_tensors = True  # default_collate's new batch: the loader may normalize it in place

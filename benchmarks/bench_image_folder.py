@@ -1,0 +1,192 @@
+"""``image_folder`` through the framework's loader against torchvision's ImageFolder + DataLoader.
+
+The same generated JPEGs (about 500x375, 10 classes; smooth random content, so file sizes
+are those of photographs rather than of noise or flat colour), the same augmentations
+(RandomResizedCrop 224, horizontal flip, normalize), batch 64, 2 workers, one epoch per
+case and round, interleaved. The framework's side is built as ``main.py`` builds it
+(``load_config`` -> ``with_process_batch`` -> ``build_dataset`` -> ``build_train_loader``,
+whose prefetch thread normalizes); torchvision's side is its documented recipe. The
+single-core decode rate (PIL open + convert RGB) is the reference both are bounded by.
+
+``python benchmarks/bench_image_folder.py [--quick] [--images N] [--rounds R]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from benchmarks.common import interleaved, ratios, row  # noqa: E402
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+CLASSES, WIDTH, HEIGHT, BATCH, WORKERS = 10, 500, 375, 64, 2
+TITLE = "19 image_folder loader"
+
+
+def make_jpegs(count: int) -> Path:
+    """``count`` JPEGs under ``<cache>/train/<class>/``, made once per count (a finished folder is reused)."""
+    from PIL import Image
+
+    root = Path(tempfile.gettempdir()) / f"regtrain_bench_jpegs_{count}"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        folder = root / "train" / f"class_{i % CLASSES}"
+        folder.mkdir(parents=True, exist_ok=True)
+        # a coarse random grid upsampled bicubically: smooth gradients and edges, like a photo's
+        coarse = Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8))
+        image = coarse.resize((WIDTH, HEIGHT), Image.BICUBIC)
+        grain = rng.integers(-6, 7, (HEIGHT, WIDTH, 3))  # some sensor-like grain
+        pixels = np.clip(np.asarray(image, dtype=np.int16) + grain, 0, 255).astype(np.uint8)
+        Image.fromarray(pixels).save(folder / f"{i:05d}.jpg", quality=90)
+    done.touch()
+    return root
+
+
+def framework_loader(root: Path):
+    """The train loader exactly as ``main.py`` builds it for these overrides."""
+    from utils.config import load_config
+    from utils.data import build_dataset, build_train_loader, with_process_batch
+
+    cfg = load_config(
+        overrides=[
+            "data.name=image_folder",
+            f"data.root={root}",
+            "data.train_transforms=[{name: RandomResizedCrop, size: 224}, {name: RandomHorizontalFlip}]",
+            f"data.mean={MEAN}",
+            f"data.std={STD}",
+            f"data.batch_size={BATCH}",
+            f"data.num_workers={WORKERS}",
+            "model.input_size=[3,224,224]",
+        ]
+    )
+    data = with_process_batch(cfg.data, 1)
+    dataset = build_dataset(cfg.data, "train")
+    return build_train_loader(dataset, data, 0, 1, cfg.seed, torch.device("cpu"))
+
+
+def torchvision_loader(root: Path):
+    """torchvision's documented ImageNet training recipe with the same augmentations."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets
+    from torchvision import transforms as T
+
+    transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+    dataset = datasets.ImageFolder(str(root / "train"), transform=transform)
+    return DataLoader(dataset, batch_size=BATCH, shuffle=True, num_workers=WORKERS)
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the loader's workers, joined at an epoch's end)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def images_per_s(loader, cpu_ms: List[float]) -> Callable[[], float]:
+    """One epoch of ``loader`` (workers started and stopped as in training); images per second. Appends the
+    CPU milliseconds per image to ``cpu_ms``: a figure that other processes on a shared machine do not move."""
+
+    def once() -> float:
+        sampler = getattr(loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):  # what the trainer does each epoch
+            sampler.set_epoch(len(cpu_ms))
+        start, cpu, seen = time.perf_counter(), cpu_s(), 0
+        for inputs, _ in loader:
+            seen += inputs.shape[0]
+        wall = time.perf_counter() - start
+        cpu_ms.append(1e3 * (cpu_s() - cpu) / seen)
+        return seen / wall
+
+    return once
+
+
+def decode_rate(root: Path, count: int) -> Callable[[], float]:
+    """Single-core JPEG decode rate: PIL open + convert RGB, the first ``count`` files."""
+    from PIL import Image
+
+    files = sorted((root / "train").rglob("*.jpg"))[:count]
+
+    def once() -> float:
+        start = time.perf_counter()
+        for f in files:
+            with Image.open(f) as image:
+                image.convert("RGB")
+        return len(files) / (time.perf_counter() - start)
+
+    return once
+
+
+def run(quick: bool = False, images: int = 0, rounds: int = 0) -> List[dict]:
+    images = images or (256 if quick else 1280)
+    rounds = rounds or (1 if quick else 3)
+    root = make_jpegs(images)
+    cpu: Dict[str, List[float]] = {"framework": [], "torchvision": []}
+    cases: Dict[str, Callable[[], float]] = {
+        "framework": images_per_s(framework_loader(root), cpu["framework"]),
+        "torchvision": images_per_s(torchvision_loader(root), cpu["torchvision"]),
+        "decode": decode_rate(root, min(images, 320)),
+    }
+    load = os.getloadavg()[0]
+    rates = interleaved(cases, rounds, warmup=not quick)
+    load = f"load {load:.2f} -> {os.getloadavg()[0]:.2f}"
+    note = f"{images} JPEGs {WIDTH}x{HEIGHT}, batch {BATCH}, {WORKERS} workers, {os.cpu_count()} cores, {load}"
+    per_round = ratios(rates["framework"], rates["torchvision"])
+    skip = len(cpu["framework"]) - rounds  # the warm-up epoch
+    cpu = {name: values[skip:] for name, values in cpu.items()}
+    cpu_ratio = ratios(cpu["torchvision"], cpu["framework"])
+    for r, (f, t, d, q) in enumerate(zip(rates["framework"], rates["torchvision"], rates["decode"], per_round)):
+        print(
+            f"round {r}: framework {f:.0f} img/s, torchvision {t:.0f} img/s, ratio {q:.3f}; decode {d:.0f} img/s/core; "
+            f"CPU ms/image framework {cpu['framework'][r]:.2f}, torchvision {cpu['torchvision'][r]:.2f}"
+        )
+    decode_limit = [d * min(WORKERS, os.cpu_count() or 1) for d in rates["decode"]]
+    return [
+        row(TITLE, "ratio framework / torchvision (images/s)", per_round, ">= 1.0", lambda m: m >= 1.0, note),
+        row(TITLE, "framework images/s", rates["framework"], fmt="{:.0f}"),
+        row(TITLE, "torchvision images/s", rates["torchvision"], fmt="{:.0f}"),
+        row(
+            TITLE,
+            "CPU-time ratio torchvision / framework (per image)",
+            cpu_ratio,
+            note="CPU seconds of the process and its workers: what a shared machine's load barely moves",
+        ),
+        row(TITLE, "framework CPU ms per image", cpu["framework"], fmt="{:.2f}"),
+        row(TITLE, "torchvision CPU ms per image", cpu["torchvision"], fmt="{:.2f}"),
+        row(TITLE, "single-core decode images/s", rates["decode"], fmt="{:.0f}", note="PIL open + convert RGB"),
+        row(
+            TITLE,
+            "framework / decode limit (decode rate x workers)",
+            ratios(rates["framework"], decode_limit),
+            note="the ceiling without decoding at reduced size",
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="256 images, 1 round, no warm-up")
+    parser.add_argument("--images", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as benchmarks/run.py: one thread per process
+    for r in run(args.quick, args.images, args.rounds):
+        print(f"{r['measure']}: {r['value']}  [{r.get('spread', '')}] {r.get('goal', '')} {r.get('note', '')}")
+
+
+if __name__ == "__main__":
+    main()
