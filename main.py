@@ -53,6 +53,7 @@ from utils.distributed.replicas import check_replicas
 from utils.distributed.seed import seed_everything
 from utils.engine.cli import command_line, resolve_config
 from utils.engine.export import export_checkpoint
+from utils.engine.pack import pack_command
 from utils.engine.predict import predict_checkpoint
 from utils.engine.test_mode import run_test, test_checkpoint
 from utils.engine.trainer import Trainer
@@ -203,6 +204,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.mode == "compare":  # finished runs' files only: no config, no process group, no device
             return compare_command(args.paths, args.output)
+        if args.mode == "pack":  # the dataset's files only: no process group, no device, no run folder
+            return pack_command(args)
         trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
         checkpoint = Checkpoint.load(args.checkpoint) if args.mode != "train" else None
         cfg = resolve_config(args, checkpoint)

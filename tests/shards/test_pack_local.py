@@ -1,0 +1,180 @@
+"""--mode pack into a folder and data.name=shards from it: the same samples, keys, bytes and errors as the original."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import main
+from tests.apps.conftest import make_digit_folder
+from utils.config import DataConfig
+from utils.data import build_dataset
+from utils.data.datasets.moving_shapes import export_frame_folders
+from utils.data.datasets.shapes_sod import main as write_shapes
+from utils.data.shards.cache import ShardCache
+from utils.data.shards.index import Shard
+from utils.data.shards.sizes import parse_size
+from utils.data.shards.store import LocalStore
+from utils.errors import ConfigError, DataError
+
+
+def pack(capsys, output: Path, *overrides: str) -> str:
+    assert main.main(["--mode", "pack", "--output", str(output), *overrides]) == 0
+    return capsys.readouterr().out
+
+
+def errors(capsys) -> list:
+    """The error lines of stderr (the log's INFO lines go there too)."""
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+
+
+def same_items(a, b, count: int) -> None:
+    for i in range(count):
+        (xa, ta), (xb, tb) = a[i], b[i]
+        assert torch.equal(torch.as_tensor(xa), torch.as_tensor(xb))
+        if isinstance(ta, dict):
+            assert ta["name"] == tb["name"] and torch.equal(ta["mask"], tb["mask"])
+            assert np.array_equal(ta.get("original", 0), tb.get("original", 0))
+        else:
+            assert int(ta) == int(tb)
+
+
+def test_digits_pack_into_several_shards_reads_back_the_same_items(tmp_path, capsys):
+    out = pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
+    assert out.startswith("pack: train 1257 samples in ") and "val 180" in out and "test 360" in out
+    index = json.loads((tmp_path / "p" / "train" / "index.json").read_text())
+    assert index["version"] == 1 and index["task"] == "classification" and len(index["shards"]) > 5
+    for split in ("train", "val", "test"):
+        original = build_dataset(DataConfig(name="digits"), split)
+        packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), split)
+        assert len(packed) == len(original) and packed.sample_keys() == [str(i) for i in range(len(original))]
+        assert [str(c) for c in packed.classes] == [str(c) for c in original.classes]
+        same_items(original, packed, len(original) if split == "val" else 50)
+
+
+def test_image_folder_pack_keeps_each_files_bytes_and_gives_the_same_items(tmp_path, capsys):
+    data = make_digit_folder(tmp_path / "data")
+    pack(capsys, tmp_path / "p", "data.name=image_folder", f"data.root={data}", "data.args={channels: 1}")
+    index = json.loads((tmp_path / "p" / "val" / "index.json").read_text())
+    with tarfile.open(tmp_path / "p" / "val" / index["shards"][0]["name"]) as tar:  # a plain tar (WebDataset layout)
+        for sample in index["samples"]:
+            stored = tar.extractfile(sample["image"]).read()
+            assert stored == (data / "val" / sample["key"]).read_bytes()  # the PNG as it was, not decoded
+    for split in ("train", "val", "test"):
+        args = {"channels": 1}
+        original = build_dataset(DataConfig(name="image_folder", root=str(data), args=args), split)
+        packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args=args), split)
+        assert packed.sample_keys() == original.sample_keys() and packed.classes == original.classes
+        same_items(original, packed, len(original))
+    # the training transforms, with the same random draws (crops and flips on uint8, as image_folder)
+    crop = [{"name": "RandomResizedCrop", "size": 6}, {"name": "RandomHorizontalFlip"}]
+    original = build_dataset(DataConfig(name="image_folder", root=str(data), train_transforms=crop), "train")
+    packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), train_transforms=crop), "train")
+    for i in range(len(original)):
+        torch.manual_seed(i)
+        x_a = original[i][0]
+        torch.manual_seed(i)
+        assert torch.equal(x_a, packed[i][0]) and x_a.shape == (3, 6, 6)
+
+
+def test_sod_pack_gives_the_same_images_masks_and_names(tmp_path, capsys):
+    write_shapes(["--out", str(tmp_path / "sod"), "--split", "train", "val", "test", "--count", "4"])
+    args = "data.args={size: 24}"
+    out = pack(capsys, tmp_path / "p", "data.name=image_mask_folder", f"data.root={tmp_path / 'sod'}", args)
+    assert "train 4 samples" in out
+    assert json.loads((tmp_path / "p" / "test" / "index.json").read_text())["task"] == "sod"
+    for split in ("train", "test"):
+        original = build_dataset(
+            DataConfig(name="image_mask_folder", root=str(tmp_path / "sod"), args={"size": 24}), split
+        )
+        packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args={"size": 24}), split)
+        assert packed.sample_keys() == original.sample_keys()
+        same_items(original, packed, len(original))
+
+
+def test_a_corrupt_shard_stops_with_its_name_or_is_skipped(tmp_path, capsys):
+    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "200KB")
+    shard = tmp_path / "p" / "test" / "shard-000000.tar"
+    raw = bytearray(shard.read_bytes())
+    raw[600] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    stop = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
+    with pytest.raises(DataError, match="shard-000000.tar' does not match its sha256"):
+        stop[0]
+    skip = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args={"on_bad_sample": "skip"}), "test")
+    first_good = next(i for i, s in enumerate(skip.index.samples) if s["shard"] == 1)
+    assert torch.equal(skip[0][0], skip[first_good][0])  # the next usable sample, as image folders skip
+
+
+def test_index_errors_are_one_line_before_training(tmp_path, capsys):
+    run = ["data.name=shards", f"data.root={tmp_path / 'p'}", f"experiment.output_root={tmp_path / 'out'}"]
+    assert main.main(run) == 2
+    err = errors(capsys)
+    assert len(err) == 1 and err[0].startswith("error: '") and "written by --mode pack" in err[0]
+    pack(capsys, tmp_path / "p", "data.name=digits")
+    index = tmp_path / "p" / "train" / "index.json"
+    index.write_text(index.read_text().replace('"version":1', '"version":0'))
+    assert main.main(run) == 2
+    err = errors(capsys)
+    assert len(err) == 1 and "format version 0, this framework reads version 1" in err[0]
+
+
+def test_pack_needs_an_output_and_sizes_read_as_written(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main.main(["--mode", "pack", "data.name=digits"])
+    assert exit_.value.code == 2 and "--mode pack needs --output" in capsys.readouterr().err
+    output = tmp_path / "p"
+    assert main.main(["--mode", "pack", "--output", str(output), "data.name=shapes_sod"]) == 2  # generated, in memory
+    assert "write generated SOD or video data as folders first" in errors(capsys)[0] and not output.exists()
+    assert (
+        parse_size("64MB", "k") == 64 * 10**6 and parse_size("2GiB", "k") == 2 * 2**30 and parse_size(512, "k") == 512
+    )
+    with pytest.raises(ConfigError, match="data.args.cache_limit"):
+        parse_size("lots", "data.args.cache_limit")
+
+
+def test_the_cache_keeps_the_most_recently_used_shards_within_its_limit(tmp_path):
+    source = LocalStore(str(tmp_path / "remote"))
+    shards = []
+    for n in range(4):
+        path = source.path(f"s/{n}.tar")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes([n]) * 1000)
+        from utils.data.shards.cache import file_sha256
+
+        shards.append(Shard(f"{n}.tar", 1, file_sha256(path), 1000))
+    cache = ShardCache(tmp_path / "cache", 2500, source.download)
+    for n in (0, 1, 0, 2, 3):
+        assert cache.get(shards[n], "s").read_bytes() == bytes([n]) * 1000
+    cached = sorted(p.name.split("-")[-1] for p in (tmp_path / "cache").glob("*.tar"))
+    assert cached == ["2.tar", "3.tar"]  # 0 and 1 evicted: least recently used first
+    assert cache.get(shards[0], "s", if_room=True) is None  # full of shards in use: the reader reads by range
+    assert cache.get(shards[3], "s", if_room=True) is not None  # a cached one is used as it is
+    bad = Shard("0.tar", 1, "0" * 64, 1000)
+    with pytest.raises(ValueError):
+        cache.get(bad, "s")
+
+
+def test_video_frame_folders_pack_into_the_same_clips(tmp_path, capsys):
+    args = {"videos": {"train": 4, "val": 4, "test": 4}, "num_frames": 6, "size": 16}
+    export_frame_folders(str(tmp_path / "v"), splits=("train", "val", "test"), **args)
+    clip = "data.args={clip_len: 4, num_clips: 2}"
+    out = pack(capsys, tmp_path / "p", "data.name=video_frames_folder", f"data.root={tmp_path / 'v'}", clip)
+    assert "test 4 samples" in out
+    for split in ("train", "test"):
+        cfg = {"clip_len": 4, "num_clips": 2}
+        original = build_dataset(DataConfig(name="video_frames_folder", root=str(tmp_path / "v"), args=cfg), split)
+        packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args=cfg), split)
+        assert packed.sample_keys() == original.sample_keys() and packed.classes == original.classes
+        assert len(packed) == len(original)
+        for i in range(len(original)):
+            torch.manual_seed(i)  # the training clip's random start
+            x_a, y_a = original[i]
+            torch.manual_seed(i)
+            x_b, y_b = packed[i]
+            assert torch.equal(x_a, x_b) and y_a == y_b

@@ -1,0 +1,107 @@
+"""Shards in a real S3 server (SeaweedFS, tests/shards/conftest.py): pack, train through a small cache, faults."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+import main
+from tests.apps.conftest import folder_overrides, make_digit_folder
+from utils.config import DataConfig
+from utils.data import build_dataset
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+def printed(capsys, prefix: str) -> str:
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith(prefix))
+
+
+def errors(capsys) -> list:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+
+
+def packed(tmp_path, capsys, url: str) -> list:
+    """The digit folder packed into ``url`` in shards of about 4 KB (4 samples); the training overrides."""
+    data = make_digit_folder(tmp_path / "data")
+    overrides = folder_overrides(tmp_path / "out", data) + ["train.epochs=1"]
+    assert main.main(["--mode", "pack", "--output", url, "--shard-size", "4KB", *overrides]) == 0
+    capsys.readouterr()
+    return overrides
+
+
+def test_pack_to_s3_and_train_through_a_quarter_size_cache_as_from_local_shards(tmp_path, capsys, s3_env):
+    url = f"s3://{s3_env.bucket()}/digits/v1"
+    overrides = packed(tmp_path, capsys, url)
+    local = tmp_path / "local"
+    assert main.main(["--mode", "pack", "--output", str(local), "--shard-size", "4KB", *overrides]) == 0
+    names = sorted(o["Key"] for o in s3_env.client().list_objects_v2(Bucket=url.split("/")[2])["Contents"])
+    assert "digits/v1/train/index.json" in names and "digits/v1/train/shard-000007.tar" in names
+    total = sum(p.stat().st_size for p in (local / "train").glob("*.tar"))
+    assert main.main(overrides + ["data.name=shards", f"data.root={local}"]) == 0
+    from_local = printed(capsys, "test:")
+
+    cache = tmp_path / "cache"
+    limit = total // 4  # the training split is four times the cache
+    args = f"data.args={{channels: 1, cache_limit: {limit}, cache_dir: '{cache}'}}"
+    assert main.main(overrides + ["data.name=shards", f"data.root={url}", args, "data.num_workers=2"]) == 0
+    assert printed(capsys, "test:") == from_local
+    kept = sum(p.stat().st_size for p in cache.glob("*.tar"))
+    assert 0 < kept <= limit + 8192  # the limit, or the one shard in use beyond it
+
+
+def test_a_corrupt_shard_in_s3_is_one_error_line_naming_it(tmp_path, capsys, s3_env):
+    bucket = s3_env.bucket()
+    overrides = packed(tmp_path, capsys, f"s3://{bucket}/d")
+    key = "d/train/shard-000001.tar"
+    body = bytearray(s3_env.client().get_object(Bucket=bucket, Key=key)["Body"].read())
+    index = json.loads(s3_env.client().get_object(Bucket=bucket, Key="d/train/index.json")["Body"].read())
+    offset, _, _ = next(iter(next(s for s in index["samples"] if s["shard"] == 1)["members"].values()))
+    body[offset + 10] ^= 0xFF  # inside a sample's bytes
+    s3_env.client().put_object(Bucket=bucket, Key=key, Body=bytes(body))
+    args = f"data.args={{channels: 1, cache_dir: '{tmp_path / 'cache'}'}}"
+    assert main.main(overrides + ["data.name=shards", f"data.root=s3://{bucket}/d", args]) == 2
+    err = errors(capsys)
+    assert len(err) == 1 and f"shard 's3://{bucket}/d/train/shard-000001.tar' does not match its sha256" in err[0]
+    # a cache too small for any shard: samples are read by byte range and checked alone
+    args = f"data.args={{channels: 1, cache_dir: '{tmp_path / 'none'}', cache_limit: 1}}"
+    assert main.main(overrides + ["data.name=shards", f"data.root=s3://{bucket}/d", args]) == 2
+    err = errors(capsys)
+    assert len(err) == 1 and f"shard 's3://{bucket}/d/train/shard-000001.tar' does not match its checksums" in err[0]
+
+
+def test_missing_bucket_prefix_and_wrong_credentials_are_one_line_each(tmp_path, capsys, s3_env, monkeypatch):
+    data = make_digit_folder(tmp_path / "data")
+    overrides = folder_overrides(tmp_path / "out", data) + ["data.name=shards"]
+    assert main.main(overrides + ["data.root=s3://no-such-bucket-here/x"]) == 2
+    assert errors(capsys) == [f"error: bucket 'no-such-bucket-here' does not exist at {s3_env.endpoint}"]
+    bucket = s3_env.bucket()
+    assert main.main(overrides + [f"data.root=s3://{bucket}/nothing"]) == 2
+    err = errors(capsys)
+    assert len(err) == 1 and f"'s3://{bucket}/nothing/train/index.json' does not exist" in err[0]
+    assert main.main(["--mode", "pack", "--output", "s3://no-such-bucket-here/x", *overrides[:-1]]) == 2
+    assert errors(capsys) == [f"error: bucket 'no-such-bucket-here' does not exist at {s3_env.endpoint}"]
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    assert main.main(overrides + [f"data.root=s3://{bucket}/nothing"]) == 2
+    err = errors(capsys)
+    assert len(err) == 1 and "S3 refused the credentials" in err[0] and "AWS_SECRET_ACCESS_KEY" in err[0]
+
+
+def test_reads_wait_for_a_restarted_store_and_continue(tmp_path, capsys, caplog, s3_env):
+    bucket = s3_env.bucket()
+    packed(tmp_path, capsys, f"s3://{bucket}/d")
+    cfg = DataConfig(name="shards", root=f"s3://{bucket}/d", args={"channels": 1, "cache_dir": str(tmp_path / "c")})
+    dataset = build_dataset(cfg, "train")
+    first = dataset[0][0]
+    s3_env.stop()
+    restarted = threading.Thread(target=lambda: (time.sleep(3), s3_env.start()))
+    restarted.start()
+    try:
+        late = dataset[len(dataset) - 1]  # another shard: fetched while the store is down, then when it is back
+    finally:
+        restarted.join()
+    assert late[0].shape == first.shape and dataset.reader.cache is not None
+    assert any("retrying in" in r.getMessage() for r in caplog.records)  # it did wait for the store

@@ -1,0 +1,151 @@
+"""Packed shards (``--mode pack``) in a folder or in S3: ``data.name=shards``, ``data.root=DIR`` or ``s3://bucket/prefix``.
+
+A map-style dataset: sample ``i`` is read by byte range from its shard through the
+split's index, so the framework's samplers (the world-size-independent global order,
+exact resume, unpadded evaluation) work as for a folder. Items are those of the dataset
+that was packed: ``image_folder`` and in-memory datasets (classification), or
+``image_mask_folder`` (SOD), with the same arguments (``channels``, ``image_size``;
+``size``, ``multi_scale``, ``size_divisor``), or ``video_frames_folder`` (clips: ``clip_len``,
+``frame_stride``, ``num_clips``, ``pad_short``). Remote shards are cached whole under
+``cache_dir`` up to ``cache_limit`` bytes (least recently used evicted first).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
+
+import torch
+from torch.utils.data import Dataset, default_collate
+
+from utils.arguments import Count, ImageSize, Scales
+from utils.data.bad_samples import BadSamples
+from utils.data.batch import check_one_size
+from utils.data.images import as_float, check_channels
+from utils.data.masks import MaskBatchCollate, PairPipeline
+from utils.data.shards import decode
+from utils.data.shards.cache import ShardCache
+from utils.data.shards.clips import ShardClips
+from utils.data.shards.reader import ShardReader, load_index
+from utils.data.shards.sizes import parse_size
+from utils.data.shards.store import is_s3, open_store
+from utils.data.transforms import split_at_float
+from utils.errors import ConfigError, DataError
+from utils.registry import DATASETS
+
+RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
+
+
+def cache_folder(root: str, cache_dir: Optional[str]) -> Path:
+    """``cache_dir``, else ``$XDG_CACHE_HOME`` (``~/.cache``) ``/regtrain-shards/<bucket>/<prefix>``."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "regtrain-shards" / root[len("s3://") :]
+
+
+@DATASETS.register("shards")
+class Shards(Dataset):
+    """The ``split`` of the data packed under ``root`` (see the module doc)."""
+
+    def __init__(
+        self,
+        split: str = "train",
+        root: Optional[str] = None,
+        transform: Optional[Callable] = None,
+        cache_limit: Union[int, str] = "10GB",
+        cache_dir: Optional[str] = None,
+        on_bad_sample: Literal["stop", "skip"] = "stop",
+        classes: Optional[Sequence[Any]] = None,
+        channels: int = 3,
+        image_size: Optional[Count] = None,
+        size: Optional[ImageSize] = 320,
+        multi_scale: Optional[Scales] = None,
+        size_divisor: Count = 32,
+        clip_len: Count = 16,
+        frame_stride: Count = 1,
+        num_clips: Count = 3,
+        pad_short: bool = False,
+    ) -> None:
+        if root is None:
+            raise ConfigError("dataset shards needs data.root=<folder or s3://bucket/prefix written by --mode pack>")
+        self.bad_samples = BadSamples(on_bad_sample, "shards")
+        self.channels = check_channels(channels, "shards")
+        limit = parse_size(cache_limit, "data.args.cache_limit")
+        store = open_store(root)
+        self.index = index = load_index(store, split)  # the one-line errors of S3 and of the index: before training
+        self.where = f"{store.url}/{split}"
+        cache = ShardCache(cache_folder(root, cache_dir), limit, store.download) if is_s3(root) else None
+        self.reader = ShardReader(store, index, cache)
+        self.classes = index.classes
+        if (
+            classes is not None
+            and index.classes is not None
+            and [str(c) for c in classes] != [str(c) for c in index.classes]
+        ):
+            raise DataError(
+                f"the shards in '{self.where}' hold the classes {index.classes}, not {list(classes)}; pack the data again or set data.args.classes"
+            )
+        self.num_classes = len(index.classes) if index.classes is not None else 0
+        self.transform = transform
+        self.clips: Optional[ShardClips] = None
+        if index.task == "video":  # clips as video_frames_folder cuts them; its default collate
+            clip = {"clip_len": clip_len, "frame_stride": frame_stride, "num_clips": num_clips, "pad_short": pad_short}
+            self.clips = ShardClips(self.reader, self.where, transform, clip)
+        elif index.task == "sod":
+            self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
+            paths = {s["stem"]: f"{self.where}:{s['key']}" for s in index.samples}  # what the mixed-size error names
+            self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor, paths)
+        else:
+            from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
+
+            self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
+            self.collate_fn = self._collate
+        self._first_of_shape: Dict[Tuple[int, ...], str] = {}
+
+    def __len__(self) -> int:
+        return len(self.clips) if self.clips is not None else len(self.index.samples)
+
+    def sample_keys(self) -> List[str]:
+        """The keys of the packed dataset (its relative paths, or indices for in-memory data)."""
+        if self.clips is not None:
+            return self.clips.sample_keys()
+        return [str(sample["key"]) for sample in self.index.samples]
+
+    def _read(self, at: int) -> Tuple[torch.Tensor, Any, str]:
+        sample = self.index.samples[at]
+        members = self.reader.members(at)
+        where = f"{self.where}:{sample['key']}"
+        image = decode.pixels(members[sample["image"]], sample["image"], where, self.channels)
+        if self.index.task == "sod":
+            return as_float(image), decode.mask(members[sample["mask"]], where), sample["stem"]
+        return image, sample["label"], where
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, Any]:
+        if self.clips is not None:
+            return self.clips[index]
+        image, target, where = self.bad_samples.first_usable(index, len(self), self._read, self.where)
+        if self.index.task == "sod":
+            return self.pipeline(image, target, where)
+        if self.index.samples[0]["image"].endswith(".npy"):  # an in-memory dataset's tensor, as it gave it
+            return (image if self.transform is None else self.transform(image)), target
+        from torchvision import tv_tensors
+
+        picture = tv_tensors.Image(image)
+        if self.resize is not None:
+            picture = self.resize(picture)  # before as_float, as image_folder does
+        on_pixels, on_floats = split_at_float(self.transform)
+        if on_pixels is not None:  # the training list's leading crops, resizes and flips on uint8, as image_folder
+            picture = on_pixels(picture)
+        picture = tv_tensors.wrap(as_float(picture.as_subclass(torch.Tensor)), like=picture)
+        if on_floats is not None:
+            picture = on_floats(picture)
+        self._first_of_shape.setdefault(tuple(picture.shape), where)
+        return picture, target
+
+    def _collate(self, batch: List[Tuple[torch.Tensor, int]]) -> Any:
+        """``default_collate``, or a DataError naming two samples whose images differ in size."""
+        check_one_size([(self._first_of_shape.get(tuple(x.shape), "?"), x.shape) for x, _ in batch], RESIZE_FIX)
+        return default_collate(batch)
+
+    _collate.collates_new_tensors = True  # type: ignore[attr-defined]  # a new batch: the loader may normalize it in place

@@ -1,0 +1,110 @@
+"""A local cache of whole shards, bounded in bytes, least recently used evicted first.
+
+Shared by the DataLoader workers and ranks of one machine: a download goes to a
+temporary file renamed into place under a per-shard lock, so one process fetches a
+shard while the others wait for it; recency is the file's modification time, touched on
+every use. A file is named by its checksum, so a shard packed again is never mistaken
+for the old one. A shard is checked against its sha256 once, when it arrives.
+
+Admission: the framework's order is a shuffle of the whole split, under which a cache
+smaller than the data would fetch a whole shard for nearly every sample if it evicted on
+every miss. So a shard is fetched only while it fits (after evicting shards unused for
+``STALE_S``, e.g. of an earlier pack); once the cache is full of shards in use, the reader
+reads a missing sample by byte range instead (``reader.py``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from utils.data.shards.index import Shard
+
+log = logging.getLogger(__name__)
+STALE_S = 600.0  # a cached shard unused this long makes room for another
+FULL_RECHECK_S = 10.0  # how long a process trusts "the cache is full" before looking again
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class ShardCache:
+    """``get(shard)``: the path of a verified local copy, fetched by ``fetch(name, dest)`` on a miss."""
+
+    def __init__(self, folder: Path, limit: int, fetch: Callable[[str, Path], None]) -> None:
+        self.folder, self.limit, self.fetch = folder, limit, fetch
+        folder.mkdir(parents=True, exist_ok=True)
+        self._full_until = 0.0
+
+    def file(self, shard: Shard, split: str) -> Path:
+        return self.folder / f"{shard.sha256[:20]}-{split}-{shard.name}"
+
+    def get(self, shard: Shard, split: str, if_room: bool = False) -> Optional[Path]:
+        """The cached copy of ``shard``; None when ``if_room`` and it does not fit; a ValueError when what
+        arrived does not match its checksum."""
+        path = self.file(shard, split)
+        if self._touch(path):
+            return path
+        if if_room and not self._room_for(shard.bytes):
+            return None
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one download per shard on this machine
+            if self._touch(path):
+                return path
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+            try:
+                self.fetch(f"{split}/{shard.name}", tmp)
+                if file_sha256(tmp) != shard.sha256:
+                    raise ValueError(shard.name)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        self._evict(keep=path, older_than=None)
+        return path
+
+    @staticmethod
+    def _touch(path: Path) -> bool:
+        try:
+            os.utime(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _room_for(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit, after evicting shards unused for ``STALE_S``."""
+        if time.monotonic() < self._full_until:
+            return False
+        if self._evict(keep=None, older_than=time.time() - STALE_S, room=size):
+            return True
+        self._full_until = time.monotonic() + FULL_RECHECK_S
+        return False
+
+    def _evict(self, keep: Optional[Path], older_than: Optional[float], room: int = 0) -> bool:
+        """Removes the least recently used shards (only those last used before ``older_than``, when given;
+        never ``keep``) until ``room`` more bytes fit the limit; whether they do."""
+        files = []
+        for entry in os.scandir(self.folder):
+            if entry.name.endswith(".tar") and not entry.name.startswith("."):
+                try:
+                    stat = entry.stat()
+                except FileNotFoundError:  # evicted by another process meanwhile
+                    continue
+                files.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+        total = sum(size for _, size, _ in files)
+        for used, size, path in sorted(files):
+            if total + room <= self.limit or (older_than is not None and used >= older_than):
+                break
+            if path != keep:
+                path.unlink(missing_ok=True)  # a reader holding it open keeps reading (POSIX)
+                total -= size
+        return total + room <= self.limit

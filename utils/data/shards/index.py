@@ -1,0 +1,73 @@
+"""The index of one packed split (``<root>/<split>/index.json``): what each shard and sample holds.
+
+``{"format": "regtrain-shards", "version": 1, "split", "task", "dataset", "classes",
+"shards": [{"name", "samples", "sha256", "bytes"}], "samples": [{"key", "shard",
+"members": {member name: [offset, size, sha256[:16]]}, "image": member name, "label" | "mask"}]}``; a video's
+entry names its ``frames`` (member names in frame order) instead of an ``image``.
+The offsets are those of the members' data inside the tar, so a sample is read by byte
+range without scanning the shard, and checked by its members' own checksums. Plain JSON: loading an index runs no code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from utils.errors import DataError
+
+FORMAT = "regtrain-shards"
+VERSION = 1
+INDEX = "index.json"
+TASKS = ("classification", "sod", "video")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One tar file of a split: its name beside the index, sample count, checksum and size."""
+
+    name: str
+    samples: int
+    sha256: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Index:
+    """A split's index as read (see the module doc); ``samples`` are the JSON dicts themselves."""
+
+    split: str
+    task: str
+    dataset: str
+    classes: Optional[List[Any]]
+    shards: List[Shard]
+    samples: List[Dict[str, Any]]
+
+    def to_json(self) -> str:
+        shards = [vars(shard) for shard in self.shards]
+        body = {"format": FORMAT, "version": VERSION, "split": self.split, "task": self.task}
+        body.update(dataset=self.dataset, classes=self.classes, shards=shards, samples=self.samples)
+        return json.dumps(body, separators=(",", ":"))
+
+
+def parse_index(text: bytes, where: str) -> Index:
+    """The index in ``text`` (read from ``where``); a DataError for another format or version, or a broken file."""
+    try:
+        body = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"shard index '{where}' is not valid JSON ({err}); pack the data again (--mode pack)") from err
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise DataError(f"'{where}' is not a shard index of this framework; pack the data with --mode pack")
+    if body.get("version") != VERSION:
+        raise DataError(
+            f"shard index '{where}' has format version {body.get('version')!r}, this framework reads version {VERSION}; "
+            "pack the data again with --mode pack"
+        )
+    try:
+        shards = [Shard(s["name"], int(s["samples"]), s["sha256"], int(s["bytes"])) for s in body["shards"]]
+        index = Index(body["split"], body["task"], body["dataset"], body["classes"], shards, body["samples"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise DataError(f"shard index '{where}' lacks {err}; pack the data again (--mode pack)") from err
+    if index.task not in TASKS or sum(s.samples for s in shards) != len(index.samples):
+        raise DataError(f"shard index '{where}' is inconsistent (task or sample counts); pack the data again")
+    return index

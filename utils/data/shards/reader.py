@@ -1,0 +1,102 @@
+"""Reading one sample's members from its shard by byte range, through the index."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Dict, List, Optional, Set
+
+from utils.data.bad_samples import BadFile
+from utils.data.shards.cache import ShardCache, file_sha256
+from utils.data.shards.index import INDEX, Index, Shard, parse_index
+from utils.data.shards.store import LocalStore, Store
+from utils.errors import DataError
+
+
+def load_index(store: Store, split: str) -> Index:
+    """The split's index from ``store``; a one-line error when it is missing, of another version, or of another split."""
+    where = f"{store.url}/{split}/{INDEX}"
+    index = parse_index(store.read(f"{split}/{INDEX}"), where)
+    if index.split != split:
+        raise DataError(f"shard index '{where}' is of split '{index.split}', not '{split}'; pack the data again")
+    return index
+
+
+class ShardReader:
+    """The members of sample ``at``: local shards read in place, remote ones through the cache, or by byte
+    range when the cache is full (``cache.py``).
+
+    A shard is checked against its sha256 once per process before its first read (a
+    cached one when it arrives); a mismatch is a :class:`BadFile` naming the shard, so
+    ``data.args.on_bad_sample`` decides as for an unreadable image.
+    """
+
+    def __init__(self, store: Store, index: Index, cache: Optional[ShardCache]) -> None:
+        self.store, self.index, self.cache = store, index, cache
+        self.checked: Set[str] = set()  # per process
+        self.bad: Set[str] = set()
+
+    def _corrupt(self, shard: Shard) -> BadFile:
+        self.bad.add(shard.name)
+        where = f"{self.store.url}/{self.index.split}/{shard.name}"
+        return BadFile(
+            f"shard '{where}' does not match its sha256 in {INDEX} (corrupt or changed since packing); restore it or pack again",
+            skipped=f"a sample of the corrupt shard '{where}'",
+        )
+
+    def _path(self, shard: Shard) -> Optional[Path]:
+        if shard.name in self.bad:
+            raise self._corrupt(shard)
+        if self.cache is None:
+            assert isinstance(self.store, LocalStore)
+            path = self.store.path(f"{self.index.split}/{shard.name}")
+            if shard.name not in self.checked:
+                try:
+                    same = file_sha256(path) == shard.sha256
+                except FileNotFoundError:
+                    raise DataError(f"shard '{path}' is missing; restore it or pack the data again") from None
+                if not same:
+                    raise self._corrupt(shard)
+                self.checked.add(shard.name)
+            return path
+        try:
+            return self.cache.get(shard, self.index.split, if_room=True)
+        except ValueError:
+            raise self._corrupt(shard) from None
+
+    def _ranged(self, shard: Shard, spans: Dict[str, List], key: str) -> Dict[str, bytes]:
+        """The members in ``spans`` by one byte-range read of the remote shard, each checked by its own checksum."""
+        start = min(offset for offset, _, _ in spans.values())
+        end = max(offset + size for offset, size, _ in spans.values())
+        data = self.store.read_range(f"{self.index.split}/{shard.name}", start, end)
+        out = {}
+        for name, (offset, size, digest) in spans.items():
+            out[name] = data[offset - start : offset - start + size]
+            if hashlib.sha256(out[name]).hexdigest()[:16] != digest:
+                where = f"{self.store.url}/{self.index.split}/{shard.name}"
+                raise BadFile(
+                    f"shard '{where}' does not match its checksums in {INDEX} at sample '{key}' (corrupt or changed "
+                    "since packing); restore it or pack again",
+                    skipped=f"sample '{key}' of the corrupt shard '{where}'",
+                )
+        return out
+
+    def members(self, at: int, names: Optional[List[str]] = None) -> Dict[str, bytes]:
+        """``member name -> bytes`` of sample ``at`` (only ``names``, when given: a clip's frames)."""
+        sample = self.index.samples[at]
+        spans = sample["members"] if names is None else {name: sample["members"][name] for name in names}
+        shard = self.index.shards[sample["shard"]]
+        for _ in range(3):  # a cached shard evicted by another process between get() and open(): fetched again
+            path = self._path(shard)
+            if path is None:  # remote, and the cache is full of shards in use
+                return self._ranged(shard, spans, sample["key"])
+            try:
+                with open(path, "rb") as fh:
+                    out = {}
+                    for name, (offset, size, _) in spans.items():
+                        fh.seek(offset)
+                        out[name] = fh.read(size)
+                    return out
+            except FileNotFoundError:
+                continue
+        raise DataError(f"shard '{shard.name}' keeps disappearing from the cache; raise data.args.cache_limit")

@@ -1,0 +1,137 @@
+"""Shards in S3 or an S3-compatible store, through boto3.
+
+boto3 reads ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and
+``AWS_REGION`` itself. Reads are retried with exponential backoff for ``RETRY_S`` seconds,
+so a store that restarts mid-epoch costs a pause, not the run; the errors a user can fix
+(credentials, a missing bucket or prefix) are one line each.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
+from utils.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+RETRY_S = 120.0  # how long a read waits for the store to answer again
+CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "403"}
+
+
+def split_url(url: str) -> tuple:
+    """``("bucket", "prefix")`` of ``s3://bucket/prefix`` (prefix without slashes at its ends)."""
+    bucket, _, prefix = url[len("s3://") :].partition("/")
+    if not bucket:
+        raise ConfigError(f"'{url}' names no bucket; write s3://bucket/prefix")
+    return bucket, prefix.strip("/")
+
+
+class S3Store:
+    """The objects under ``s3://bucket/prefix``; a client per process (boto3 clients do not survive a fork)."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"reading {url} needs boto3: pip install boto3 (or the test extra)") from None
+        self.url = url.rstrip("/")
+        self.bucket, self.prefix = split_url(self.url)
+        self._client: Any = None
+        self._pid = -1
+
+    def __getstate__(self) -> dict:  # to DataLoader workers: without the parent's client
+        return {**self.__dict__, "_client": None, "_pid": -1}
+
+    @property
+    def client(self) -> Any:
+        if self._client is None or self._pid != os.getpid():
+            import boto3
+            from botocore.config import Config
+
+            config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=60)
+            # a new session: the default one keeps the credentials it first read, whatever the environment says now
+            self._client, self._pid = boto3.session.Session().client("s3", config=config), os.getpid()
+        return self._client
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def read(self, name: str) -> bytes:
+        return self._retried(
+            lambda: self.client.get_object(Bucket=self.bucket, Key=self.key(name))["Body"].read(), name
+        )
+
+    def read_range(self, name: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (exclusive) of the object ``name``: one ranged GET."""
+        span = f"bytes={start}-{end - 1}"
+        return self._retried(
+            lambda: self.client.get_object(Bucket=self.bucket, Key=self.key(name), Range=span)["Body"].read(), name
+        )
+
+    def download(self, name: str, dest: Path) -> None:
+        self._retried(lambda: self.client.download_file(self.bucket, self.key(name), str(dest)), name)
+
+    def upload(self, source: Path, name: str) -> None:
+        self._retried(lambda: self.client.upload_file(str(source), self.bucket, self.key(name)), name)
+
+    def check_bucket(self) -> None:
+        """A one-line error now for a missing bucket or refused credentials (before packing)."""
+        self._retried(lambda: self.client.head_bucket(Bucket=self.bucket), "")
+
+    def _retried(self, call: Callable[[], T], name: str) -> T:
+        from boto3.exceptions import S3TransferFailedError, S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from s3transfer.exceptions import RetriesExceededError
+
+        delay, deadline, error = 0.5, time.monotonic() + RETRY_S, None
+        while True:
+            try:
+                return call()
+            except NoCredentialsError:
+                raise DataError(
+                    f"no credentials for {self.url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                ) from None
+            except ClientError as err:
+                fatal = self._client_error(err, name)
+                if fatal is not None:
+                    raise fatal from None
+                error = err
+            except BotoCoreError as err:  # connection refused, reset or timed out: the store may be restarting
+                error = err
+            except (S3UploadFailedError, S3TransferFailedError, RetriesExceededError) as err:
+                # boto3's transfers wrap the error; a refusal that retrying cannot fix is one line now
+                cause = err.__cause__ or err.__context__
+                fatal = self._client_error(cause, name) if isinstance(cause, ClientError) else None
+                if fatal is not None:
+                    raise fatal from None
+                error = err
+            if time.monotonic() + delay > deadline:
+                endpoint = os.environ.get("AWS_ENDPOINT_URL", "AWS")
+                raise DataError(
+                    f"S3 at {endpoint} failed for {RETRY_S:.0f} s on {self.url}/{name} ({error}); check the endpoint and try again"
+                )
+            log.warning("S3 request for %s/%s failed (%s); retrying in %.1f s", self.url, name, error, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+    def _client_error(self, err: Any, name: str) -> Optional[DataError]:
+        """The one-line error for a refusal a retry cannot fix; None for one worth retrying (5xx, throttling)."""
+        code = str(err.response.get("Error", {}).get("Code", ""))
+        status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in CREDENTIALS or status == 403:
+            return DataError(
+                f"S3 refused the credentials for {self.url} ({code}); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )
+        if code == "NoSuchBucket" or (not name and status == 404):
+            return DataError(f"bucket '{self.bucket}' does not exist at {os.environ.get('AWS_ENDPOINT_URL', 'AWS')}")
+        if code in ("NoSuchKey", "404") or status == 404:
+            return DataError(
+                f"'{self.url}/{name}' does not exist: the prefix holds no packed data (pack it with --mode pack --output {self.url})"
+            )
+        if status >= 500 or code in ("SlowDown", "Throttling", "RequestTimeout"):
+            return None
+        return DataError(f"S3 refused reading {self.url}/{name}: {code} {err}")

@@ -1,0 +1,70 @@
+"""Where shards live: a local folder or an S3 prefix (``s3://bucket/prefix``), behind one small interface."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+from utils.errors import DataError
+
+
+class Store(Protocol):
+    """Files by name (``<split>/index.json``, ``<split>/shard-000000.tar``) under one root."""
+
+    url: str
+
+    def read(self, name: str) -> bytes: ...
+
+    def read_range(self, name: str, start: int, end: int) -> bytes: ...
+
+    def download(self, name: str, dest: Path) -> None: ...
+
+    def upload(self, source: Path, name: str) -> None: ...
+
+
+class LocalStore:
+    """A folder; its shards are read in place (no cache)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+        self.url = str(root)
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def read(self, name: str) -> bytes:
+        try:
+            return self.path(name).read_bytes()
+        except FileNotFoundError:
+            raise DataError(
+                f"'{self.path(name)}' does not exist: data.root must be a folder written by --mode pack"
+            ) from None
+
+    def read_range(self, name: str, start: int, end: int) -> bytes:
+        with open(self.path(name), "rb") as fh:
+            fh.seek(start)
+            return fh.read(end - start)
+
+    def download(self, name: str, dest: Path) -> None:
+        shutil.copyfile(self.path(name), dest)
+
+    def upload(self, source: Path, name: str) -> None:
+        target = self.path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.resolve() != target.resolve():
+            shutil.copyfile(source, target)
+
+
+def is_s3(root: str) -> bool:
+    return str(root).startswith("s3://")
+
+
+def open_store(root: str) -> Store:
+    """The store of ``data.root`` (or ``--output``): S3 for ``s3://bucket/prefix``, else a folder."""
+    if is_s3(root):
+        from utils.data.shards.s3 import S3Store  # boto3 only where S3 is used
+
+        return S3Store(root)
+    return LocalStore(os.path.expanduser(root))

@@ -1,0 +1,71 @@
+"""Writing one split as tar shards (``tarfile``, WebDataset's layout: members ``<n>.<ext>`` per sample)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from utils.data.shards.index import INDEX, Index, Shard
+
+
+class SplitWriter:
+    """Adds samples to ``<folder>/shard-NNNNNN.tar`` files of about ``shard_size`` bytes each; ``close()``
+    writes ``index.json`` last, so a split folder with an index is a complete one."""
+
+    def __init__(self, folder: Path, split: str, shard_size: int) -> None:
+        self.folder, self.split, self.shard_size = folder, split, shard_size
+        self.shards: List[Shard] = []
+        self.samples: List[Dict[str, Any]] = []
+        self._tar: Optional[tarfile.TarFile] = None
+        self._count = 0
+
+    def add(self, members: Dict[str, bytes], entry: Dict[str, Any]) -> None:
+        """One sample: its members (``ext -> bytes``) and its index entry (key, label or mask member, ...)."""
+        if self._tar is not None and self._tar.offset >= self.shard_size:
+            self._close_shard()
+        if self._tar is None:
+            name = f"shard-{len(self.shards):06d}.tar"
+            self.folder.mkdir(parents=True, exist_ok=True)  # here: a dataset that cannot be packed leaves no folder
+            # the tar's own header blocks carry no time or user: the same data packs to the same bytes
+            self._tar = tarfile.open(self.folder / name, "w", format=tarfile.PAX_FORMAT)
+            self._count = 0
+        stem = f"{len(self.samples):09d}"
+        spans = {}
+        for ext, data in members.items():
+            info = tarfile.TarInfo(f"{stem}.{ext}")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            self._tar.addfile(info, io.BytesIO(data))
+            padded = -(-len(data) // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+            # the data follows its header; its own checksum lets a sample read by byte range be checked alone
+            spans[f"{stem}.{ext}"] = [self._tar.offset - padded, len(data), hashlib.sha256(data).hexdigest()[:16]]
+        names: Dict[str, Any] = {field: f"{stem}.{entry[field]}" for field in ("image", "mask") if field in entry}
+        if "frames" in entry:  # a video's frames in order: ext -> member, as for image and mask
+            names["frames"] = [f"{stem}.{ext}" for ext in entry["frames"]]
+        self.samples.append({**entry, **names, "shard": len(self.shards), "members": spans})
+        self._count += 1
+
+    def _close_shard(self) -> None:
+        assert self._tar is not None
+        self._tar.close()
+        path = Path(self._tar.name)  # type: ignore[arg-type]
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        self.shards.append(Shard(path.name, self._count, digest.hexdigest(), path.stat().st_size))
+        self._tar = None
+
+    def close(self, task: str, dataset: str, classes: Optional[List[Any]]) -> Index:
+        """Finishes the last shard and writes the split's index; the index."""
+        if self._tar is not None:
+            self._close_shard()
+        index = Index(self.split, task, dataset, classes, self.shards, self.samples)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / (INDEX + ".tmp")
+        tmp.write_text(index.to_json())
+        os.replace(tmp, self.folder / INDEX)
+        return index

@@ -1,0 +1,106 @@
+"""``--mode pack --output DIR_OR_S3 [--shard-size 64MB]``: the configured dataset's splits as shards.
+
+Each split (train, val and ``data.test_split``) is built as training would build it,
+without transforms, and written by ``utils/data/shards/writer.py``: the stored file
+bytes of each sample in tar shards of about ``--shard-size`` bytes, and ``index.json``.
+An S3 output is written to a temporary folder first and uploaded shard by shard, the
+index last, so a prefix with an index is complete.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from utils.config import Config
+from utils.data.shards.index import INDEX
+from utils.data.shards.sizes import parse_size
+from utils.data.shards.sources import classes_of, samples_of, task_of
+from utils.data.shards.store import Store, is_s3, open_store
+from utils.data.shards.writer import SplitWriter
+from utils.errors import DataError
+from utils.registry import DATASETS
+
+log = logging.getLogger(__name__)
+DEFAULT_SHARD_SIZE = "64MB"
+
+
+def _splits(cfg: Config) -> List[str]:
+    return list(dict.fromkeys(("train", "val", cfg.data.test_split)))
+
+
+def _build(cfg: Config, split: str, classes: Optional[List[Any]]) -> Any:
+    """The split as ``build_dataset`` makes it, but untransformed: its samples are stored as they are."""
+    args: Dict[str, Any] = dict(cfg.data.args)
+    takes_classes = "classes" in inspect.signature(DATASETS.get(cfg.data.name)).parameters
+    if classes is not None and "classes" not in args and takes_classes:
+        args["classes"] = list(classes)
+    return DATASETS.build(cfg.data.name, split=split, root=cfg.data.root, transform=None, **args)
+
+
+def _pack_split(dataset: Any, name: str, folder: Path, shard_size: int) -> Any:
+    writer = SplitWriter(folder, folder.name, shard_size)
+    for members, entry in samples_of(dataset, name):
+        writer.add(members, entry)
+    return writer.close(task_of(dataset), name, classes_of(dataset))
+
+
+def _publish(store: Store, folder: Path, split: str, index: Any) -> None:
+    for shard in index.shards:
+        store.upload(folder / shard.name, f"{split}/{shard.name}")
+    store.upload(folder / INDEX, f"{split}/{INDEX}")  # last: an index names only shards already there
+
+
+def pack(cfg: Config, output: str, shard_size: Optional[str]) -> Dict[str, Any]:
+    """Packs every split of ``cfg``'s dataset into ``output``; per split: samples, shards, bytes, seconds."""
+    size = parse_size(shard_size or DEFAULT_SHARD_SIZE, "--shard-size")
+    store = open_store(output)
+    if is_s3(output):
+        store.check_bucket()  # type: ignore[attr-defined]  # a missing bucket or refused credentials: before any work
+    results: Dict[str, Any] = {}
+    classes = None
+    with tempfile.TemporaryDirectory(prefix="pack-") as tmp:
+        for split in _splits(cfg):
+            start = time.perf_counter()
+            try:
+                dataset = _build(cfg, split, classes)
+            except DataError as err:
+                if split == "train":
+                    raise
+                log.warning("split '%s' not packed: %s", split, err)
+                continue
+            classes = classes_of(dataset) if split == "train" else classes
+            folder = (Path(tmp) if is_s3(output) else Path(store.url)) / split  # type: ignore[attr-defined]
+            index = _pack_split(dataset, cfg.data.name, folder, size)
+            if is_s3(output):
+                _publish(store, folder, split, index)
+            total = sum(shard.bytes for shard in index.shards)
+            results[split] = {"samples": len(index.samples), "shards": len(index.shards), "bytes": total}
+            log.info(
+                "packed %s: %d samples in %d shard(s), %.1f MB, %.1f s -> %s/%s",
+                split,
+                len(index.samples),
+                len(index.shards),
+                total / 1e6,
+                time.perf_counter() - start,
+                store.url,
+                split,
+            )
+    return results
+
+
+def pack_command(args: Any) -> int:
+    """``main.py --mode pack``: no process group, no device, no run folder; one summary line."""
+    from utils.engine.cli import resolve_config
+    from utils.log import setup_logging
+
+    setup_logging(None, 0)
+    cfg = resolve_config(args, None)
+    results = pack(cfg, args.output, args.shard_size)
+    parts = [f"{split} {r['samples']} samples in {r['shards']} shard(s)" for split, r in results.items()]
+    print(f"pack: {', '.join(parts)} -> {args.output}", flush=True)
+    return 0
