@@ -237,9 +237,8 @@ def test_two_ranks_record_what_they_read_and_what_one_process_records(tmp_path, 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("ranks", [(1, 1), (2, 1)])
-def test_a_run_killed_mid_epoch_and_resumed_records_each_step_once(tmp_path, one_process, ranks):
-    before, after = ranks
+def test_a_run_killed_mid_epoch_and_resumed_records_each_step_once(tmp_path, one_process):
+    before, after = 2, 1  # killed on 2 ranks, resumed on 1: the world size changes too
     # rank 0 dies reading the first sample of step 8: steps 1-6 were flushed (log steps 3, 6), the checkpoint is at 4
     killed(launch(before, tmp_path, kill_at=7 * GLOBAL // before + 1))
     path = tmp_path / "run" / "latest" / "samples.jsonl"

@@ -12,6 +12,7 @@ import main
 from tests.apps.conftest import folder_overrides, make_digit_folder
 from utils.config import DataConfig
 from utils.data import build_dataset
+from utils.data.shards import s3
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -90,7 +91,8 @@ def test_missing_bucket_prefix_and_wrong_credentials_are_one_line_each(tmp_path,
     assert len(err) == 1 and "S3 refused the credentials" in err[0] and "AWS_SECRET_ACCESS_KEY" in err[0]
 
 
-def test_reads_wait_for_a_restarted_store_and_continue(tmp_path, capsys, caplog, s3_env):
+def test_reads_wait_for_a_restarted_store_and_continue(tmp_path, capsys, caplog, s3_env, monkeypatch):
+    monkeypatch.setattr(s3, "LONGEST_WAIT_S", 1.0)  # tries every second: the read goes on soon after the store is back
     bucket = s3_env.bucket()
     packed(tmp_path, capsys, f"s3://{bucket}/d")
     cfg = DataConfig(name="shards", root=f"s3://{bucket}/d", args={"channels": 1, "cache_dir": str(tmp_path / "c")})

@@ -19,6 +19,7 @@ from utils.errors import ConfigError, DataError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_S = 120.0  # how long a read waits for the store to answer again
+FIRST_WAIT_S, LONGEST_WAIT_S = 0.5, 10.0  # the backoff between tries: doubling from the first to the longest
 CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "403"}
 
 
@@ -87,7 +88,7 @@ class S3Store:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
         from s3transfer.exceptions import RetriesExceededError
 
-        delay, deadline, error = 0.5, time.monotonic() + RETRY_S, None
+        delay, deadline, error = FIRST_WAIT_S, time.monotonic() + RETRY_S, None
         while True:
             try:
                 return call()
@@ -116,7 +117,7 @@ class S3Store:
                 )
             log.warning("S3 request for %s/%s failed (%s); retrying in %.1f s", self.url, name, error, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            delay = min(delay * 2, LONGEST_WAIT_S)
 
     def _client_error(self, err: Any, name: str) -> Optional[DataError]:
         """The one-line error for a refusal a retry cannot fix; None for one worth retrying (5xx, throttling)."""
