@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Tuple, Union
+from typing import BinaryIO, Tuple, Union
 
 import numpy as np
 import torch
@@ -62,19 +62,33 @@ def open_image(path: PathLike, kind: str = "image") -> Image.Image:
     A file PIL cannot decode (truncated, not an image, a decompression bomb) or that is of another format
     than ``RASTER_FORMATS`` is a :class:`BadFile` naming ``kind`` and ``path``.
     """
+    what, fix = f"{kind} '{path}'", "fix or remove the file"
+    try:
+        fh = open(path, "rb")
+    except OSError as err:  # gone or unreadable: as bad as a file PIL cannot decode
+        raise bad_file(what, err, fix) from err
+    with fh:
+        return decode_image(fh, what, fix)
+
+
+def decode_image(fh: BinaryIO, what: str, fix: str) -> Image.Image:
+    """The image in ``fh`` (a file, or a shard member's bytes), upright by its EXIF orientation: a file or a
+    packed copy decode alike. ``BadFile`` naming ``what`` (e.g. ``image 'a/b.png'``) and ``fix`` when PIL cannot."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with open(path, "rb") as fh:
-                image = Image.open(fh, formats=RASTER_FORMATS)  # by content, among these only
-                image.load()
-            ImageOps.exif_transpose(image, in_place=True)
-            return image
+            image = Image.open(fh, formats=RASTER_FORMATS)  # by content, among these only
+            image.load()
+        ImageOps.exif_transpose(image, in_place=True)
+        return image
     except BAD_IMAGE as err:
-        raise BadFile(
-            f"cannot read {kind} '{path}' ({type(err).__name__}); fix or remove the file",
-            skipped=f"unreadable {kind} '{path}' ({type(err).__name__}: {err})",
-        ) from err
+        raise bad_file(what, err, fix) from err
+
+
+def bad_file(what: str, err: Exception, fix: str) -> BadFile:
+    return BadFile(
+        f"cannot read {what} ({type(err).__name__}); {fix}", skipped=f"unreadable {what} ({type(err).__name__}: {err})"
+    )
 
 
 def _in_range(values: np.ndarray, low: float, high: float) -> Tuple[bool, str]:

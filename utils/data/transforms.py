@@ -101,6 +101,24 @@ def split_at_float(transform: Optional[Callable]) -> Tuple[Optional[Callable], O
     return None, transform
 
 
+def pixels_then_floats(values: torch.Tensor, resize: Optional[Callable], transform: Optional[Callable]) -> torch.Tensor:
+    """An image's stored values (``[C, H, W]``, uint8 for 8-bit data) through ``resize``, then ``transform``:
+    its leading crops, resizes and flips on the pixels (cheaper on uint8, torchvision v2's order), the rest on
+    floats in [0, 1]. Image folders and their packed copies read through this one path, so they agree."""
+    from torchvision import tv_tensors
+
+    from utils.data.images import as_float
+
+    image = tv_tensors.Image(values)
+    if resize is not None:
+        image = resize(image)
+    on_pixels, on_floats = split_at_float(transform)
+    if on_pixels is not None:
+        image = on_pixels(image)
+    image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
+    return on_floats(image) if on_floats is not None else image
+
+
 def _strict_center_crop() -> type:
     """v2.CenterCrop that refuses (as RandomCrop does) to pad an image smaller than the crop with black."""
     v2 = _v2()

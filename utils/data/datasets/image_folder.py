@@ -23,8 +23,8 @@ from utils.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
-from utils.data.images import as_float, check_channels, read_pixels
-from utils.data.transforms import split_at_float
+from utils.data.images import check_channels, read_pixels
+from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
@@ -151,17 +151,7 @@ class ImageFolder(Dataset):
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         values, label, path = self.bad_samples.first_usable(index, len(self.samples), self._read, str(self.root))
-        from torchvision import tv_tensors
-
-        image = tv_tensors.Image(values)
-        if self.resize is not None:
-            image = self.resize(image)  # before as_float: resizing 8-bit data as uint8 is faster, as before
-        on_pixels, on_floats = split_at_float(self.transform)
-        if on_pixels is not None:  # the training list's leading crops, resizes and flips, on uint8
-            image = on_pixels(image)
-        image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
-        if on_floats is not None:
-            image = on_floats(image)
+        image = pixels_then_floats(values, self.resize, self.transform)
         self._first_of_shape.setdefault(tuple(image.shape), path)
         return image, label
 

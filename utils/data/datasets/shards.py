@@ -30,7 +30,7 @@ from utils.data.shards.clips import ShardClips
 from utils.data.shards.reader import ShardReader, load_index
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import is_s3, open_store
-from utils.data.transforms import split_at_float
+from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
@@ -129,17 +129,7 @@ class Shards(Dataset):
             return self.pipeline(image, target, where)
         if self.index.samples[0]["image"].endswith(".npy"):  # an in-memory dataset's tensor, as it gave it
             return (image if self.transform is None else self.transform(image)), target
-        from torchvision import tv_tensors
-
-        picture = tv_tensors.Image(image)
-        if self.resize is not None:
-            picture = self.resize(picture)  # before as_float, as image_folder does
-        on_pixels, on_floats = split_at_float(self.transform)
-        if on_pixels is not None:  # the training list's leading crops, resizes and flips on uint8, as image_folder
-            picture = on_pixels(picture)
-        picture = tv_tensors.wrap(as_float(picture.as_subclass(torch.Tensor)), like=picture)
-        if on_floats is not None:
-            picture = on_floats(picture)
+        picture = pixels_then_floats(image, self.resize, self.transform)  # as image_folder reads its files
         self._first_of_shape.setdefault(tuple(picture.shape), where)
         return picture, target
 

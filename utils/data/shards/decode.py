@@ -9,31 +9,19 @@ copy gives the same inputs as its folder. ``.npy`` members load with
 from __future__ import annotations
 
 import io
-import warnings
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 
 from utils.data.bad_samples import BadFile
-from utils.data.images import BAD_IMAGE, RASTER_FORMATS, stored_values, to_channels
+from utils.data.images import decode_image, stored_values, to_channels
 from utils.data.mask_encoding import image_mask_values
 
 
 def open_bytes(data: bytes, where: str, kind: str = "image") -> Image.Image:
-    """The decoded image in ``data`` (``where`` names it in errors), upright by its EXIF orientation."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data), formats=RASTER_FORMATS)
-            image.load()
-        ImageOps.exif_transpose(image, in_place=True)
-        return image
-    except BAD_IMAGE as err:
-        raise BadFile(
-            f"cannot read {kind} '{where}' ({type(err).__name__}); fix the original file and pack again",
-            skipped=f"unreadable {kind} '{where}' ({type(err).__name__}: {err})",
-        ) from err
+    """The decoded image in ``data`` (``where`` names it in errors), as ``open_image`` decodes a file."""
+    return decode_image(io.BytesIO(data), f"{kind} '{where}'", "fix the original file and pack again")
 
 
 def pixels(data: bytes, member: str, where: str, channels: int) -> torch.Tensor:
