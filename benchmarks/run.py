@@ -50,6 +50,7 @@ BENCHMARKS = [
     ("bench_compare", "17 compare"),
     ("bench_sweep", "18 sweep"),
     ("bench_image_folder", "19 image_folder loader"),
+    ("bench_shards", "20 shards"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
