@@ -58,15 +58,16 @@ def make_jpegs(count: int) -> Path:
     return root
 
 
-def framework_loader(root: Path):
-    """The train loader exactly as ``main.py`` builds it for these overrides."""
+def framework_loader(root: Path, name: str = "image_folder", args: str = "{}"):
+    """The train loader exactly as ``main.py`` builds it for these overrides (``bench_shards`` reads shards with it)."""
     from utils.config import load_config
     from utils.data import build_dataset, build_train_loader, with_process_batch
 
     cfg = load_config(
         overrides=[
-            "data.name=image_folder",
+            f"data.name={name}",
             f"data.root={root}",
+            f"data.args={args}",
             "data.train_transforms=[{name: RandomResizedCrop, size: 224}, {name: RandomHorizontalFlip}]",
             f"data.mean={MEAN}",
             f"data.std={STD}",

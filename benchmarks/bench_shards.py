@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from benchmarks.bench_image_folder import BATCH, MEAN, STD, WORKERS, decode_rate, images_per_s, make_jpegs  # noqa: E402
+from benchmarks.bench_image_folder import BATCH, WORKERS, decode_rate, framework_loader, images_per_s, make_jpegs  # noqa: E402
 from benchmarks.common import interleaved, ratios, row  # noqa: E402
 
 TITLE = "20 shards"
@@ -53,26 +53,8 @@ SHARD_SIZE = "4MB"
 
 
 def train_loader(name: str, root: str, args: str = "{}"):
-    """The train loader as ``main.py`` builds it for these overrides."""
-    from utils.config import load_config
-    from utils.data import build_dataset, build_train_loader, with_process_batch
-
-    cfg = load_config(
-        overrides=[
-            f"data.name={name}",
-            f"data.root={root}",
-            f"data.args={args}",
-            "data.train_transforms=[{name: RandomResizedCrop, size: 224}, {name: RandomHorizontalFlip}]",
-            f"data.mean={MEAN}",
-            f"data.std={STD}",
-            f"data.batch_size={BATCH}",
-            f"data.num_workers={WORKERS}",
-            "model.input_size=[3,224,224]",
-        ]
-    )
-    data = with_process_batch(cfg.data, 1)
-    dataset = build_dataset(cfg.data, "train")
-    return build_train_loader(dataset, data, 0, 1, cfg.seed, torch.device("cpu"))
+    """The train loader as ``main.py`` builds it for these overrides (bench_image_folder's)."""
+    return framework_loader(root, name, args)
 
 
 def pack_into(jpegs: Path, output: str) -> dict:
