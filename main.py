@@ -189,19 +189,15 @@ def sweep_command(args: argparse.Namespace) -> int:
     from utils.sweep.driver import default_build, run_sweep
 
     setup_logging(None, 0)
-    try:
-        return run_sweep(args.sweep, args.config, args.overrides, default_build(args.config, args.overrides))
-    except UserError as err:
-        print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
-        return 2
+    return run_sweep(args.sweep, args.config, args.overrides, default_build(args.config, args.overrides))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    if args.sweep:
-        return sweep_command(args)
     info, run = None, None
     try:
+        if args.sweep:  # its trials are child processes: this one holds no process group and no device
+            return sweep_command(args)
         if args.mode == "compare":  # finished runs' files only: no config, no process group, no device
             return compare_command(args.paths, args.output)
         if args.mode == "pack":  # the dataset's files only: no process group, no device, no run folder

@@ -104,11 +104,12 @@ def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, 
 
 def suggest(trial: Any, spec: SweepSpec) -> Dict[str, Any]:
     """The trial's value of every key of the space."""
+    optuna = optuna_module()
     params = {}
     for key, dist in space_distributions(spec.space).items():
         if hasattr(dist, "choices"):
             params[key] = json.loads(trial.suggest_categorical(key, dist.choices))
-        elif isinstance(dist.low, int) and dist.__class__.__name__ == "IntDistribution":
+        elif isinstance(dist, optuna.distributions.IntDistribution):
             params[key] = trial.suggest_int(key, dist.low, dist.high)
         else:
             params[key] = trial.suggest_float(key, dist.low, dist.high, log=dist.log)

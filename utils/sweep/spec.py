@@ -45,10 +45,6 @@ class Dimension:
     def discrete(self) -> bool:
         return self.kind in ("grid", "choice")
 
-    def checked_values(self) -> List[Any]:
-        """The values to try against the config schema: every listed one, or both bounds."""
-        return list(self.values)
-
 
 @dataclass
 class SweepSpec:
@@ -61,9 +57,6 @@ class SweepSpec:
     parallel: int = 1
     nproc_per_trial: int = 1
     storage: Optional[str] = None
-
-    def grid(self) -> Dict[str, List[Any]]:
-        return {d.key: d.values for d in self.space}
 
 
 def load_spec(path: str) -> SweepSpec:
@@ -113,7 +106,7 @@ def load_spec(path: str) -> SweepSpec:
 def check_space(spec: SweepSpec, build: Callable[[List[str]], Any]) -> None:
     """Build the config with every value (bounds of ranges) of every key: a bad one is one error naming the sweep."""
     for dim in spec.space:
-        for value in dim.checked_values():
+        for value in dim.values:  # every listed value, or both bounds of a range
             try:
                 build([override(dim.key, value)])
             except ConfigError as err:
