@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from utils.run_folder import numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
 
@@ -128,14 +129,10 @@ def _pruned_at(ctx: TrialContext, trial_id: int) -> Optional[int]:
 
 
 def find_run(experiment: Path, name: str) -> Optional[Path]:
-    """The newest ``run_NNN_<name>`` folder of the experiment, if any."""
-    found = sorted(experiment.glob(f"run_[0-9]*_{glob_escape(name)}")) if experiment.is_dir() else []
-    found = [p for p in found if re.fullmatch(rf"run_\d+_{re.escape(name)}", p.name)]
+    """The newest ``run_NNN_<name>`` folder of the experiment (by its number, as ``run_folder.numbered`` orders
+    the runs: run_1000 after run_999), if any."""
+    found = [run.path for run in numbered(experiment) if run.path.name.split("_", 2)[2:] == [name]]
     return found[-1] if found else None
-
-
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def has_checkpoint(folder: Path) -> bool:
