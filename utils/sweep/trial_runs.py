@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from utils.compare.collect import METRICS, last_test_row
 from utils.run_folder import numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
@@ -65,7 +66,7 @@ def run_configuration(
     for index, seed in enumerate(ctx.seeds):
         name = tag(config_id, params, seed)
         folder = find_run(ctx.experiment, name)
-        if folder is None or test_row(folder) is None:
+        if folder is None or last_test_row(folder / METRICS) is None:
             args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
             args += [*ctx.base_args, *[override(k, v) for k, v in params.items()], f"seed={seed}"]
             args.append(f"experiment.run_tag={name}")
@@ -141,13 +142,8 @@ def has_checkpoint(folder: Path) -> bool:
 
 
 def rows(folder: Path) -> List[Dict[str, Any]]:
-    path = folder / "metrics.jsonl"
+    path = folder / METRICS
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
-def test_row(folder: Path) -> Optional[Dict[str, Any]]:
-    tests = [r for r in rows(folder) if r.get("split") == "test"]
-    return tests[-1] if tests else None
 
 
 def best_value(folder: Optional[Path], monitor: str, direction: str) -> Optional[float]:
