@@ -98,8 +98,8 @@ def test_reads_wait_for_a_restarted_store_and_continue(tmp_path, capsys, caplog,
     cfg = DataConfig(name="shards", root=f"s3://{bucket}/d", args={"channels": 1, "cache_dir": str(tmp_path / "c")})
     dataset = build_dataset(cfg, "train")
     first = dataset[0][0]
-    s3_env.stop()
-    restarted = threading.Thread(target=lambda: (time.sleep(3), s3_env.start()))
+    s3_env.stop(gateway_only=True)  # the S3 endpoint refuses connections for 2 s, then answers again
+    restarted = threading.Thread(target=lambda: (time.sleep(2), s3_env.start()))
     restarted.start()
     try:
         late = dataset[len(dataset) - 1]  # another shard: fetched while the store is down, then when it is back
