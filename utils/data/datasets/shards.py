@@ -12,8 +12,6 @@ that was packed: ``image_folder`` and in-memory datasets (classification), or
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
 import torch
@@ -25,23 +23,13 @@ from utils.data.batch import check_one_size
 from utils.data.images import as_float, check_channels
 from utils.data.masks import MaskBatchCollate, PairPipeline
 from utils.data.shards import decode
-from utils.data.shards.cache import ShardCache
 from utils.data.shards.clips import ShardClips
-from utils.data.shards.reader import ShardReader, load_index
-from utils.data.shards.sizes import parse_size
-from utils.data.shards.store import is_s3, open_store
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
 from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
 RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
-
-
-def cache_folder(root: str, cache_dir: Optional[str]) -> Path:
-    """``cache_dir``, else ``$XDG_CACHE_HOME`` (``~/.cache``) ``/regtrain-shards/<bucket>/<prefix>``."""
-    if cache_dir:
-        return Path(cache_dir).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "regtrain-shards" / root[len("s3://") :]
 
 
 @DATASETS.register("shards")
@@ -53,7 +41,7 @@ class Shards(Dataset):
         split: str = "train",
         root: Optional[str] = None,
         transform: Optional[Callable] = None,
-        cache_limit: Union[int, str] = "10GB",
+        cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT,
         cache_dir: Optional[str] = None,
         on_bad_sample: Literal["stop", "skip"] = "stop",
         classes: Optional[Sequence[Any]] = None,
@@ -71,12 +59,9 @@ class Shards(Dataset):
             raise ConfigError("dataset shards needs data.root=<folder or s3://bucket/prefix written by --mode pack>")
         self.bad_samples = BadSamples(on_bad_sample, "shards")
         self.channels = check_channels(channels, "shards")
-        limit = parse_size(cache_limit, "data.args.cache_limit")
-        store = open_store(root)
-        self.index = index = load_index(store, split)  # the one-line errors of S3 and of the index: before training
-        self.where = f"{store.url}/{split}"
-        cache = ShardCache(cache_folder(root, cache_dir), limit, store.download) if is_s3(root) else None
-        self.reader = ShardReader(store, index, cache)
+        self.reader = open_split(root, split, cache_limit, cache_dir)  # its one-line errors: before training
+        self.index = index = self.reader.index
+        self.where = self.reader.where
         self.classes = index.classes
         if (
             classes is not None
@@ -91,7 +76,7 @@ class Shards(Dataset):
         self.clips: Optional[ShardClips] = None
         if index.task == "video":  # clips as video_frames_folder cuts them; its default collate
             clip = {"clip_len": clip_len, "frame_stride": frame_stride, "num_clips": num_clips, "pad_short": pad_short}
-            self.clips = ShardClips(self.reader, self.where, transform, clip)
+            self.clips = ShardClips(self.reader, transform, clip)
         elif index.task == "sod":
             self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
             paths = {s["stem"]: f"{self.where}:{s['key']}" for s in index.samples}  # what the mixed-size error names

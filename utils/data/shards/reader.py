@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Union
 
 from utils.data.bad_samples import BadFile
 from utils.data.shards.cache import ShardCache, file_sha256
 from utils.data.shards.index import INDEX, Index, Shard, parse_index
-from utils.data.shards.store import LocalStore, Store
+from utils.data.shards.sizes import parse_size
+from utils.data.shards.store import LocalStore, Store, is_s3, open_store
 from utils.errors import DataError
+
+DEFAULT_CACHE_LIMIT = "10GB"
 
 
 def load_index(store: Store, split: str) -> Index:
@@ -20,6 +24,25 @@ def load_index(store: Store, split: str) -> Index:
     if index.split != split:
         raise DataError(f"shard index '{where}' is of split '{index.split}', not '{split}'; pack the data again")
     return index
+
+
+def cache_folder(root: str, cache_dir: Optional[str]) -> Path:
+    """``cache_dir``, else ``$XDG_CACHE_HOME`` (``~/.cache``) ``/regtrain-shards/<bucket>/<prefix>``."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "regtrain-shards" / root[len("s3://") :]
+
+
+def open_split(
+    root: str, split: str, cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT, cache_dir: Optional[str] = None
+) -> "ShardReader":
+    """The reader of ``split`` under ``root``, its index loaded: the one-line errors of the cache limit, of S3 and
+    of the index come here, before any sample is read. Remote shards are cached under ``cache_folder``."""
+    limit = parse_size(cache_limit, "data.args.cache_limit")
+    store = open_store(root)
+    index = load_index(store, split)
+    cache = ShardCache(cache_folder(root, cache_dir), limit, store.download) if is_s3(root) else None
+    return ShardReader(store, index, cache)
 
 
 class ShardReader:
@@ -33,6 +56,7 @@ class ShardReader:
 
     def __init__(self, store: Store, index: Index, cache: Optional[ShardCache]) -> None:
         self.store, self.index, self.cache = store, index, cache
+        self.where = f"{store.url}/{index.split}"  # how errors and sample names spell the split
         self.checked: Set[str] = set()  # per process
         self.bad: Set[str] = set()
 
