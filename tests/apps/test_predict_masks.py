@@ -10,10 +10,12 @@ import pytest
 from PIL import Image
 
 import main
+from tests.apps.conftest import make_digit_folder
 from tests.apps.test_predict import read_csv
 from tests.fixtures.outputs import one_error, partial_files, small_disk
+from utils.data.datasets.shapes_sod import main as write_shapes
 from utils.data.datasets.shapes_sod import render_scene
-from utils.data.predict_inputs import mask_names
+from utils.data.predict_inputs import ImageFiles, mask_names
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,7 @@ def test_mask_names_mirror_the_tree_and_never_collide():
         Path("in/c/Z.PNG"),
         Path("in/c/z.png"),
     ]
-    names = mask_names(paths, Path("in"))
+    names = mask_names(ImageFiles(paths, Path("in")).relative)
     assert [str(n) for n in names] == [
         "a/x.jpg.1.png",
         "a/x.png",
@@ -116,3 +118,36 @@ def test_a_full_disk_while_writing_masks_is_one_line_with_predicts_advice_and_no
         assert "--resume" not in error and "run the predict again" in error, error
         assert partial_files(disk) == [] and not (disk / "out" / "predictions.csv").exists()
         assert 0 < len(list((disk / "out" / "masks").glob("*.png"))) < 24
+
+
+def test_a_packed_copy_of_mask_folders_tests_and_predicts_as_the_folders(sod_checkpoint, tmp_path, capsys):
+    """The same checkpoint on mask folders and on their packed copy: the same test line, masks and rows."""
+    write_shapes(["--out", str(tmp_path / "sod"), "--split", "train", "test", "--count", "4"])
+    folders = ["data.name=image_mask_folder", f"data.root={tmp_path / 'sod'}", "data.args={size: 32}"]
+    packed = tmp_path / "packed"
+    assert main.main(["--mode", "pack", "--output", str(packed), *folders]) == 0
+    lines = []
+    for source in (folders, ["data.name=shards", f"data.root={packed}", "data.args={size: 32}"]):
+        capsys.readouterr()
+        assert main.main(["--mode", "test", "--checkpoint", sod_checkpoint, *source]) == 0
+        lines.append(next(line for line in capsys.readouterr().out.splitlines() if line.startswith("test:")))
+    assert lines[0] == lines[1] and "mae=" in lines[0]
+
+    assert predict(sod_checkpoint, tmp_path / "sod" / "test" / "Image", tmp_path / "from_files") == 0
+    assert predict(sod_checkpoint, packed / "test", tmp_path / "from_shards") == 0
+    files = read_csv(tmp_path / "from_files" / "predictions.csv")
+    shards = read_csv(tmp_path / "from_shards" / "predictions.csv")
+    assert [r["path"] for r in shards] == [f"{packed / 'test'}:{Path(r['path']).name}" for r in files]
+    assert [r["mean_saliency"] for r in shards] == [r["mean_saliency"] for r in files]
+    for row in files:  # masks named by the sample keys, as the files' masks are named below their folder
+        name = Path(row["path"]).with_suffix(".png").name
+        own = (tmp_path / "from_shards" / "masks" / name).read_bytes()
+        assert own == (tmp_path / "from_files" / "masks" / name).read_bytes()
+
+    assert predict(sod_checkpoint, packed, tmp_path / "root") == 2  # the packed root, not a split
+    assert f"holds the packed splits ['test', 'train']; name one: --input {packed / 'test'}" in one_error(capsys)
+    digits = tmp_path / "digits_packed"
+    digit_args = ["data.name=image_folder", f"data.root={make_digit_folder(tmp_path / 'digits')}"]
+    assert main.main(["--mode", "pack", "--output", str(digits), *digit_args]) == 0
+    assert predict(sod_checkpoint, digits / "test", tmp_path / "other") == 2
+    assert "holds packed classification data, but the checkpoint's network is for eval.metric=sod" in one_error(capsys)

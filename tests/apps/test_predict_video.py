@@ -119,3 +119,31 @@ def test_a_video_file_is_one_line_naming_the_frame_extraction(video_checkpoint, 
         == 2
     )
     assert "holds no folders of frames" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_packed_copy_of_frame_folders_tests_and_predicts_as_the_folders(video_checkpoint, tmp_path, capsys):
+    checkpoint, data, packed = video_checkpoint["checkpoint"], video_checkpoint["data"], tmp_path / "packed"
+    clips = f"data.args={{clip_len: 6, num_clips: {NUM_CLIPS}}}"
+    pack = ["--mode", "pack", "--output", str(packed), "data.name=video_frames_folder", f"data.root={data}", clips]
+    assert main.main(pack) == 0
+    lines = []
+    for source in ([], ["data.name=shards", f"data.root={packed}"]):
+        capsys.readouterr()
+        assert main.main(["--mode", "test", "--checkpoint", checkpoint, *source]) == 0
+        lines.append(next(line for line in capsys.readouterr().out.splitlines() if line.startswith("test:")))
+    assert lines[0] == lines[1] and "video_top1=" in lines[0]
+
+    rows = {}
+    for name, spec in (("folders", data / "test"), ("shards", packed / "test")):
+        out = tmp_path / name
+        assert (
+            main.main(["--mode", "predict", "--checkpoint", checkpoint, "--input", str(spec), "--output", str(out)])
+            == 0
+        )
+        rows[name] = read_csv(out / "predictions.csv")
+    assert [r["path"] for r in rows["shards"]] == [
+        f"{packed / 'test'}:{Path(r['path']).relative_to(data)}" for r in rows["folders"]
+    ]
+    drop_path = [{k: v for k, v in r.items() if k != "path"} for r in rows["folders"]]
+    assert [{k: v for k, v in r.items() if k != "path"} for r in rows["shards"]] == drop_path

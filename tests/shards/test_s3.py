@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +54,21 @@ def test_pack_to_s3_and_train_through_a_quarter_size_cache_as_from_local_shards(
     assert printed(capsys, "test:") == from_local
     kept = sum(p.stat().st_size for p in cache.glob("*.tar"))
     assert 0 < kept <= limit + 8192  # the limit, or the one shard in use beyond it
+
+    # predict from the packed test split in S3: the rows of its image files
+    best = str(tmp_path / "out" / "apps" / "run_001" / "checkpoints" / "best.pt")
+    rows = {}
+    for name, spec in (("files", tmp_path / "data" / "test"), ("s3", f"{url}/test")):
+        out = tmp_path / name
+        assert main.main(["--mode", "predict", "--checkpoint", best, "--input", str(spec), "--output", str(out)]) == 0
+        with open(out / "predictions.csv", newline="") as fh:
+            rows[name] = list(csv.DictReader(fh))
+    assert [r["path"] for r in rows["s3"]] == [
+        f"{url}/test:{Path(r['path']).parent.name}/{Path(r['path']).name}" for r in rows["files"]
+    ]
+    assert [(r["prediction"], r["score"]) for r in rows["s3"]] == [(r["prediction"], r["score"]) for r in rows["files"]]
+    assert main.main(["--mode", "predict", "--checkpoint", best, "--input", f"s3://{url.split('/')[2]}"]) == 2
+    assert "names a bucket; name a packed split: s3://bucket/prefix/<split>" in capsys.readouterr().err
 
 
 def test_a_corrupt_shard_in_s3_is_one_error_line_naming_it(tmp_path, capsys, s3_env):

@@ -113,12 +113,12 @@ def _below(path: Path, root: Path) -> Path:
         return Path(path.name)
 
 
-def mask_names(paths: Sequence[Path], root: Path) -> List[Path]:
-    """Each input's mask file, relative to the masks folder: the input's path below ``root`` with
+def mask_names(relative: Sequence[Path]) -> List[Path]:
+    """Each input's mask file, relative to the masks folder: the input's name below its root (``relative``) with
     ``.png`` for its extension, so the masks mirror the input tree. Where inputs of one folder share
     a stem (``x.png``, ``x.jpg``), each whose name is not already that ``.png`` keeps its extension
     (``x.jpg.png``); no two inputs share a mask file (compared without case, as some disks do)."""
-    relative = [_below(Path(p), root) for p in paths]
+    relative = [Path(rel) for rel in relative]
     groups: Dict[str, List[int]] = defaultdict(list)
     for i, rel in enumerate(relative):
         groups[str(rel.with_suffix(".png")).casefold()].append(i)
@@ -139,13 +139,25 @@ def mask_names(paths: Sequence[Path], root: Path) -> List[Path]:
     return names
 
 
-class PredictImages(Dataset):
-    """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})``; ``size``: the file's own size."""
+class ImageFiles:
+    """Image files as predict reads them: ``paths`` (the CSV's ``path``), ``relative`` (each below ``root``: its
+    mask's name) and ``pixels`` (``read_pixels``). ``utils/data/predict_shards.py`` reads a packed split alike."""
 
-    def __init__(
-        self, paths: Sequence[Path], sizing: Sizing, transform: Optional[Callable], on_bad_sample: str
-    ) -> None:
+    def __init__(self, paths: Sequence[Path], root: Path) -> None:
         self.paths = list(paths)
+        self.relative = [_below(Path(p), root) for p in self.paths]
+
+    def pixels(self, index: int, channels: int) -> torch.Tensor:
+        return read_pixels(self.paths[index], channels)
+
+
+class PredictImages(Dataset):
+    """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})`` of ``source`` (:class:`ImageFiles`, or a packed
+    split's images); ``size``: the image's own size."""
+
+    def __init__(self, source: Any, sizing: Sizing, transform: Optional[Callable], on_bad_sample: str) -> None:
+        self.source = source
+        self.paths = source.paths
         self.sizing = sizing
         self.transform = transform
         self.bad = BadSamples(on_bad_sample, "predict")
@@ -156,7 +168,7 @@ class PredictImages(Dataset):
     def __getitem__(self, index: int) -> Tuple[Optional[torch.Tensor], dict]:
         path = self.paths[index]
         try:
-            values = read_pixels(path, self.sizing.channels)
+            values = self.source.pixels(index, self.sizing.channels)
         except BadFile as err:
             if self.bad.policy == "stop":
                 raise DataError(f"{err}, or set data.args.on_bad_sample=skip") from err

@@ -71,26 +71,36 @@ def collect_videos(spec: Optional[str]) -> List[Path]:
     return sorted(found)
 
 
+class FrameFolders:
+    """Videos as folders of frames: ``paths`` (the CSV's ``path``), ``frame_counts`` and ``read`` (``read_clip``).
+    ``utils/data/predict_shards.py`` reads a packed split's videos alike."""
+
+    def __init__(self, folders: Sequence[Path]) -> None:
+        self.paths = list(folders)
+
+    def frame_counts(self) -> List[int]:
+        return [len(list_frames(folder)) for folder in self.paths]
+
+    def read(self, video: int, indices: List[int]) -> torch.Tensor:
+        return read_clip(self.paths[video], indices)
+
+
 class PredictVideos(ClipDataset):
-    """The evaluation clips of each frame folder; items ``(clip [C, T, H, W], {"label": 0, "video": v})``,
-    ``(None, ...)`` for a clip skipped under ``on_bad_sample=skip``."""
+    """The evaluation clips of each video of ``source`` (:class:`FrameFolders`, or a packed split's videos); items
+    ``(clip [C, T, H, W], {"label": 0, "video": v})``, ``(None, ...)`` for a clip skipped under ``on_bad_sample=skip``."""
 
     def __init__(
-        self,
-        folders: Sequence[Path],
-        transform: Optional[Callable],
-        clips: ClipArgs,
-        sizing: Sizing,
-        on_bad_sample: str,
+        self, source: Any, transform: Optional[Callable], clips: ClipArgs, sizing: Sizing, on_bad_sample: str
     ) -> None:
         super().__init__("predict", transform, clips.clip_len, clips.frame_stride, clips.num_clips, clips.pad_short)
-        self.paths = list(folders)
+        self.source = source
+        self.paths = source.paths
         self.sizing = sizing
         self.bad = BadSamples(on_bad_sample, "predict")
-        self.set_videos([0] * len(self.paths), [len(list_frames(f)) for f in self.paths], [str(f) for f in self.paths])
+        self.set_videos([0] * len(self.paths), source.frame_counts(), [str(p) for p in self.paths])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        return read_clip(self.paths[video], indices)
+        return self.source.read(video, indices)
 
     def __getitem__(self, index: int) -> Tuple[Optional[torch.Tensor], Dict[str, int]]:
         video = self.locate(index)[0] if 0 <= index < len(self) else 0

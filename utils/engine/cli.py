@@ -50,7 +50,10 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
     parser.add_argument(
         "--checkpoint", help="test, predict, export: the checkpoint to use (its saved config is the base)"
     )
-    parser.add_argument("--input", help="predict: an image file, a folder of images or a glob")
+    parser.add_argument(
+        "--input",
+        help="predict: an image file, a folder of images, a glob, or a packed split (DIR/<split> or s3://bucket/prefix/<split>)",
+    )
     parser.add_argument(
         "--output",
         help="predict, export, compare: the folder to write (default: output/<experiment>/<mode>_NNN); pack: a folder or s3://bucket/prefix",

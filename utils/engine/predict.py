@@ -10,7 +10,8 @@ image's own size under ``masks/``, named as the input below ``--input`` with ``.
 (``utils/data/predict_inputs.py``: ``mask_names``), and the CSV (``path``, ``mask``,
 ``mean_saliency``). A video network reads folders of frames (``utils/data/predict_videos.py``)
 and writes one row per video: the softmax probabilities of its evaluation clips averaged, as
-the video metric averages them, and ``clips``. Under torchrun every rank predicts a disjoint
+the video metric averages them, and ``clips``. ``--input`` may also name a split packed by ``--mode pack``
+(``DIR/<split>`` or ``s3://bucket/prefix/<split>``: ``utils/data/predict_shards.py``). Under torchrun every rank predicts a disjoint
 shard of the inputs (of the clips, for videos); rank 0 writes the rows of all ranks in input order.
 Every file is written whole or not at all (``output_files.py``), into a folder of its own
 (``utils/run_folder.py``: never a run's folder). ``data.args.on_bad_sample`` is predict's own
@@ -34,8 +35,9 @@ from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
 from utils.data.masks import size_pair
-from utils.data.predict_inputs import PredictImages, Sizing, collect_inputs, input_root, mask_names
-from utils.data.predict_videos import ClipArgs, PredictVideos, collect_videos
+from utils.data.predict_inputs import ImageFiles, PredictImages, Sizing, collect_inputs, input_root, mask_names
+from utils.data.predict_shards import packed_split, shard_source
+from utils.data.predict_videos import ClipArgs, FrameFolders, PredictVideos, collect_videos
 from utils.data.transforms import build_transforms
 from utils.distributed.ops import all_gather_objects
 from utils.distributed.process_group import DistInfo
@@ -63,8 +65,8 @@ SIZE_ARGS = {
     "image_mask_folder": ("size", "last"),
     "shapes_sod": ("size", "last"),
 }
-# data.args that predict reads itself (for its input files), whatever the dataset takes
-PREDICT_ARGS = ("on_bad_sample",)
+# data.args that predict reads itself (for its inputs), whatever the dataset takes
+PREDICT_ARGS = ("on_bad_sample", "cache_limit", "cache_dir")
 
 
 def _parameters(cfg: Config) -> Any:
@@ -96,10 +98,11 @@ def _size_rule(cfg: Config, takes: Any) -> Tuple[Optional[str], Optional[str]]:
     """``(data.args key, "first" | "last")`` that sizes the dataset's samples, or ``(None, None)``."""
     if cfg.data.name in SIZE_ARGS:
         return SIZE_ARGS[cfg.data.name]
-    if "image_size" in takes:  # image_folder's convention
-        return "image_size", "first"
+    # the task's convention first: a dataset of several tasks (shards) takes both keys
     if cfg.eval.metric == "sod" and "size" in takes:  # the mask datasets' convention (utils/data/masks.py)
         return "size", "last"
+    if "image_size" in takes:  # image_folder's convention
+        return "image_size", "first"
     return None, None
 
 
@@ -125,6 +128,16 @@ def input_sizing(cfg: Config) -> Sizing:
     return Sizing(int(channels), pair if when == "first" else None, pair if when == "last" else None, trained_at, fix)
 
 
+def input_source(cfg: Config, spec: Optional[str]) -> Any:
+    """What ``--input`` names: a packed split (``utils/data/predict_shards.py``), frame folders, or image files."""
+    packed = packed_split(spec)
+    if packed is not None:
+        return shard_source(packed, cfg.eval.metric, dataset_arg(cfg, "cache_limit"), dataset_arg(cfg, "cache_dir"))
+    if cfg.eval.metric == "video":
+        return FrameFolders(collect_videos(spec))
+    return ImageFiles(collect_inputs(spec), input_root(spec))
+
+
 def predict_dataset(cfg: Config, spec: Optional[str]) -> Union[PredictImages, PredictVideos]:
     """The inputs read, sized and transformed as the checkpoint's eval split was."""
     transform = (
@@ -142,8 +155,8 @@ def predict_dataset(cfg: Config, spec: Optional[str]) -> Union[PredictImages, Pr
             raise ConfigError(
                 f"--mode predict cuts videos into clips as the training data did, but dataset '{cfg.data.name}' names no {missing}; set data.args.{missing[0]}=..."
             )
-        return PredictVideos(collect_videos(spec), transform, ClipArgs(**clips), sizing, on_bad_sample)
-    return PredictImages(collect_inputs(spec), sizing, transform, on_bad_sample)
+        return PredictVideos(input_source(cfg, spec), transform, ClipArgs(**clips), sizing, on_bad_sample)
+    return PredictImages(input_source(cfg, spec), sizing, transform, on_bad_sample)
 
 
 def _class_rows(probs: torch.Tensor, classes: List[str]) -> List[Dict[str, Any]]:
@@ -269,9 +282,7 @@ def predict_checkpoint(
     if info.is_main:
         write_config(cfg, run.config, PREDICT_ADVICE)
     masks = (
-        [run.path / "masks" / name for name in mask_names(dataset.paths, input_root(input_spec))]
-        if cfg.eval.metric == "sod"
-        else []
+        [run.path / "masks" / name for name in mask_names(dataset.source.relative)] if cfg.eval.metric == "sod" else []
     )
     mine = predict_rows(cfg, info, checkpoint, dataset, masks)
     pairs = [pair for shard in all_gather_objects(mine) for pair in shard] if info.world_size > 1 else mine

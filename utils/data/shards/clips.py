@@ -14,7 +14,7 @@ from utils.data.shards.reader import ShardReader
 
 def video_names(reader: ShardReader) -> List[str]:
     """Each packed video as errors and predictions name it: ``<split url>:<video name>``."""
-    return [f"{reader.where}:{sample['name']}" for sample in reader.index.samples]
+    return [f"{reader.where}:{sample['key']}" for sample in reader.index.samples]
 
 
 def read_frames(reader: ShardReader, video: int, indices: List[int]) -> torch.Tensor:
@@ -23,7 +23,7 @@ def read_frames(reader: ShardReader, video: int, indices: List[int]) -> torch.Te
     frames = reader.index.samples[video]["frames"]
     wanted = [frames[i] for i in indices]
     data = reader.members(video, sorted(set(wanted)))
-    where = f"{reader.where}:{reader.index.samples[video]['name']}"
+    where = f"{reader.where}:{reader.index.samples[video]['key']}"
     return torch.stack([as_float(decode.pixels(data[name], name, f"{where}/{name}", 3)) for name in wanted])
 
 

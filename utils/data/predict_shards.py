@@ -1,0 +1,84 @@
+"""``--mode predict --input`` a packed split: ``DIR/<split>`` (the folder holding its ``index.json``) or
+``s3://bucket/prefix/<split>``, as ``--mode pack`` wrote it.
+
+Its images (classification, SOD) or videos are read by byte range through the split's
+index, as ``data.name=shards`` reads them, then sized and transformed as files are
+(``predict_inputs.py``, ``predict_videos.py``); the labels or masks packed with them are not
+read. Rows name a sample ``<split url>:<key>`` and a saliency network's masks mirror the keys.
+Remote shards are cached as training caches them (``data.args.cache_limit``, ``cache_dir``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
+import torch
+
+from utils.data.shards import decode
+from utils.data.shards.clips import read_frames, video_names
+from utils.data.shards.index import INDEX
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, ShardReader, open_split
+from utils.data.shards.store import is_s3
+from utils.errors import DataError
+
+
+def packed_split(spec: Optional[str]) -> Optional[Tuple[str, str]]:
+    """``(root, split)`` where ``spec`` names a packed split, else None (files, folders, globs); a DataError for a
+    folder of packed splits or a bucket alone, naming the split to give."""
+    if not spec:
+        return None
+    if is_s3(spec):
+        root, _, split = spec.rstrip("/").rpartition("/")
+        if len(root) <= len("s3://"):
+            raise DataError(f"--input '{spec}' names a bucket; name a packed split: s3://bucket/prefix/<split>")
+        return root, split
+    path = Path(spec).expanduser()
+    if (path / INDEX).is_file():
+        return str(path.parent), path.name
+    splits = sorted(index.parent.name for index in path.glob(f"*/{INDEX}")) if path.is_dir() else []
+    if splits:
+        example = "test" if "test" in splits else splits[0]
+        raise DataError(f"--input '{spec}' holds the packed splits {splits}; name one: --input {path / example}")
+    return None
+
+
+class ShardImages:
+    """A packed split's images, as :class:`~utils.data.predict_inputs.ImageFiles` gives files."""
+
+    def __init__(self, reader: ShardReader) -> None:
+        self.reader = reader
+        samples = reader.index.samples
+        self.paths = [f"{reader.where}:{sample['key']}" for sample in samples]
+        self.relative = [Path(str(sample["key"])) for sample in samples]
+
+    def pixels(self, index: int, channels: int) -> torch.Tensor:
+        name = self.reader.index.samples[index]["image"]  # its mask, if packed, is not read
+        return decode.pixels(self.reader.members(index, [name])[name], name, self.paths[index], channels)
+
+
+class ShardVideos:
+    """A packed split's videos, as :class:`~utils.data.predict_videos.FrameFolders` gives folders."""
+
+    def __init__(self, reader: ShardReader) -> None:
+        self.reader = reader
+        self.paths = video_names(reader)
+
+    def frame_counts(self) -> List[int]:
+        return [len(sample["frames"]) for sample in self.reader.index.samples]
+
+    def read(self, video: int, indices: List[int]) -> torch.Tensor:
+        return read_frames(self.reader, video, indices)
+
+
+def shard_source(
+    packed: Tuple[str, str], task: str, cache_limit: Optional[Union[int, str]], cache_dir: Optional[str]
+) -> Union[ShardImages, ShardVideos]:
+    """The packed split ``(root, split)`` as predict's inputs; a DataError when it holds another task's data."""
+    reader = open_split(*packed, cache_limit or DEFAULT_CACHE_LIMIT, cache_dir)
+    if reader.index.task != task:
+        raise DataError(
+            f"--input '{reader.where}' holds packed {reader.index.task} data, but the checkpoint's network is for "
+            f"eval.metric={task}; give a split packed from {task} data"
+        )
+    return ShardVideos(reader) if task == "video" else ShardImages(reader)
