@@ -104,11 +104,20 @@ def test_a_corrupt_shard_stops_with_its_name_or_is_skipped(tmp_path, capsys):
     raw[600] ^= 0xFF
     shard.write_bytes(bytes(raw))
     stop = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
-    with pytest.raises(DataError, match="shard-000000.tar' does not match its sha256"):
-        stop[0]
+    hit = next(  # the sample whose stored bytes hold offset 600
+        i
+        for i, s in enumerate(stop.index.samples)
+        if s["shard"] == 0 and any(o <= 600 < o + n for o, n, _ in s["members"].values())
+    )
+    with pytest.raises(
+        DataError, match=f"shard-000000.tar' does not match its checksums in index.json at sample '{hit}'"
+    ):
+        stop[hit]
+    assert torch.equal(
+        stop[hit + 1][0], build_dataset(DataConfig(name="digits"), "test")[hit + 1][0]
+    )  # its neighbours read
     skip = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args={"on_bad_sample": "skip"}), "test")
-    first_good = next(i for i, s in enumerate(skip.index.samples) if s["shard"] == 1)
-    assert torch.equal(skip[0][0], skip[first_good][0])  # the next usable sample, as image folders skip
+    assert torch.equal(skip[hit][0], skip[hit + 1][0])  # the next usable sample, as image folders skip
 
 
 def test_index_errors_are_one_line_before_training(tmp_path, capsys):

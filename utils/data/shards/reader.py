@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Union
 
 from utils.data.bad_samples import BadFile
-from utils.data.shards.cache import ShardCache, file_sha256
+from utils.data.shards.cache import ShardCache
 from utils.data.shards.index import INDEX, Index, Shard, parse_index
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import LocalStore, Store, is_s3, open_store
@@ -49,78 +49,81 @@ class ShardReader:
     """The members of sample ``at``: local shards read in place, remote ones through the cache, or by byte
     range when the cache is full (``cache.py``).
 
-    A shard is checked against its sha256 once per process before its first read (a
-    cached one when it arrives); a mismatch is a :class:`BadFile` naming the shard, so
-    ``data.args.on_bad_sample`` decides as for an unreadable image.
+    Every member read from a local shard, or by byte range, is checked against its own checksum in the
+    index: each epoch hashes the bytes it reads once, where checking whole shards would hash every shard
+    again in each DataLoader worker. A cached shard is checked whole when it arrives. A mismatch is a
+    :class:`BadFile` naming the shard and the sample, so ``data.args.on_bad_sample`` decides as for an
+    unreadable image.
     """
 
     def __init__(self, store: Store, index: Index, cache: Optional[ShardCache]) -> None:
         self.store, self.index, self.cache = store, index, cache
         self.where = f"{store.url}/{index.split}"  # how errors and sample names spell the split
-        self.checked: Set[str] = set()  # per process
-        self.bad: Set[str] = set()
+        self.bad: Set[str] = set()  # cached shards that arrived corrupt, per process
 
-    def _corrupt(self, shard: Shard) -> BadFile:
-        self.bad.add(shard.name)
-        where = f"{self.store.url}/{self.index.split}/{shard.name}"
-        return BadFile(
-            f"shard '{where}' does not match its sha256 in {INDEX} (corrupt or changed since packing); restore it or pack again",
-            skipped=f"a sample of the corrupt shard '{where}'",
+    def _shard_url(self, shard: Shard) -> str:
+        return f"{self.where}/{shard.name}"
+
+    def _cached(self, shard: Shard) -> Optional[Path]:
+        """The cached copy of a remote shard, or None when the cache is full of shards in use."""
+        assert self.cache is not None
+        if shard.name not in self.bad:
+            try:
+                return self.cache.get(shard, self.index.split, if_room=True)
+            except ValueError:
+                self.bad.add(shard.name)
+        raise BadFile(
+            f"shard '{self._shard_url(shard)}' does not match its sha256 in {INDEX} (corrupt or changed since packing); "
+            "restore it or pack again",
+            skipped=f"a sample of the corrupt shard '{self._shard_url(shard)}'",
         )
 
-    def _path(self, shard: Shard) -> Optional[Path]:
-        if shard.name in self.bad:
-            raise self._corrupt(shard)
-        if self.cache is None:
-            assert isinstance(self.store, LocalStore)
-            path = self.store.path(f"{self.index.split}/{shard.name}")
-            if shard.name not in self.checked:
-                try:
-                    same = file_sha256(path) == shard.sha256
-                except FileNotFoundError:
-                    raise DataError(f"shard '{path}' is missing; restore it or pack the data again") from None
-                if not same:
-                    raise self._corrupt(shard)
-                self.checked.add(shard.name)
-            return path
-        try:
-            return self.cache.get(shard, self.index.split, if_room=True)
-        except ValueError:
-            raise self._corrupt(shard) from None
+    def _checked(self, shard: Shard, out: Dict[str, bytes], spans: Dict[str, List], key: str) -> Dict[str, bytes]:
+        """``out`` when each member matches its checksum; a BadFile naming the shard and the sample otherwise."""
+        for name, (_, _, digest) in spans.items():
+            if hashlib.sha256(out[name]).hexdigest()[:16] != digest:
+                raise BadFile(
+                    f"shard '{self._shard_url(shard)}' does not match its checksums in {INDEX} at sample '{key}' "
+                    "(corrupt or changed since packing); restore it or pack again",
+                    skipped=f"sample '{key}' of the corrupt shard '{self._shard_url(shard)}'",
+                )
+        return out
 
-    def _ranged(self, shard: Shard, spans: Dict[str, List], key: str) -> Dict[str, bytes]:
-        """The members in ``spans`` by one byte-range read of the remote shard, each checked by its own checksum."""
+    def _ranged(self, shard: Shard, spans: Dict[str, List]) -> Dict[str, bytes]:
+        """The members in ``spans`` by one byte-range read of the remote shard."""
         start = min(offset for offset, _, _ in spans.values())
         end = max(offset + size for offset, size, _ in spans.values())
         data = self.store.read_range(f"{self.index.split}/{shard.name}", start, end)
-        out = {}
-        for name, (offset, size, digest) in spans.items():
-            out[name] = data[offset - start : offset - start + size]
-            if hashlib.sha256(out[name]).hexdigest()[:16] != digest:
-                where = f"{self.store.url}/{self.index.split}/{shard.name}"
-                raise BadFile(
-                    f"shard '{where}' does not match its checksums in {INDEX} at sample '{key}' (corrupt or changed "
-                    "since packing); restore it or pack again",
-                    skipped=f"sample '{key}' of the corrupt shard '{where}'",
-                )
-        return out
+        return {name: data[offset - start : offset - start + size] for name, (offset, size, _) in spans.items()}
 
     def members(self, at: int, names: Optional[List[str]] = None) -> Dict[str, bytes]:
         """``member name -> bytes`` of sample ``at`` (only ``names``, when given: a clip's frames)."""
         sample = self.index.samples[at]
         spans = sample["members"] if names is None else {name: sample["members"][name] for name in names}
         shard = self.index.shards[sample["shard"]]
-        for _ in range(3):  # a cached shard evicted by another process between get() and open(): fetched again
-            path = self._path(shard)
-            if path is None:  # remote, and the cache is full of shards in use
-                return self._ranged(shard, spans, sample["key"])
+        if self.cache is None:
+            assert isinstance(self.store, LocalStore)
+            path = self.store.path(f"{self.index.split}/{shard.name}")
             try:
-                with open(path, "rb") as fh:
-                    out = {}
-                    for name, (offset, size, _) in spans.items():
-                        fh.seek(offset)
-                        out[name] = fh.read(size)
-                    return out
+                return self._checked(shard, _read_spans(path, spans), spans, sample["key"])
+            except FileNotFoundError:
+                raise DataError(f"shard '{path}' is missing; restore it or pack the data again") from None
+        for _ in range(3):  # a cached shard evicted by another process between get() and open(): fetched again
+            cached = self._cached(shard)
+            if cached is None:  # the cache is full of shards in use
+                return self._checked(shard, self._ranged(shard, spans), spans, sample["key"])
+            try:
+                return _read_spans(cached, spans)  # checked whole when it arrived
             except FileNotFoundError:
                 continue
         raise DataError(f"shard '{shard.name}' keeps disappearing from the cache; raise data.args.cache_limit")
+
+
+def _read_spans(path: Path, spans: Dict[str, List]) -> Dict[str, bytes]:
+    """The members at ``spans`` (``name -> [offset, size, digest]``) of the shard file at ``path``."""
+    with open(path, "rb") as fh:
+        out = {}
+        for name, (offset, size, _) in spans.items():
+            fh.seek(offset)
+            out[name] = fh.read(size)
+        return out
