@@ -51,6 +51,7 @@ BENCHMARKS = [
     ("bench_sweep", "18 sweep"),
     ("bench_image_folder", "19 image_folder loader"),
     ("bench_shards", "20 shards"),
+    ("bench_shard_formats", "21 shard formats"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
