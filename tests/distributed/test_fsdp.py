@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict
 
@@ -82,10 +83,9 @@ def worst(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Dict[str, object]:
     tmp = tmp_path_factory.mktemp("fsdp")
-    result: Dict[str, object] = {"tmp": tmp}
-    for mode in ("ddp", "fsdp"):
-        result[mode] = launch(2, tmp / mode, tmp / mode, f"dist.mode={mode}")
-    return result
+    with ThreadPoolExecutor(max_workers=2) as pool:  # independent jobs side by side: each waits on its ranks' startup
+        done = {mode: pool.submit(launch, 2, tmp / mode, tmp / mode, f"dist.mode={mode}") for mode in ("ddp", "fsdp")}
+    return {"tmp": tmp, **{mode: job.result() for mode, job in done.items()}}
 
 
 @pytest.mark.timeout(600)
@@ -171,9 +171,11 @@ def unsynced(tmp_path_factory) -> Dict[str, object]:
     """FSDP without SyncBN for 2 epochs: uninterrupted, and killed in the first step of epoch 2 (its
     validation done and recorded, every rank then on rank 0's statistics), then resumed."""
     tmp = tmp_path_factory.mktemp("fsdp_unsynced")
-    full = launch(2, tmp / "full", tmp / "full", *UNSYNCED)
-    launch(2, tmp / "killed", tmp / "killed", *UNSYNCED, kill_at=STEPS * GLOBAL // 2 + 5)
-    resumed = launch(2, tmp / "killed", tmp / "resumed", *UNSYNCED, "--resume")
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the uninterrupted run beside the killed one
+        full = pool.submit(launch, 2, tmp / "full", tmp / "full", *UNSYNCED)
+        launch(2, tmp / "killed", tmp / "killed", *UNSYNCED, kill_at=STEPS * GLOBAL // 2 + 5)
+        resumed = launch(2, tmp / "killed", tmp / "resumed", *UNSYNCED, "--resume")
+        full = full.result()
     return {"tmp": tmp, "full": full, "resumed": resumed}
 
 

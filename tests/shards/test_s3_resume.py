@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -39,12 +40,13 @@ def test_killed_on_two_ranks_and_resumed_on_three_the_global_batches_are_the_uni
 ):
     url = f"s3://{s3_env.bucket()}/digits"
     assert main.main(["--mode", "pack", "--output", url, "--shard-size", "100KB", "data.name=digits"]) == 0
-    whole = launch(1, tmp_path / "one", url)
+    out = tmp_path / "two"
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the uninterrupted run beside the killed one
+        uninterrupted = pool.submit(launch, 1, tmp_path / "one", url)
+        killed = launch(2, out, url, kill_at=7 * GLOBAL // 2 + 1)  # rank 0 dies reading step 8's first sample
+        whole = uninterrupted.result()
     assert whole.returncode == 0, (whole.stdout + whole.stderr)[-3000:]
     expected = (tmp_path / "one" / "run" / "latest" / "samples.jsonl").read_text()
-
-    out = tmp_path / "two"
-    killed = launch(2, out, url, kill_at=7 * GLOBAL // 2 + 1)  # rank 0 dies reading step 8's first sample
     assert killed.returncode != 0, (killed.stdout + killed.stderr)[-3000:]
     resumed = launch(3, out, url, "--resume")
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_killed_sweep_continues_without_training_any_run_twice(tmp_path):
     out = tmp_path / "out"
-    sweep = sweep_file(tmp_path, "grid", {"space": {"optim.lr": {"grid": [0.01, 0.03]}}, "seeds": [0, 1, 2]})
+    sweep = sweep_file(tmp_path, "grid", {"space": {"optim.lr": {"grid": [0.01, 0.03]}}, "seeds": [0, 1]})
     cmd = command(sweep, out, "train.epochs=1")
     experiment = out / "digits_small_cnn"
     proc = start(cmd)
@@ -39,7 +39,7 @@ def test_killed_sweep_continues_without_training_any_run_twice(tmp_path):
     again = run(cmd)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     tags = runs_by_tag(experiment)
-    assert len(tags) == 6, sorted(tags)
+    assert len(tags) == 4, sorted(tags)
     for tag, folders in tags.items():
         assert sum(finished(f) for f in folders) == 1, (tag, folders)  # every configuration and seed finished once
     for folder, text in before.items():
