@@ -13,7 +13,6 @@ single-core decode rate (PIL open + convert RGB) is the reference both are bound
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import sys
@@ -29,7 +28,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.common import interleaved, ratios, row  # noqa: E402
+from benchmarks.common import interleaved, loader_bench_main, ratios, row  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CLASSES, WIDTH, HEIGHT, BATCH, WORKERS = 10, 500, 375, 64, 2
@@ -179,14 +178,7 @@ def run(quick: bool = False, images: int = 0, rounds: int = 0) -> List[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="256 images, 1 round, no warm-up")
-    parser.add_argument("--images", type=int, default=0)
-    parser.add_argument("--rounds", type=int, default=0)
-    args = parser.parse_args()
-    torch.set_num_threads(1)  # as benchmarks/run.py: one thread per process
-    for r in run(args.quick, args.images, args.rounds):
-        print(f"{r['measure']}: {r['value']}  [{r.get('spread', '')}] {r.get('goal', '')} {r.get('note', '')}")
+    loader_bench_main(__doc__, run, None)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ A library that cannot be imported is left out with a note; the framework's rows 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import io
@@ -51,7 +50,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset  # noqa: E402
 
 from benchmarks.bench_image_folder import BATCH, MEAN, STD, WORKERS, images_per_s, make_jpegs  # noqa: E402
 from benchmarks.bench_shards import SHARD_SIZE, pack_into, train_loader  # noqa: E402
-from benchmarks.common import interleaved, ratios, row  # noqa: E402
+from benchmarks.common import interleaved, loader_bench_main, ratios, row  # noqa: E402
 
 TITLE = "21 shard formats"
 SHARD_BYTES = 4_000_000  # SHARD_SIZE ("4MB") as the framework reads it
@@ -282,16 +281,7 @@ def run(quick: bool = False, images: int = 0, rounds: int = 0) -> List[dict]:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="256 images, 1 round, no warm-up")
-    parser.add_argument("--images", type=int, default=0)
-    parser.add_argument("--rounds", type=int, default=0)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # as benchmarks/run.py: one thread per process
-    for r in run(args.quick, args.images, args.rounds):
-        print(
-            f"{r['measure']}: {r['value']}  [{r.get('spread', '')}] {r.get('goal', '')} {r.get('ok', '')} {r.get('note', '')}"
-        )
+    loader_bench_main(__doc__, run, argv)
 
 
 if __name__ == "__main__":

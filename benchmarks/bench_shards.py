@@ -29,7 +29,6 @@ the other cases (``benchmarks/common.py``); every ratio is of two figures of the
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import shutil
@@ -43,10 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
 
 from benchmarks.bench_image_folder import BATCH, WORKERS, decode_rate, framework_loader, images_per_s, make_jpegs  # noqa: E402
-from benchmarks.common import interleaved, ratios, row  # noqa: E402
+from benchmarks.common import interleaved, loader_bench_main, ratios, row  # noqa: E402
 
 TITLE = "20 shards"
 SHARD_SIZE = "4MB"
@@ -235,16 +233,7 @@ def run(quick: bool = False, images: int = 0, rounds: int = 0) -> List[dict]:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="256 images, 1 round, no warm-up")
-    parser.add_argument("--images", type=int, default=0)
-    parser.add_argument("--rounds", type=int, default=0)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # as benchmarks/run.py: one thread per process
-    for r in run(args.quick, args.images, args.rounds):
-        print(
-            f"{r['measure']}: {r['value']}  [{r.get('spread', '')}] {r.get('goal', '')} {r.get('ok', '')} {r.get('note', '')}"
-        )
+    loader_bench_main(__doc__, run, argv)
 
 
 if __name__ == "__main__":

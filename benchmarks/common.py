@@ -157,3 +157,19 @@ def in_processes(figures: Callable, world: int, args: tuple, timeout_s: float, w
         )
         join_within(ctx, timeout_s, what)
         return json.loads(Path(result).read_text())
+
+
+def loader_bench_main(doc: str, run: Callable[[bool, int, int], List[dict]], argv: Optional[List[str]] = None) -> None:
+    """The command line of the loader benchmarks (``--quick``, ``--images N``, ``--rounds R``): each row printed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="256 images, 1 round, no warm-up")
+    parser.add_argument("--images", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # as benchmarks/run.py: one thread per process
+    for r in run(args.quick, args.images, args.rounds):
+        print(
+            f"{r['measure']}: {r['value']}  [{r.get('spread', '')}] {r.get('goal', '')} {r.get('ok', '')} {r.get('note', '')}"
+        )
