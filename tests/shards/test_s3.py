@@ -15,6 +15,7 @@ from tests.apps.conftest import folder_overrides, make_digit_folder
 from utils.config import DataConfig
 from utils.data import build_dataset
 from utils.data.shards import s3
+from utils.data.shards.s3 import S3Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -124,3 +125,32 @@ def test_reads_wait_for_a_restarted_store_and_continue(tmp_path, capsys, caplog,
         restarted.join()
     assert late[0].shape == first.shape and dataset.reader.cache is not None
     assert any("retrying in" in r.getMessage() for r in caplog.records)  # it did wait for the store
+
+
+def test_a_window_order_fetches_each_shard_whole_once_an_epoch_through_a_small_cache(
+    tmp_path, capsys, s3_env, monkeypatch
+):
+    """The default order through a quarter-size cache reads most samples by range (above); with
+    shuffle_window the cache evicts the least recently used shard and every read is of a cached shard."""
+    url = f"s3://{s3_env.bucket()}/w"
+    overrides = packed(tmp_path, capsys, url)
+    downloads, ranged = [], []
+    download, read_range = S3Store.download, S3Store.read_range
+    monkeypatch.setattr(
+        S3Store, "download", lambda self, name, dest: (downloads.append(name), download(self, name, dest))[1]
+    )
+    monkeypatch.setattr(
+        S3Store, "read_range", lambda self, name, *span: (ranged.append(name), read_range(self, name, *span))[1]
+    )
+    shards = DataConfig(name="shards", root=url, args={"channels": 1})
+    index = build_dataset(shards, "train").index
+    limit = 3 * max(shard.bytes for shard in index.shards)  # 3 of the 8 training shards
+    cache = tmp_path / "cache"
+    args = f"data.args={{channels: 1, shuffle_window: 2, cache_limit: {limit}, cache_dir: '{cache}'}}"
+    run = ["data.name=shards", f"data.root={url}", args, "data.num_workers=0", "train.epochs=2"]
+    assert main.main(overrides + run) == 0
+    capsys.readouterr()
+    train = [name for name in downloads if name.startswith("train/")]
+    names = {f"train/{shard.name}" for shard in index.shards}
+    assert ranged == [] and set(train) == names and len(train) <= 2 * len(names), (ranged, train)
+    assert sum(p.stat().st_size for p in cache.glob("*.tar")) <= limit

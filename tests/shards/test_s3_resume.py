@@ -1,4 +1,5 @@
-"""Exactness from S3: a 2-rank run killed mid-epoch and resumed on 3 ranks sees the uninterrupted run's global batches."""
+"""Exactness from S3: a 2-rank run killed mid-epoch and resumed on 3 ranks sees the uninterrupted run's global batches
+(in the shard-window order, ``data.args.shuffle_window=2``, through a 300 KB cache of 100 KB shards)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ TIMEOUT = 300
 def launch(nproc: int, out: Path, url: str, *extra: str, kill_at: int = 0) -> subprocess.CompletedProcess:
     args = [f"experiment.output_root={out}", "experiment.name=run", "threads=1", "train.record_samples=true"]
     args += ["custom_imports=[tests.shards.killing_shards]", "data.name=killing_shards", f"data.root={url}"]
-    args += [f"data.args={{cache_dir: '{out / 'cache'}', cache_limit: 300KB}}", f"data.global_batch_size={GLOBAL}"]
+    args += [f"data.args={{cache_dir: '{out / 'cache'}', cache_limit: 300KB, shuffle_window: 2}}"]
+    args += [f"data.global_batch_size={GLOBAL}"]
     args += ["data.prefetch=none", "train.epochs=1", "train.checkpoint_every_steps=4", "train.log_every=3"]
     args += ["model.args.backbone_args={widths: [8, 16]}", *extra]
     cmd = torchrun(nproc, *args) if nproc > 1 else [PYTHON, "main.py", *args]

@@ -126,15 +126,16 @@ def build_train_loader(
             build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last
         )
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
+    window = getattr(dataset, "window_order", lambda: None)()  # packed shards' data.args.shuffle_window
     sampler: Any
     if cfg.global_batch_size is not None:
         if len(dataset) < cfg.global_batch_size:
             raise DataError(
                 f"the training split has {len(dataset)} samples, fewer than one global batch (data.global_batch_size={cfg.global_batch_size}); lower it"
             )
-        sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator)
+        sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator, window)
     else:
-        sampler = ResumableSampler(dataset, num_replicas=world_size, rank=rank, seed=seed, generator=generator)
+        sampler = ResumableSampler(dataset, world_size, rank, seed, generator, window)
     # a batch larger than the data: its one incomplete batch is kept
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
     if batchnorm and not drop_last and len(sampler) % cfg.batch_size == 1:  # every rank's sampler has the same length

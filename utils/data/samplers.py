@@ -1,13 +1,45 @@
-"""Samplers: a padding-free shard sampler for exact distributed evaluation, resumable training samplers."""
+"""Samplers: a padding-free shard sampler for exact distributed evaluation, resumable training samplers.
+
+A training epoch's order is ``epoch_permutation``: a function of the seed and the epoch alone, either
+a shuffle of the whole split or, for a dataset that gives a :class:`WindowOrder` (packed shards with
+``data.args.shuffle_window``), shards in a seeded order and samples shuffled within each window of
+consecutive shards. Either way the global batches, the resume and the world-size independence are
+the same; the window only changes which samples are near each other in the epoch.
+"""
 
 from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any, Iterator, List, Optional
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional, Sequence
 
 import torch
 from torch.utils.data import DistributedSampler, Sampler
+
+
+@dataclass(frozen=True)
+class WindowOrder:
+    """``groups``: the sample indices of each shard; ``window``: how many consecutive shards (in the epoch's
+    shard order) have their samples shuffled together."""
+
+    groups: Sequence[Sequence[int]]
+    window: int
+
+
+def epoch_permutation(length: int, seed: int, epoch: int, window: Optional[WindowOrder] = None) -> torch.Tensor:
+    """The order of epoch ``epoch``: ``torch.randperm`` from ``seed + epoch`` (``DistributedSampler``'s own), or
+    with ``window``: the shards permuted from the same generator, then each window's samples permuted."""
+    generator = torch.Generator().manual_seed(seed + epoch)
+    if window is None:
+        return torch.randperm(length, generator=generator)
+    shards = torch.randperm(len(window.groups), generator=generator).tolist()
+    parts = []
+    for start in range(0, len(shards), window.window):
+        members = torch.tensor([i for shard in shards[start : start + window.window] for i in window.groups[shard]])
+        parts.append(members[torch.randperm(len(members), generator=generator)])
+    return torch.cat(parts)
 
 
 class ShardSampler(Sampler[int]):
@@ -44,11 +76,18 @@ class ResumableSampler(DistributedSampler):
     """
 
     def __init__(
-        self, dataset: Any, num_replicas: int, rank: int, seed: int, generator: Optional[torch.Generator] = None
+        self,
+        dataset: Any,
+        num_replicas: int,
+        rank: int,
+        seed: int,
+        generator: Optional[torch.Generator] = None,
+        window: Optional[WindowOrder] = None,
     ) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
         self.skip = 0
         self.generator = generator
+        self.window = window
 
     def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
@@ -60,15 +99,24 @@ class ResumableSampler(DistributedSampler):
         """Leave out the first ``count`` indices of the current epoch (call after ``set_epoch``)."""
         self.skip = max(int(count), 0)
 
+    def _all(self) -> Iterator[int]:
+        """This rank's indices of the epoch: ``DistributedSampler``'s, over ``epoch_permutation``'s order."""
+        if self.window is None:
+            return DistributedSampler.__iter__(self)
+        indices = epoch_permutation(len(self.dataset), self.seed, self.epoch, self.window).tolist()
+        padding = self.total_size - len(indices)  # as DistributedSampler pads (drop_last=False)
+        indices += (indices * math.ceil(padding / len(indices)))[:padding]
+        return iter(indices[self.rank : self.total_size : self.num_replicas])
+
     def __iter__(self) -> Iterator[int]:
-        return itertools.islice(super().__iter__(), self.skip, None)
+        return itertools.islice(self._all(), self.skip, None)
 
     def order_of(self, epoch: int, rank: int) -> List[int]:
         """Rank ``rank``'s indices of epoch ``epoch``, all of them (no skip), this sampler left as it is."""
         other = copy.copy(self)
         other.generator, other.rank = None, rank  # the loader's generator is not reseeded for another rank
         other.set_epoch(epoch)
-        return list(DistributedSampler.__iter__(other))
+        return list(other._all())
 
     def __len__(self) -> int:
         return max(self.num_samples - self.skip, 0)
@@ -94,6 +142,7 @@ class GlobalBatchSampler(Sampler[int]):
         world_size: int,
         seed: int,
         generator: Optional[torch.Generator] = None,
+        window: Optional[WindowOrder] = None,
     ) -> None:
         if global_batch % world_size:
             raise ValueError(f"global batch {global_batch} is not divisible by world size {world_size}")
@@ -106,6 +155,7 @@ class GlobalBatchSampler(Sampler[int]):
         )
         self.local_batch = global_batch // world_size
         self.generator = generator
+        self.window = window
         self.epoch = 0
         self.skip = 0
 
@@ -129,7 +179,7 @@ class GlobalBatchSampler(Sampler[int]):
 
     def order_of(self, epoch: int, rank: int) -> List[int]:
         """Rank ``rank``'s indices of epoch ``epoch``, all of them (no skip): what any rank can compute for any other."""
-        order = torch.randperm(self.length, generator=torch.Generator().manual_seed(self.seed + epoch))
+        order = epoch_permutation(self.length, self.seed, epoch, self.window)
         start = rank * self.local_batch
         mine = order[: self.batches * self.global_batch].view(self.batches, self.global_batch)[
             :, start : start + self.local_batch

@@ -7,7 +7,8 @@ that was packed: ``image_folder`` and in-memory datasets (classification), or
 ``image_mask_folder`` (SOD), with the same arguments (``channels``, ``image_size``;
 ``size``, ``multi_scale``, ``size_divisor``), or ``video_frames_folder`` (clips: ``clip_len``,
 ``frame_stride``, ``num_clips``, ``pad_short``). Remote shards are cached whole under
-``cache_dir`` up to ``cache_limit`` bytes (least recently used evicted first).
+``cache_dir`` up to ``cache_limit`` bytes (least recently used evicted first); ``shuffle_window``
+makes the training order shard-aware (``window_order``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.images import as_float, check_channels
 from utils.data.masks import MaskBatchCollate, PairPipeline
+from utils.data.samplers import WindowOrder
 from utils.data.shards import decode
 from utils.data.shards.clips import ShardClips
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
@@ -54,12 +56,15 @@ class Shards(Dataset):
         frame_stride: Count = 1,
         num_clips: Count = 3,
         pad_short: bool = False,
+        shuffle_window: Optional[Count] = None,
     ) -> None:
         if root is None:
             raise ConfigError("dataset shards needs data.root=<folder or s3://bucket/prefix written by --mode pack>")
         self.bad_samples = BadSamples(on_bad_sample, "shards")
         self.channels = check_channels(channels, "shards")
-        self.reader = open_split(root, split, cache_limit, cache_dir)  # its one-line errors: before training
+        self.reader = open_split(
+            root, split, cache_limit, cache_dir, evict_lru=bool(shuffle_window)
+        )  # its one-line errors: before training
         self.index = index = self.reader.index
         self.where = self.reader.where
         self.classes = index.classes
@@ -87,6 +92,18 @@ class Shards(Dataset):
             self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
             self.collate_fn = self._collate
         self._first_of_shape: Dict[Tuple[int, ...], str] = {}
+        self.shuffle_window = shuffle_window
+
+    def window_order(self) -> Optional[WindowOrder]:
+        """With ``shuffle_window=W``: the training order takes the shards in a seeded order and shuffles the
+        samples of each W consecutive ones together (``utils/data/samplers.py``), so a cache of about W shards
+        per machine reads each shard whole once per epoch; None (the default): a shuffle of the whole split."""
+        if not self.shuffle_window:
+            return None
+        groups: List[List[int]] = [[] for _ in self.index.shards]
+        for at, sample in enumerate(self.index.samples):  # a training item is a sample (a whole video for clips)
+            groups[sample["shard"]].append(at)
+        return WindowOrder([group for group in groups if group], int(self.shuffle_window))
 
     def __len__(self) -> int:
         return len(self.clips) if self.clips is not None else len(self.index.samples)

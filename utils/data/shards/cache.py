@@ -6,11 +6,14 @@ shard while the others wait for it; recency is the file's modification time, tou
 every use. A file is named by its checksum, so a shard packed again is never mistaken
 for the old one. A shard is checked against its sha256 once, when it arrives.
 
-Admission: the framework's order is a shuffle of the whole split, under which a cache
+Admission: the framework's default order is a shuffle of the whole split, under which a cache
 smaller than the data would fetch a whole shard for nearly every sample if it evicted on
 every miss. So a shard is fetched only while it fits (after evicting shards unused for
 ``STALE_S``, e.g. of an earlier pack); once the cache is full of shards in use, the reader
-reads a missing sample by byte range instead (``reader.py``).
+reads a missing sample by byte range instead (``reader.py``). Under a shard-window order
+(``data.args.shuffle_window``) the epoch reads its shards window after window, so a miss
+evicts the least recently used shards instead (``evict_lru``): each shard is fetched whole,
+once per epoch, when the cache holds a window or two.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ def file_sha256(path: Path) -> str:
 class ShardCache:
     """``get(shard)``: the path of a verified local copy, fetched by ``fetch(name, dest)`` on a miss."""
 
-    def __init__(self, folder: Path, limit: int, fetch: Callable[[str, Path], None]) -> None:
+    def __init__(self, folder: Path, limit: int, fetch: Callable[[str, Path], None], evict_lru: bool = False) -> None:
         self.folder, self.limit, self.fetch = folder, limit, fetch
+        self.evict_lru = evict_lru  # the order reads shards window by window: least recently used goes first
         folder.mkdir(parents=True, exist_ok=True)
         self._full_until = 0.0
 
@@ -82,6 +86,8 @@ class ShardCache:
 
     def _room_for(self, size: int) -> bool:
         """Whether ``size`` more bytes fit, after evicting shards unused for ``STALE_S``."""
+        if self.evict_lru:
+            return self._evict(keep=None, older_than=None, room=size)
         if time.monotonic() < self._full_until:
             return False
         if self._evict(keep=None, older_than=time.time() - STALE_S, room=size):

@@ -34,14 +34,19 @@ def cache_folder(root: str, cache_dir: Optional[str]) -> Path:
 
 
 def open_split(
-    root: str, split: str, cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT, cache_dir: Optional[str] = None
+    root: str,
+    split: str,
+    cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT,
+    cache_dir: Optional[str] = None,
+    evict_lru: bool = False,
 ) -> "ShardReader":
     """The reader of ``split`` under ``root``, its index loaded: the one-line errors of the cache limit, of S3 and
-    of the index come here, before any sample is read. Remote shards are cached under ``cache_folder``."""
+    of the index come here, before any sample is read. Remote shards are cached under ``cache_folder``
+    (``evict_lru``: for an order that reads shards window by window, ``cache.py``)."""
     limit = parse_size(cache_limit, "data.args.cache_limit")
     store = open_store(root)
     index = load_index(store, split)
-    cache = ShardCache(cache_folder(root, cache_dir), limit, store.download) if is_s3(root) else None
+    cache = ShardCache(cache_folder(root, cache_dir), limit, store.download, evict_lru) if is_s3(root) else None
     return ShardReader(store, index, cache)
 
 

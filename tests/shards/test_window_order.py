@@ -1,0 +1,103 @@
+"""``data.args.shuffle_window``: shards in a seeded order, samples shuffled within each window of shards;
+the same global batches on any world size, a resume that skips by index, each sample once an epoch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import main
+from utils.config import DataConfig
+from utils.data import build_dataset
+from utils.data.sample_order import epoch_batches_of_all_ranks
+from utils.data.samplers import GlobalBatchSampler, ResumableSampler, WindowOrder, epoch_permutation
+
+# 10 shards of uneven sizes, 47 samples
+GROUPS = [
+    list(range(start, end))
+    for start, end in zip([0, 3, 9, 10, 17, 22, 30, 31, 38, 44], [3, 9, 10, 17, 22, 30, 31, 38, 44, 47])
+]
+WINDOW = WindowOrder(GROUPS, 3)
+
+
+def shard_of(index: int) -> int:
+    return next(s for s, group in enumerate(GROUPS) if index in group)
+
+
+def test_the_order_takes_each_window_of_shards_whole_and_depends_only_on_seed_and_epoch():
+    order = epoch_permutation(47, seed=5, epoch=2, window=WINDOW).tolist()
+    assert sorted(order) == list(range(47))
+    assert order == epoch_permutation(47, 5, 2, WINDOW).tolist() != epoch_permutation(47, 5, 3, WINDOW).tolist()
+    shards = []  # the shards in the order the epoch first meets them
+    for index in order:
+        if shard_of(index) not in shards:
+            shards.append(shard_of(index))
+    at = 0
+    for start in range(0, 10, 3):  # each window: exactly its shards' samples, one after the other
+        window = shards[start : start + 3]
+        size = sum(len(GROUPS[s]) for s in window)
+        assert sorted(order[at : at + size]) == sorted(i for s in window for i in GROUPS[s])
+        at += size
+    assert order[:3] != sorted(order[:3]) or order[3:6] != sorted(order[3:6])  # shuffled within the window
+    # without a window: DistributedSampler's own order, as before
+    assert (
+        epoch_permutation(47, 5, 2).tolist() == torch.randperm(47, generator=torch.Generator().manual_seed(7)).tolist()
+    )
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_global_batches_with_a_window_are_the_same_on_any_world_size(world_size):
+    one = GlobalBatchSampler(47, 12, 0, 1, seed=1, window=WINDOW)
+    many = [GlobalBatchSampler(47, 12, rank, world_size, seed=1, window=WINDOW) for rank in range(world_size)]
+    for epoch in (0, 1):
+        assert epoch_batches_of_all_ranks(many[0], epoch, world_size, 12 // world_size) == epoch_batches_of_all_ranks(
+            one, epoch, 1, 12
+        )
+    many[1].set_epoch(1)
+    many[1].skip_first(4)  # a resume after 4 // (12 / w) steps: the rest of the epoch, read by index
+    assert list(many[1]) == many[1].order_of(1, 1)[4:]
+
+
+def test_a_per_rank_sampler_with_a_window_covers_the_epoch_and_skips_exactly():
+    dataset = list(range(47))
+    ranks = [ResumableSampler(dataset, 2, rank, seed=3, window=WINDOW) for rank in range(2)]
+    for sampler in ranks:
+        sampler.set_epoch(4)
+    both = [list(sampler) for sampler in ranks]
+    assert len(both[0]) == len(both[1]) == 24 and set(both[0]) | set(both[1]) == set(range(47))
+    assert [i for pair in zip(*both) for i in pair][:47] == epoch_permutation(47, 3, 4, WINDOW).tolist()
+    ranks[0].skip_first(5)
+    assert list(ranks[0]) == both[0][5:] == ranks[0].order_of(4, 0)[5:]
+
+
+def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path, capsys):
+    packed = tmp_path / "p"
+    assert main.main(["--mode", "pack", "--output", str(packed), "--shard-size", "100KB", "data.name=digits"]) == 0
+    dataset = build_dataset(DataConfig(name="shards", root=str(packed), args={"shuffle_window": 2}), "train")
+    window = dataset.window_order()
+    assert window.window == 2 and sorted(i for group in window.groups for i in group) == list(range(len(dataset)))
+    assert all(
+        dataset.index.samples[i]["shard"] == dataset.index.samples[group[0]]["shard"]
+        for group in window.groups
+        for i in group
+    )
+    args = [f"experiment.output_root={tmp_path / 'out'}", "data.name=shards", f"data.root={packed}", "threads=1"]
+    args += [
+        "data.args={shuffle_window: 2}",
+        "data.global_batch_size=64",
+        "train.epochs=1",
+        "train.record_samples=true",
+    ]
+    assert main.main(args) == 0
+    capsys.readouterr()
+    rows = [
+        json.loads(line) for line in next((tmp_path / "out").glob("*/run_001/samples.jsonl")).read_text().splitlines()
+    ]
+    keys = [int(key) for row in rows for key in row["keys"]]
+    assert len(keys) == len(set(keys)) == len(dataset) // 64 * 64  # each sample once, the last part batch dropped
+    shard = {int(s["key"]): s["shard"] for s in dataset.index.samples}  # the keys of in-memory data: indices
+    spans = [len({shard[int(k)] for k in row["keys"]}) for row in rows]
+    assert max(spans) <= 4  # a global batch of 64 lies in one window of 2 shards, or across two windows
+    assert len({shard[k] for k in keys[:64]}) <= 4 < len(dataset.index.shards)
