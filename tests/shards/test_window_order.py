@@ -101,3 +101,9 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     spans = [len({shard[int(k)] for k in row["keys"]}) for row in rows]
     assert max(spans) <= 4  # a global batch of 64 lies in one window of 2 shards, or across two windows
     assert len({shard[k] for k in keys[:64]}) <= 4 < len(dataset.index.shards)
+    # a resume may move or resize the cache (inert), not change the order (refused)
+    resume = [*args, "--resume"]
+    assert main.main([a.replace("{shuffle_window: 2}", "{shuffle_window: 2, cache_limit: 1GB}") for a in resume]) == 0
+    assert "changed on resume: data.args.cache_limit" in capsys.readouterr().err
+    assert main.main([a.replace("{shuffle_window: 2}", "{shuffle_window: 3}") for a in resume]) == 2
+    assert "data.args.shuffle_window: 2 -> 3" in capsys.readouterr().err

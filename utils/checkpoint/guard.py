@@ -3,7 +3,7 @@
 Each config key's rule is written beside it in the schema (``utils/config_resume.py``):
 
 - ``match`` keys fix the network's parameters or the data each step sees (``model.*``,
-  ``data.name``, ``data.args``, the batch, ``seed``): a change is refused, naming
+  ``data.name``, ``data.args`` but those its dataset declares inert, the batch, ``seed``): a change is refused, naming
   ``key: old -> new``; ``--resume-force`` accepts it (the interrupted epoch restarts).
   The world size may change when the run keeps its global batch (``data.global_batch_size``):
   the data order is then the same at every world size. The training data's identity (classes,
@@ -24,7 +24,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.config import Config
 from utils.config_resume import Change, changes
 from utils.data.identity import identity_differences
-from utils.errors import CheckpointError
+from utils.errors import CheckpointError, UserError
 from utils.typed_merge import lookup
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,25 @@ def _global_batch_kept(saved: Mapping[str, Any], current: Mapping[str, Any]) -> 
     return kept is not None and kept == lookup(current, "data.global_batch_size", None)
 
 
+def _inert_data_args(current: Mapping[str, Any]) -> List[str]:
+    """The ``data.args`` keys that the dataset declares do not change its samples (its class's ``INERT_ARGS``:
+    where a cache lies and how large it is)."""
+    from utils.registry import DATASETS
+
+    try:
+        dataset = DATASETS.get(lookup(current, "data.name", None))
+    except UserError:  # an unknown dataset: the run's own start names it
+        return []
+    return [f"data.args.{name}" for name in getattr(dataset, "INERT_ARGS", ())]
+
+
 def setting_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> List[Change]:
     """Every changed key with its rule. With the same ``data.global_batch_size`` in both, the
-    per-process batch is free: it only says how the same global batches are split."""
-    kept = _global_batch_kept(saved, current)
-    return [c for c in changes(Config, saved, current) if not (kept and c.key == "data.batch_size")]
+    per-process batch is free: it only says how the same global batches are split; a dataset's
+    inert ``data.args`` are inert."""
+    kept, inert = _global_batch_kept(saved, current), _inert_data_args(current)
+    found = [c for c in changes(Config, saved, current) if not (kept and c.key == "data.batch_size")]
+    return [c._replace(rule="inert") if c.key in inert else c for c in found]
 
 
 def config_differences(

@@ -38,6 +38,8 @@ RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.tr
 class Shards(Dataset):
     """The ``split`` of the data packed under ``root`` (see the module doc)."""
 
+    INERT_ARGS = ("cache_limit", "cache_dir")  # where shards are cached, and how many: a resume may change them
+
     def __init__(
         self,
         split: str = "train",
