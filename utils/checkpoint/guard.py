@@ -64,8 +64,9 @@ def _inert_data_args(current: Mapping[str, Any]) -> List[str]:
     where a cache lies and how large it is)."""
     from utils.registry import DATASETS
 
+    name = lookup(current, "data.name", None)
     try:
-        dataset = DATASETS.get(lookup(current, "data.name", None))
+        dataset = DATASETS.get(name) if isinstance(name, str) else None
     except UserError:  # an unknown dataset: the run's own start names it
         return []
     return [f"data.args.{name}" for name in getattr(dataset, "INERT_ARGS", ())]
