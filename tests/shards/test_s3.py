@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import main
 from tests.apps.conftest import folder_overrides, make_digit_folder
@@ -154,3 +156,43 @@ def test_a_window_order_fetches_each_shard_whole_once_an_epoch_through_a_small_c
     names = {f"train/{shard.name}" for shard in index.shards}
     assert ranged == [] and set(train) == names and len(train) <= 2 * len(names), (ranged, train)
     assert sum(p.stat().st_size for p in cache.glob("*.tar")) <= limit
+
+
+class FirstReadThenWait(torch.utils.data.Dataset):
+    """In a loader worker: reads one sample of a remote split; whether a fill thread started, and how many
+    shards the cache holds once it has all of them (or after 60 s, or at once without a fill)."""
+
+    def __init__(self, dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, _: int) -> tuple:
+        self.dataset[0]
+        filling = any(thread.name == "shard-fill" for thread in threading.enumerate())
+        cache, deadline = self.dataset.reader.cache, time.monotonic() + 60
+        while filling and len(list(cache.folder.glob("*.tar"))) < len(self.dataset.index.shards):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        return filling, len(list(cache.folder.glob("*.tar")))
+
+
+def test_a_loader_worker_fills_a_cache_that_holds_the_split_and_the_main_process_never_does(tmp_path, capsys, s3_env):
+    url = f"s3://{s3_env.bucket()}/f"
+    packed(tmp_path, capsys, url)
+    args = {"channels": 1, "cache_dir": str(tmp_path / "cache")}
+    dataset = build_dataset(DataConfig(name="shards", root=url, args=args), "train")
+    dataset[0]  # in the main process: that one shard, no thread (the workers are forked from here)
+    assert len(list((tmp_path / "cache").glob("*.tar"))) == 1
+    assert not [t for t in threading.enumerate() if t.name == "shard-fill"]
+    (tmp_path / "cache" / ".x.tar.999999999.part").write_bytes(b"left by a dead process")
+    (tmp_path / "cache" / f".y.tar.{os.getpid()}.part").write_bytes(b"a live download")
+    loader = torch.utils.data.DataLoader(FirstReadThenWait(dataset), num_workers=1, batch_size=None)
+    assert list(loader) == [[True, len(dataset.index.shards)]]  # one read in the worker: every shard arrives
+    assert sorted(p.name.split(".")[1] for p in (tmp_path / "cache").glob(".*.part")) == ["y"]
+    small = {**args, "cache_dir": str(tmp_path / "small"), "cache_limit": dataset.index.shards[0].bytes * 3}
+    split_larger = build_dataset(DataConfig(name="shards", root=url, args=small), "train")
+    assert list(torch.utils.data.DataLoader(FirstReadThenWait(split_larger), num_workers=1, batch_size=None)) == [
+        [False, 1]
+    ]

@@ -100,6 +100,8 @@ class ShardCache:
         never ``keep``) until ``room`` more bytes fit the limit; whether they do."""
         files = []
         for entry in os.scandir(self.folder):
+            if entry.name.endswith(".part") and _writer_gone(entry.name):
+                Path(entry.path).unlink(missing_ok=True)  # left by a process that died mid-download
             if entry.name.endswith(".tar") and not entry.name.startswith("."):
                 try:
                     stat = entry.stat()
@@ -114,3 +116,16 @@ class ShardCache:
                 path.unlink(missing_ok=True)  # a reader holding it open keeps reading (POSIX)
                 total -= size
         return total + room <= self.limit
+
+
+def _writer_gone(part: str) -> bool:
+    """Whether the process named in a download's temporary file (``.<name>.<pid>.part``) has ended."""
+    try:
+        os.kill(int(part.rsplit(".", 2)[-2]), 0)
+    except ValueError:
+        return False
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: alive
+        return False
+    return False

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Set, Union
 
 from utils.data.bad_samples import BadFile
 from utils.data.shards.cache import ShardCache
+from utils.data.shards.fill import start_fill
 from utils.data.shards.index import INDEX, Index, Shard, parse_index
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import LocalStore, Store, is_s3, open_store
@@ -72,6 +73,7 @@ class ShardReader:
     def _cached(self, shard: Shard) -> Optional[Path]:
         """The cached copy of a remote shard, or None when the cache is full of shards in use."""
         assert self.cache is not None
+        start_fill(self.cache, self.index.shards, self.index.split)
         if shard.name not in self.bad:
             try:
                 return self.cache.get(shard, self.index.split, if_room=True)
