@@ -3,8 +3,8 @@
 A cold epoch fetches a shard when a sample first needs it; under the whole-split shuffle the
 first few batches touch every shard, so the loader workers would wait while each arrives.
 When the split fits ``cache_limit``, each DataLoader worker instead starts one background
-thread at its first read that fetches every shard not yet cached, each worker from another
-place in the list, so the shards arrive side by side with the reads; a read of a shard still
+thread at its first read that fetches every shard not yet cached, each worker of the machine
+(of every local rank) from another place in the list, so the shards arrive side by side with the reads; a read of a shard still
 on its way waits on that shard's lock (``cache.py``), as a second reader always has. Nothing
 is fetched that the epoch does not read. Only in workers: the main process forks the workers,
 and a fork must not copy a thread in the middle of a download.
@@ -12,6 +12,7 @@ and a fork must not copy a thread in the middle of a download.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import List, Set, Tuple
 
@@ -29,7 +30,9 @@ def start_fill(cache: ShardCache, shards: List[Shard], split: str) -> None:
     if info is None or key in _STARTED or sum(shard.bytes for shard in shards) > cache.limit:
         return
     _STARTED.add(key)
-    start = info.id * len(shards) // info.num_workers
+    # this worker's place among the machine's workers (its rank's and the other local ranks'), which share the cache
+    local_rank, local_ranks = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    start = (local_rank * info.num_workers + info.id) * len(shards) // (local_ranks * info.num_workers)
     order = shards[start:] + shards[:start]
     threading.Thread(target=_fill, args=(cache, order, split), name="shard-fill", daemon=True).start()
 
