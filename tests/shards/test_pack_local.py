@@ -187,3 +187,44 @@ def test_video_frame_folders_pack_into_the_same_clips(tmp_path, capsys):
             torch.manual_seed(i)
             x_b, y_b = packed[i]
             assert torch.equal(x_a, x_b) and y_a == y_b
+
+
+CRAFTED = [  # (what is changed in the test split's index, what the one line names)
+    (lambda i: i["samples"][3]["members"][i["samples"][3]["image"]].__setitem__(0, -100), "at sample 3 (member"),
+    (lambda i: i["samples"][3]["members"][i["samples"][3]["image"]].__setitem__(1, 10**12), "of a "),
+    (lambda i: i["samples"][5].__setitem__("shard", 99), "at sample 5 (shard 99 of"),
+    (lambda i: i["samples"][5].pop("members"), "at sample 5 (no members)"),
+    (lambda i: i["samples"][7].__setitem__("label", 57), "at sample 7 (label 57 of 10 classes)"),
+    (lambda i: i["samples"][7].__setitem__("label", "x"), "at sample 7 (label 'x'"),
+    (lambda i: i["samples"][8].__setitem__("image", "elsewhere.npy"), "its image 'elsewhere.npy' is not among"),
+    (lambda i: i["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+]
+
+
+def test_a_crafted_or_damaged_index_is_one_line_naming_the_sample_before_any_read(tmp_path, capsys):
+    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
+    path = tmp_path / "p" / "test" / "index.json"
+    good = path.read_text()
+    for change, named in CRAFTED:
+        index = json.loads(good)
+        change(index)
+        path.write_text(json.dumps(index))
+        with pytest.raises(DataError, match="shard index '.*' ") as err:
+            build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
+        assert named in str(err.value) and str(err.value).endswith("pack the data again"), str(err.value)
+
+
+def test_a_wrong_data_root_or_a_missing_shard_is_one_line_naming_the_fix_before_any_read(tmp_path, capsys):
+    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
+    packed = tmp_path / "p"
+    cases = [
+        (packed / "train" / "index.json", "train", "is a file; give the folder --mode pack wrote"),
+        (packed / "train", "train", f"is the folder of one packed split; data.root is the folder above it: {packed}"),
+        (packed, "nosuch", "holds the packed splits ['test', 'train', 'val'], not 'nosuch'; check data.test_split"),
+    ]
+    (packed / "train" / "shard-000003.tar").unlink()
+    cases.append((packed, "train", "shard-000003.tar' is missing (1 of the 13 shards of its index)"))
+    for root, split, named in cases:
+        with pytest.raises(DataError) as err:
+            build_dataset(DataConfig(name="shards", root=str(root)), split)
+        assert named in str(err.value), str(err.value)

@@ -70,4 +70,57 @@ def parse_index(text: bytes, where: str) -> Index:
         raise DataError(f"shard index '{where}' lacks {err}; pack the data again (--mode pack)") from err
     if index.task not in TASKS or sum(s.samples for s in shards) != len(index.samples):
         raise DataError(f"shard index '{where}' is inconsistent (task or sample counts); pack the data again")
+    for shard in shards:
+        if not _plain(shard.name):
+            raise DataError(
+                f"shard index '{where}' names the shard {shard.name!r}, not a file beside it; pack the data again"
+            )
+    for at, sample in enumerate(index.samples):
+        problem = _sample_problem(index, sample)
+        if problem:
+            raise DataError(f"shard index '{where}' is inconsistent at sample {at} ({problem}); pack the data again")
     return index
+
+
+def _plain(name: Any) -> bool:
+    """A file name of its own: no folder, nothing that climbs out of the split's folder."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+# the members each task's entry names: a name, or a list of them (a video's frames)
+NAMED = {"classification": ("image",), "sod": ("image", "mask"), "video": ("frames",)}
+
+
+def _sample_problem(index: Index, sample: Any) -> str:
+    """What is wrong with one sample's entry (its shard, members, byte spans, named members, label), or ''."""
+    if not isinstance(sample, dict) or "key" not in sample:
+        return "not an entry with a key"
+    shard = sample.get("shard")
+    if not isinstance(shard, int) or not 0 <= shard < len(index.shards):
+        return f"shard {shard!r} of {len(index.shards)}"
+    members = sample.get("members")
+    if not isinstance(members, dict) or not members:
+        return "no members"
+    for name, span in members.items():
+        if not (
+            _plain(name) and isinstance(span, list) and len(span) == 3 and all(isinstance(v, int) for v in span[:2])
+        ):
+            return f"member {name!r}: {span!r}"
+        if span[0] < 0 or span[1] < 0 or span[0] + span[1] > index.shards[shard].bytes:
+            return f"member {name!r} spans bytes {span[0]} .. {span[0] + span[1]} of a {index.shards[shard].bytes}-byte shard"
+    for field in NAMED[index.task]:
+        named = sample.get(field)
+        names = named if field == "frames" and isinstance(named, list) else [named]
+        if not names or any(name not in members for name in names):
+            return f"its {field} {named!r} is not among its members"
+    if index.task == "sod":
+        return "" if isinstance(sample.get("stem"), str) else "no stem"
+    label, classes = sample.get("label"), index.classes
+    if (
+        not isinstance(label, int)
+        or isinstance(label, bool)
+        or label < 0
+        or (classes is not None and label >= len(classes))
+    ):
+        return f"label {label!r} of {len(classes) if classes is not None else '?'} classes"
+    return ""

@@ -48,6 +48,14 @@ def open_split(
     store = open_store(root)
     index = load_index(store, split)
     cache = ShardCache(cache_folder(root, cache_dir), limit, store.download, evict_lru) if is_s3(root) else None
+    if cache is None:  # a missing local shard now, not when the epoch first reads it
+        assert isinstance(store, LocalStore)
+        missing = [shard.name for shard in index.shards if not store.path(f"{split}/{shard.name}").is_file()]
+        if missing:
+            raise DataError(
+                f"shard '{store.path(f'{split}/{missing[0]}')}' is missing ({len(missing)} of the {len(index.shards)} "
+                "shards of its index); restore it or pack the data again"
+            )
     return ShardReader(store, index, cache)
 
 

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
+from utils.data.shards.index import INDEX
 from utils.errors import DataError
 
 
@@ -37,10 +38,22 @@ class LocalStore:
     def read(self, name: str) -> bytes:
         try:
             return self.path(name).read_bytes()
-        except FileNotFoundError:
-            raise DataError(
-                f"'{self.path(name)}' does not exist: data.root must be a folder written by --mode pack"
-            ) from None
+        except (FileNotFoundError, NotADirectoryError):
+            raise DataError(self._missing(name)) from None
+
+    def _missing(self, name: str) -> str:
+        """Why ``name`` is not there, and what to give instead: the folder above a split's, or another split."""
+        if self.root.is_file():
+            return f"data.root '{self.root}' is a file; give the folder --mode pack wrote (it holds <split>/{INDEX})"
+        if (self.root / INDEX).is_file():
+            return (
+                f"'{self.root}' is the folder of one packed split; data.root is the folder above it: {self.root.parent}"
+            )
+        splits = sorted(index.parent.name for index in self.root.glob(f"*/{INDEX}")) if self.root.is_dir() else []
+        if splits:
+            split = name.split("/")[0]
+            return f"'{self.root}' holds the packed splits {splits}, not '{split}'; check data.test_split, or pack that split"
+        return f"'{self.path(name)}' does not exist: data.root must be a folder written by --mode pack"
 
     def read_range(self, name: str, start: int, end: int) -> bytes:
         with open(self.path(name), "rb") as fh:
