@@ -145,6 +145,10 @@ def test_pack_needs_an_output_and_sizes_read_as_written(tmp_path, capsys):
     )
     with pytest.raises(ConfigError, match="data.args.cache_limit"):
         parse_size("lots", "data.args.cache_limit")
+    data = make_digit_folder(tmp_path / "digits")  # packing into the data itself (or any folder in use) is refused
+    assert main.main(["--mode", "pack", "--output", str(data), "data.name=image_folder", f"data.root={data}"]) == 2
+    assert errors(capsys) == [f"error: --output '{data}' is not empty; pack into a new or empty folder (or S3 prefix)"]
+    assert not list(data.rglob("*.tar"))
 
 
 def test_the_cache_keeps_the_most_recently_used_shards_within_its_limit(tmp_path):

@@ -105,6 +105,11 @@ def test_missing_bucket_prefix_and_wrong_credentials_are_one_line_each(tmp_path,
     assert len(err) == 1 and f"'s3://{bucket}/nothing/train/index.json' does not exist" in err[0]
     assert main.main(["--mode", "pack", "--output", "s3://no-such-bucket-here/x", *overrides[:-1]]) == 2
     assert errors(capsys) == [f"error: bucket 'no-such-bucket-here' does not exist at {s3_env.endpoint}"]
+    s3_env.client().put_object(Bucket=bucket, Key="used/something", Body=b"x")
+    assert main.main(["--mode", "pack", "--output", f"s3://{bucket}/used", *overrides[:-1]]) == 2
+    assert errors(capsys) == [
+        f"error: --output 's3://{bucket}/used' is not empty; pack into a new or empty folder (or S3 prefix)"
+    ]
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
     assert main.main(overrides + [f"data.root=s3://{bucket}/nothing"]) == 2
     err = errors(capsys)

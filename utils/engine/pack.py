@@ -61,6 +61,8 @@ def pack(cfg: Config, output: str, shard_size: Optional[str]) -> Dict[str, Any]:
     store = open_store(output)
     if is_s3(output):
         store.check_bucket()  # type: ignore[attr-defined]  # a missing bucket or refused credentials: before any work
+    if not store.is_empty():  # stale shards beside a new index, a run's folder, the data itself: never written into
+        raise DataError(f"--output '{output}' is not empty; pack into a new or empty folder (or S3 prefix)")
     results: Dict[str, Any] = {}
     classes = None
     with tempfile.TemporaryDirectory(prefix="pack-") as tmp:

@@ -96,6 +96,12 @@ class S3Store:
     def upload(self, source: Path, name: str) -> None:
         self._retried(lambda: self.client.upload_file(str(source), self.bucket, self.key(name)), name)
 
+    def is_empty(self) -> bool:
+        """Whether no object lies under the prefix."""
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        listed = self._retried(lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1), "")
+        return not listed.get("KeyCount", 0)
+
     def check_bucket(self) -> None:
         """A one-line error now for a missing bucket or refused credentials (before packing)."""
         self._retried(lambda: self.client.head_bucket(Bucket=self.bucket), "")

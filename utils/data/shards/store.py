@@ -24,6 +24,8 @@ class Store(Protocol):
 
     def upload(self, source: Path, name: str) -> None: ...
 
+    def is_empty(self) -> bool: ...
+
 
 class LocalStore:
     """A folder; its shards are read in place (no cache)."""
@@ -62,6 +64,10 @@ class LocalStore:
 
     def download(self, name: str, dest: Path) -> None:
         shutil.copyfile(self.path(name), dest)
+
+    def is_empty(self) -> bool:
+        """Whether the folder is new or empty (a file is not)."""
+        return not self.root.exists() or (self.root.is_dir() and not any(self.root.iterdir()))
 
     def upload(self, source: Path, name: str) -> None:
         target = self.path(name)
