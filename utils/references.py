@@ -26,7 +26,7 @@ from utils.data.transforms import check_transforms
 from utils.errors import ConfigError
 from utils.hook.selection import check_hook_entries, check_hook_tasks
 from utils.optim.optimizers import check_group_keys
-from utils.registry import BACKBONES, DATASETS, HOOKS, LOSSES, METRICS, NETWORKS, Registry
+from utils.registry import BACKBONES, DATASETS, HOOKS, LOSSES, METRICS, NETWORKS, Registry, UnknownArguments
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,12 @@ def _check(
         raise ConfigError(
             f"config key '{key}.{taken[0]}' is set by the framework for {registry.name} '{name}' (it passes {', '.join(sorted(fixed or {}))}); remove it from {key}"
         )
-    obj = registry.check(name, **(fixed or {}), **args)
+    try:
+        obj = registry.check(name, **(fixed or {}), **args)
+    except UnknownArguments as err:  # often args another name took, kept from a config or checkpoint
+        raise ConfigError(
+            f"{err}; remove them from {key}, or give {key} whole ({key}={{...}} replaces the mapping of the config or checkpoint)"
+        ) from None
     check_values(f"{registry.name} '{name}'", key, obj, args)
     return obj
 

@@ -46,6 +46,10 @@ def _where(obj: Any) -> str:
         return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
 
 
+class UnknownArguments(ConfigError):
+    """Arguments a registered class or function does not take (the caller may name the config key's fix)."""
+
+
 def _check_arguments(what: str, obj: Any, kwargs: Dict[str, Any]) -> None:
     """ConfigError when ``obj(**kwargs)`` cannot bind: unknown or missing arguments."""
     try:
@@ -61,7 +65,7 @@ def _check_arguments(what: str, obj: Any, kwargs: Dict[str, Any]) -> None:
         )
         unknown = [k for k in kwargs if k not in params]
         if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            raise ConfigError(f"{what} got unknown argument(s) {unknown}; it takes: {takes}") from None
+            raise UnknownArguments(f"{what} got unknown argument(s) {unknown}; it takes: {takes}") from None
         raise ConfigError(f"{what}: {err}; it takes: {takes}") from None
 
 

@@ -107,3 +107,10 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     assert "changed on resume: data.args.cache_limit" in capsys.readouterr().err
     assert main.main([a.replace("{shuffle_window: 2}", "{shuffle_window: 3}") for a in resume]) == 2
     assert "data.args.shuffle_window: 2 -> 3" in capsys.readouterr().err
+    # the same checkpoint on the data it was packed from: the shards' own args are named, with the fix
+    best = next((tmp_path / "out").glob("*/run_001/checkpoints/best.pt"))
+    assert main.main(["--mode", "test", "--checkpoint", str(best), "data.name=digits"]) == 2
+    err = capsys.readouterr().err
+    assert "dataset 'digits' got unknown argument(s) ['shuffle_window']" in err
+    assert "remove them from data.args, or give data.args whole (data.args={...} replaces" in err
+    assert main.main(["--mode", "test", "--checkpoint", str(best), "data.name=digits", "data.args={}"]) == 0
