@@ -103,8 +103,8 @@ def train(
     classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
     datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
-    # a sample's dimensions and channels against model.input_size
-    check_input_shape(datasets["val"], cfg.model.input_size)
+    # the data's task against eval.metric, a sample's dimensions and channels against model.input_size
+    check_input_shape(datasets["val"], cfg.model.input_size, cfg.eval.metric)
     # an entry's own num_classes against the data's
     check_extra_classes(cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None))
 

@@ -151,3 +151,6 @@ def test_a_packed_copy_of_mask_folders_tests_and_predicts_as_the_folders(sod_che
     assert main.main(["--mode", "pack", "--output", str(digits), *digit_args]) == 0
     assert predict(sod_checkpoint, digits / "test", tmp_path / "other") == 2
     assert "holds packed classification data, but the checkpoint's network is for eval.metric=sod" in one_error(capsys)
+    other_task = ["data.name=shards", f"data.root={digits}", "data.args={size: 32}"]
+    assert main.main(["--mode", "test", "--checkpoint", sod_checkpoint, *other_task]) == 2
+    assert "the data holds classification samples, but eval.metric=sod" in one_error(capsys)

@@ -38,9 +38,25 @@ def _layout(size: Sequence[int]) -> str:
     return {3: " (channels, height, width)", 4: " (channels, frames, height, width)"}.get(len(size), "")
 
 
-def check_input_shape(dataset: Any, input_size: Optional[Sequence[int]]) -> None:
-    """ConfigError when a sample of ``dataset`` (the val split) has another number of dimensions or channels
-    than ``model.input_size``; a warning naming both when only the height and width differ."""
+TASKS = ("classification", "sod", "video")  # the eval.metric values a dataset may declare as its ``task``
+
+
+def check_task(dataset: Any, metric: str) -> None:
+    """DataError when ``dataset`` declares a ``task`` (packed shards: their index's) that is not ``eval.metric``'s:
+    its samples and targets would reach a network and a metric of another task."""
+    task = getattr(dataset, "task", None)
+    if task in TASKS and metric in TASKS and task != metric:
+        raise DataError(
+            f"the data holds {task} samples, but eval.metric={metric}: the network and the metric are of another task; "
+            f"give {metric} data (for shards: a pack of {metric} data)"
+        )
+
+
+def check_input_shape(dataset: Any, input_size: Optional[Sequence[int]], metric: str = "") -> None:
+    """DataError when ``dataset`` (the val split) is of another task than ``eval.metric`` (``check_task``);
+    ConfigError when a sample of it has another number of dimensions or channels than ``model.input_size``;
+    a warning naming both when only the height and width differ."""
+    check_task(dataset, metric)
     sample = first_input(dataset) if input_size else None
     if sample is None or input_size is None:
         return

@@ -19,7 +19,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.weights import weight_mismatch
 from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
-from utils.data.input_shape import check_test_size
+from utils.data.input_shape import check_task, check_test_size
 from utils.distributed.process_group import DistInfo
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
@@ -71,8 +71,9 @@ def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch:
 
 
 def _check_trained_size(cfg: Config, dataset: Any) -> None:
-    """The test split at the size the checkpoint was trained at, as predict holds its inputs (DALI sizes its own).
+    """The test split of the checkpoint's task (``check_task``), at the size the checkpoint was trained at, as predict holds its inputs (DALI sizes its own).
     The fix named: the mask datasets' own size, else a Resize at the end of the eval transforms (which may be the cause)."""
+    check_task(dataset, cfg.eval.metric)
     if cfg.data.loader == "dali" or not cfg.model.input_size or len(cfg.model.input_size) < 2:
         return
     from utils.engine.predict import flow, input_sizing  # predict imports this module: imported on use

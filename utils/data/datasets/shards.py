@@ -68,6 +68,7 @@ class Shards(Dataset):
             root, split, cache_limit, cache_dir, evict_lru=bool(shuffle_window)
         )  # its one-line errors: before training
         self.index = index = self.reader.index
+        self.task = index.task  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
         self.where = self.reader.where
         self.classes = index.classes
         if (
