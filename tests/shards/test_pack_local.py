@@ -71,6 +71,14 @@ def test_image_folder_pack_keeps_each_files_bytes_and_gives_the_same_items(tmp_p
         packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args=args), split)
         assert packed.sample_keys() == original.sample_keys() and packed.classes == original.classes
         same_items(original, packed, len(original))
+    # the folder's training order is class by class; its shards are written in a seeded shuffle (the index
+    # keeps the folder's order, checked above), so the first shard holds every class and the others mixed
+    train = json.loads((tmp_path / "p" / "train" / "index.json").read_text())
+    order = sorted(
+        range(len(train["samples"])), key=lambda i: train["samples"][i]["members"][train["samples"][i]["image"]][0]
+    )
+    written = [train["samples"][i]["label"] for i in order if train["samples"][i]["shard"] == 0]
+    assert sorted(set(written)) == [0, 1, 2] and written != sorted(written)
     # the training transforms, with the same random draws (crops and flips on uint8, as image_folder)
     crop = [{"name": "RandomResizedCrop", "size": 6}, {"name": "RandomHorizontalFlip"}]
     original = build_dataset(DataConfig(name="image_folder", root=str(data), train_transforms=crop), "train")

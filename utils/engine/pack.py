@@ -43,9 +43,12 @@ def _build(cfg: Config, split: str, classes: Optional[List[Any]]) -> Any:
 
 
 def _pack_split(dataset: Any, name: str, folder: Path, shard_size: int) -> Any:
+    """The training split's samples go into the shards in a seeded shuffle (the index keeps the dataset's order):
+    a folder's order is class by class, and a shard-window order (``data.args.shuffle_window``) would otherwise
+    see few classes in each window. The other splits keep the dataset's order, which evaluation reads."""
     writer = SplitWriter(folder, folder.name, shard_size)
-    for members, entry in samples_of(dataset, name):
-        writer.add(members, entry)
+    for position, (members, entry) in samples_of(dataset, name, shuffled=folder.name == "train"):
+        writer.add(members, entry, position)
     return writer.close(task_of(dataset), name, classes_of(dataset))
 
 

@@ -39,14 +39,13 @@ def task_of(dataset: Any) -> str:
     return "sod" if hasattr(dataset, "files") and hasattr(dataset, "pipeline") else "classification"
 
 
-def _videos(dataset: Any) -> Iterator[Sample]:
+def _video(dataset: Any, at: int, key: str) -> Sample:
     from utils.data.datasets.video_frames_folder import list_frames  # the frame order the folder dataset reads
 
-    for video, folder in enumerate(dataset.folders):
-        names = list_frames(folder)
-        members = {f"f{k:06d}.{_ext(name)}": (folder / name).read_bytes() for k, name in enumerate(names)}
-        entry = {"key": dataset.keys[video], "name": dataset.names[video], "label": int(dataset.labels[video])}
-        yield members, {**entry, "frames": list(members)}
+    folder = dataset.folders[at]
+    members = {f"f{k:06d}.{_ext(name)}": (folder / name).read_bytes() for k, name in enumerate(list_frames(folder))}
+    entry = {"key": key, "name": dataset.names[at], "label": int(dataset.labels[at])}
+    return members, {**entry, "frames": list(members)}
 
 
 def classes_of(dataset: Any) -> Optional[List[Any]]:
@@ -54,31 +53,43 @@ def classes_of(dataset: Any) -> Optional[List[Any]]:
     return None if classes is None else list(classes)
 
 
-def samples_of(dataset: Any, name: str) -> Iterator[Sample]:
-    """Each sample of ``dataset`` (the registered dataset ``name``, built without transforms) to store."""
-    if task_of(dataset) == "video":
-        yield from _videos(dataset)
-        return
-    keys = sample_keys(dataset)
-    if task_of(dataset) == "sod":
-        for key, (stem, image, mask) in zip(keys, dataset.files):
-            members = {f"image.{_ext(str(image))}": Path(image).read_bytes()}
-            members[f"mask.{_ext(str(mask))}"] = Path(mask).read_bytes()
-            yield members, {"key": key, "stem": stem, "image": next(iter(members)), "mask": list(members)[1]}
-        return
+def _files(dataset: Any) -> Optional[List[Tuple[str, int]]]:
+    """image_folder's ``(path, class index)`` list, or None for a dataset of another kind."""
     files = getattr(dataset, "samples", None)
     if isinstance(files, list) and files and isinstance(files[0], tuple) and isinstance(files[0][0], str):
-        for key, (path, label) in zip(keys, files):  # image_folder's (path, class index)
-            ext = _ext(path)
-            yield {ext: Path(path).read_bytes()}, {"key": key, "image": ext, "label": int(label)}
-        return
-    for at, key in enumerate(keys):  # in memory: the item as the dataset gives it untransformed
-        image, label = dataset[at]
-        one_label = isinstance(label, (int, np.integer)) or (isinstance(label, torch.Tensor) and label.numel() == 1)
-        if not isinstance(image, torch.Tensor) or not one_label:
-            raise DataError(
-                f"--mode pack: dataset '{name}' gives {type(image).__name__} items with {type(label).__name__} labels; "
-                "it packs image, mask and video frame folders, and in-memory tensors with one integer label each "
-                "(write generated SOD or video data as folders first)"
-            )
-        yield {"npy": _npy(image)}, {"key": key, "image": "npy", "label": int(label)}
+        return files
+    return None
+
+
+def sample_at(dataset: Any, name: str, at: int, key: str) -> Sample:
+    """Sample ``at`` of ``dataset`` (the registered dataset ``name``, built without transforms) as stored, under ``key``."""
+    task = task_of(dataset)
+    if task == "video":
+        return _video(dataset, at, key)
+    if task == "sod":
+        stem, image, mask = dataset.files[at]
+        members = {f"image.{_ext(str(image))}": Path(image).read_bytes()}
+        members[f"mask.{_ext(str(mask))}"] = Path(mask).read_bytes()
+        return members, {"key": key, "stem": stem, "image": next(iter(members)), "mask": list(members)[1]}
+    files = _files(dataset)
+    if files is not None:
+        path, label = files[at]
+        return {_ext(path): Path(path).read_bytes()}, {"key": key, "image": _ext(path), "label": int(label)}
+    image, label = dataset[at]  # in memory: the item as the dataset gives it untransformed
+    one_label = isinstance(label, (int, np.integer)) or (isinstance(label, torch.Tensor) and label.numel() == 1)
+    if not isinstance(image, torch.Tensor) or not one_label:
+        raise DataError(
+            f"--mode pack: dataset '{name}' gives {type(image).__name__} items with {type(label).__name__} labels; "
+            "it packs image, mask and video frame folders, and in-memory tensors with one integer label each "
+            "(write generated SOD or video data as folders first)"
+        )
+    return {"npy": _npy(image)}, {"key": key, "image": "npy", "label": int(label)}
+
+
+def samples_of(dataset: Any, name: str, shuffled: bool = False) -> Iterator[Tuple[int, Sample]]:
+    """``(position, sample)`` for each sample of ``dataset`` (each video, for frame folders): in the dataset's
+    order, or in a shuffle seeded by 0 (the same data packs to the same shards)."""
+    keys = list(dataset.keys) if task_of(dataset) == "video" else sample_keys(dataset)
+    order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0)).tolist() if shuffled else None
+    for at in order if order is not None else range(len(keys)):
+        yield at, sample_at(dataset, name, at, keys[at])

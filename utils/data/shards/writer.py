@@ -20,11 +20,13 @@ class SplitWriter:
         self.folder, self.split, self.shard_size = folder, split, shard_size
         self.shards: List[Shard] = []
         self.samples: List[Dict[str, Any]] = []
+        self.positions: List[int] = []
         self._tar: Optional[tarfile.TarFile] = None
         self._count = 0
 
-    def add(self, members: Dict[str, bytes], entry: Dict[str, Any]) -> None:
-        """One sample: its members (``ext -> bytes``) and its index entry (key, label or mask member, ...)."""
+    def add(self, members: Dict[str, bytes], entry: Dict[str, Any], position: int) -> None:
+        """One sample: its members (``ext -> bytes``), its index entry (key, label or mask member, ...) and its
+        place in the index (the dataset's order, whatever order the shards are written in)."""
         if self._tar is not None and self._tar.offset >= self.shard_size:
             self._close_shard()
         if self._tar is None:
@@ -46,6 +48,7 @@ class SplitWriter:
         if "frames" in entry:  # a video's frames in order: ext -> member, as for image and mask
             names["frames"] = [f"{stem}.{ext}" for ext in entry["frames"]]
         self.samples.append({**entry, **names, "shard": len(self.shards), "members": spans})
+        self.positions.append(position)
         self._count += 1
 
     def _close_shard(self) -> None:
@@ -63,7 +66,8 @@ class SplitWriter:
         """Finishes the last shard and writes the split's index; the index."""
         if self._tar is not None:
             self._close_shard()
-        index = Index(self.split, task, dataset, classes, self.shards, self.samples)
+        samples = [sample for _, sample in sorted(zip(self.positions, self.samples), key=lambda pair: pair[0])]
+        index = Index(self.split, task, dataset, classes, self.shards, samples)
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / (INDEX + ".tmp")
         tmp.write_text(index.to_json())
