@@ -114,3 +114,15 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     assert "dataset 'digits' got unknown argument(s) ['shuffle_window']" in err
     assert "remove them from data.args, or give data.args whole (data.args={...} replaces" in err
     assert main.main(["--mode", "test", "--checkpoint", str(best), "data.name=digits", "data.args={}"]) == 0
+
+
+def test_a_window_smaller_than_a_global_batch_is_named_with_the_window_to_set(caplog):
+    from utils.data.loader import _warn_small_window
+
+    _warn_small_window(WINDOW, 5)  # the 3 smallest shards hold 1 + 1 + 3 samples: enough
+    assert not caplog.records
+    _warn_small_window(WINDOW, 12)
+    (record,) = caplog.records
+    assert "shuffle_window=3: a window of 3 shards can hold as few as 5 samples, fewer than a global batch of 12" in (
+        record.getMessage()
+    ) and record.getMessage().endswith("raise data.args.shuffle_window to about 8 or more")

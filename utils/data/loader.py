@@ -127,6 +127,8 @@ def build_train_loader(
         )
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
     window = getattr(dataset, "window_order", lambda: None)()  # packed shards' data.args.shuffle_window
+    if window is not None:
+        _warn_small_window(window, cfg.global_batch_size or cfg.batch_size * world_size)
     sampler: Any
     if cfg.global_batch_size is not None:
         if len(dataset) < cfg.global_batch_size:
@@ -190,3 +192,19 @@ def build_eval_loader(
         dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode)
     )
     return _prefetching(loader, cfg, mode, device, channels_last)
+
+
+def _warn_small_window(window: Any, global_batch: int) -> None:
+    """A warning when a window of shards can hold fewer samples than a global batch: each batch is then
+    whole windows, the same shards' samples together every epoch."""
+    smallest = sum(sorted(len(group) for group in window.groups)[: window.window])
+    if smallest < global_batch:
+        log.warning(
+            "data.args.shuffle_window=%d: a window of %d shards can hold as few as %d samples, fewer than a global batch "
+            "of %d, so each batch takes whole windows; raise data.args.shuffle_window to about %d or more",
+            window.window,
+            window.window,
+            smallest,
+            global_batch,
+            -(-global_batch * window.window // max(smallest, 1)),
+        )
