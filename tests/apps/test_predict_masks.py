@@ -144,6 +144,8 @@ def test_a_packed_copy_of_mask_folders_tests_and_predicts_as_the_folders(sod_che
         own = (tmp_path / "from_shards" / "masks" / name).read_bytes()
         assert own == (tmp_path / "from_files" / "masks" / name).read_bytes()
 
+    assert predict(sod_checkpoint, packed / "test" / "index.json", tmp_path / "index") == 2
+    assert f"is a file of a packed split; name the split's folder: --input {packed / 'test'}" in one_error(capsys)
     assert predict(sod_checkpoint, packed, tmp_path / "root") == 2  # the packed root, not a split
     assert f"holds the packed splits ['test', 'train']; name one: --input {packed / 'test'}" in one_error(capsys)
     digits = tmp_path / "digits_packed"

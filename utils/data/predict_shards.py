@@ -36,6 +36,8 @@ def packed_split(spec: Optional[str]) -> Optional[Tuple[str, str]]:
     path = Path(spec).expanduser()
     if (path / INDEX).is_file():
         return str(path.parent), path.name
+    if path.is_file() and (path.parent / INDEX).is_file():  # the index or a shard of a packed split
+        raise DataError(f"--input '{spec}' is a file of a packed split; name the split's folder: --input {path.parent}")
     splits = sorted(index.parent.name for index in path.glob(f"*/{INDEX}")) if path.is_dir() else []
     if splits:
         example = "test" if "test" in splits else splits[0]
