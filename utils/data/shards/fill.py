@@ -4,10 +4,10 @@ A cold epoch fetches a shard when a sample first needs it; under the whole-split
 first few batches touch every shard, so the loader workers would wait while each arrives.
 When the split fits ``cache_limit``, each DataLoader worker instead starts one background
 thread at its first read that fetches every shard not yet cached, each worker of the machine
-(of every local rank) from another place in the list, so the shards arrive side by side with the reads; a read of a shard still
-on its way waits on that shard's lock (``cache.py``), as a second reader always has. Nothing
-is fetched that the epoch does not read. Only in workers: the main process forks the workers,
-and a fork must not copy a thread in the middle of a download.
+(of every local rank) from another place in the list, so the shards arrive beside the reads;
+a read of a shard still on its way waits on that shard's lock (``cache.py``), as a second
+reader always has. Nothing is fetched that the epoch does not read. Only in workers: the main
+process forks the workers, and a fork must not copy a thread in the middle of a download.
 """
 
 from __future__ import annotations
