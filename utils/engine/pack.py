@@ -19,10 +19,11 @@ from typing import Any, Dict, List, Optional
 from utils.config import Config
 from utils.data.shards.index import INDEX
 from utils.data.shards.sizes import parse_size
-from utils.data.shards.sources import classes_of, samples_of, task_of
+from utils.data.shards.sources import classes_of, packed_keys, samples_of, task_of
 from utils.data.shards.store import Store, is_s3, open_store
 from utils.data.shards.writer import SplitWriter
 from utils.errors import DataError
+from utils.log import progress
 from utils.registry import DATASETS
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ def _pack_split(dataset: Any, name: str, folder: Path, shard_size: int) -> Any:
     a folder's order is class by class, and a shard-window order (``data.args.shuffle_window``) would otherwise
     see few classes in each window. The other splits keep the dataset's order, which evaluation reads."""
     writer = SplitWriter(folder, folder.name, shard_size)
-    for position, (members, entry) in samples_of(dataset, name, shuffled=folder.name == "train"):
+    samples = samples_of(dataset, name, shuffled=folder.name == "train")
+    for position, (members, entry) in progress(samples, len(packed_keys(dataset)), f"pack {folder.name}", True):
         writer.add(members, entry, position)
     return writer.close(task_of(dataset), name, classes_of(dataset))
 
