@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
 from utils.run_lock import release_lock, take_lock
@@ -51,6 +51,7 @@ class RunFolder:
         self.fresh = False  # this process started the folder (``create``, ``named``): a failed start takes it back
         self._made: List[Path] = []  # the folders this process created for it, deepest first
         self._latest: Optional[Tuple[Path, Optional[str]]] = None  # the experiment's ``latest`` and its target before
+        self.adopted: Set[str] = set()  # checkpoint files linked in to start from (``--resume FILE``): no result of it
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
@@ -93,8 +94,10 @@ class RunFolder:
         return self.path / ".lock"
 
     def has_checkpoints(self) -> bool:
-        # files, or sharded directories
-        return self.checkpoints.is_dir() and (any(self.checkpoints.glob("*.pt")) or any(self.checkpoints.glob("*.dcp")))
+        """Whether it holds a checkpoint (a file, or a sharded directory) besides those it was started from."""
+        if not self.checkpoints.is_dir():
+            return False
+        return any(p.name not in self.adopted for pattern in ("*.pt", "*.dcp") for p in self.checkpoints.glob(pattern))
 
     def holds_results(self) -> bool:
         """Whether the folder holds anything of value: a checkpoint, or anything beyond the ``BOOKKEEPING`` of a start

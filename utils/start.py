@@ -53,6 +53,8 @@ def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional
     try:
         run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
         found = checkpoint_to_resume(run, start_from, required=bool(resume))
+        if start_from is not None:  # linked in to start from: a start stopped later takes the folder back all the same
+            run.adopted = {entry.name for entry in run.checkpoints.iterdir()}
     except UserError:
         run.abandon()
         run.release()

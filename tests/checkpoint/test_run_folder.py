@@ -139,6 +139,11 @@ def test_resume_from_an_older_checkpoint_branches_into_a_new_run_and_from_the_ne
     )
     assert (branch / "epoch0003_batch000000.pt").is_file() and not (experiment / "run_003").exists()
     capsys.readouterr()
+    # a branch refused by the resume guard (another seed) leaves no folder, and latest where it was
+    latest = os.readlink(experiment / "latest")
+    assert main.main([*args, "seed=5", "--resume", str(older)]) == 2
+    assert "seed: 0 -> 5" in capsys.readouterr().err
+    assert not (experiment / "run_003").exists() and os.readlink(experiment / "latest") == latest
 
 
 def test_resume_passes_over_an_empty_run_and_rewrites_a_validation_row_lost_in_a_crash(tmp_path, capsys):
