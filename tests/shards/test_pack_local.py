@@ -240,3 +240,15 @@ def test_a_wrong_data_root_or_a_missing_shard_is_one_line_naming_the_fix_before_
         with pytest.raises(DataError) as err:
             build_dataset(DataConfig(name="shards", root=str(root)), split)
         assert named in str(err.value), str(err.value)
+
+
+def test_another_tasks_arguments_are_named_as_doing_nothing_once(tmp_path, capsys, caplog):
+    pack(capsys, tmp_path / "p", "data.name=digits")
+    args = {"size": 64, "clip_len": 4, "channels": 1, "num_clips": 3}  # num_clips at its default: nothing to say
+    for split in ("train", "val"):
+        build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args=args), split)
+    said = [r.getMessage() for r in caplog.records if "does nothing" in r.getMessage()]
+    assert said == [  # once for the data, not for each split
+        f"data.args.size=64 does nothing: the shards in '{tmp_path / 'p'}' hold classification data",
+        f"data.args.clip_len=4 does nothing: the shards in '{tmp_path / 'p'}' hold classification data",
+    ]

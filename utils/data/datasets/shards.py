@@ -13,7 +13,9 @@ makes the training order shard-aware (``window_order``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
+import inspect
+import logging
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Set, Tuple, Union
 
 import torch
 from torch.utils.data import Dataset, default_collate
@@ -31,7 +33,26 @@ from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
+log = logging.getLogger(__name__)
 RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
+
+
+# the data.args of each task's items; another task's, set to other than its default, would silently do nothing
+TASK_ARGS = {
+    "classification": ("channels", "image_size"),
+    "sod": ("channels", "size", "multi_scale", "size_divisor"),
+    "video": ("clip_len", "frame_stride", "num_clips", "pad_short"),
+}
+_WARNED: Set[Tuple[str, str]] = set()
+
+
+def warn_unused(task: str, given: Dict[str, Any], where: str) -> None:
+    """A warning, once per data and key, for each task argument that ``task``'s shards do not use."""
+    defaults = inspect.signature(Shards.__init__).parameters
+    for name, value in given.items():
+        if name not in TASK_ARGS[task] and value != defaults[name].default and (where, name) not in _WARNED:
+            _WARNED.add((where, name))
+            log.warning("data.args.%s=%r does nothing: the shards in '%s' hold %s data", name, value, where, task)
 
 
 @DATASETS.register("shards")
@@ -69,6 +90,9 @@ class Shards(Dataset):
         )  # its one-line errors: before training
         self.index = index = self.reader.index
         self.task = index.task  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
+        task_args = {"channels": channels, "image_size": image_size, "size": size, "multi_scale": multi_scale}
+        task_args.update(size_divisor=size_divisor, clip_len=clip_len, frame_stride=frame_stride, num_clips=num_clips)
+        warn_unused(index.task, dict(task_args, pad_short=pad_short), self.reader.store.url)
         self.where = self.reader.where
         self.classes = index.classes
         if (
