@@ -166,9 +166,9 @@ def test_the_cache_keeps_the_most_recently_used_shards_within_its_limit(tmp_path
         path = source.path(f"s/{n}.tar")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(bytes([n]) * 1000)
-        from utils.data.shards.cache import file_sha256
+        from utils.file_hash import file_digest
 
-        shards.append(Shard(f"{n}.tar", 1, file_sha256(path), 1000))
+        shards.append(Shard(f"{n}.tar", 1, file_digest(path), 1000))
     cache = ShardCache(tmp_path / "cache", 2500, source.download)
     for n in (0, 1, 0, 2, 3):
         assert cache.get(shards[n], "s").read_bytes() == bytes([n]) * 1000

@@ -23,6 +23,7 @@ import torch
 from utils.checkpoint.safe_load import load_torch
 from utils.checkpoint.safetensors_io import is_safetensors, read_safetensors
 from utils.errors import CheckpointError
+from utils.file_hash import file_digest  # noqa: F401  # the checkpoint modules' checksum, named here as before
 from utils.tree import tensors_in
 
 log = logging.getLogger(__name__)
@@ -196,15 +197,6 @@ def write_hashed(path: Union[str, Path], serialize: Callable[[int], str], recycl
 def atomic_save(obj: Any, path: Union[str, Path]) -> None:
     """``write_checkpoint`` for callers that do not need the checksum."""
     write_checkpoint(obj, path)
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks (to verify a file, never to write one)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def missing(path: Union[str, Path]) -> CheckpointError:

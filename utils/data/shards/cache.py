@@ -19,7 +19,6 @@ once per epoch, when the cache holds a window or two.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import logging
 import os
 import time
@@ -27,18 +26,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from utils.data.shards.index import Shard
+from utils.file_hash import file_digest
 
 log = logging.getLogger(__name__)
 STALE_S = 600.0  # a cached shard unused this long makes room for another
 FULL_RECHECK_S = 10.0  # how long a process trusts "the cache is full" before looking again
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class ShardCache:
@@ -68,7 +60,7 @@ class ShardCache:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
             try:
                 self.fetch(f"{split}/{shard.name}", tmp)
-                if file_sha256(tmp) != shard.sha256:
+                if file_digest(tmp) != shard.sha256:
                     raise ValueError(shard.name)
                 os.replace(tmp, path)
             finally:

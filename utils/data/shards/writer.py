@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from utils.data.shards.index import INDEX, Index, Shard
+from utils.file_hash import file_digest
 
 
 class SplitWriter:
@@ -55,11 +56,7 @@ class SplitWriter:
         assert self._tar is not None
         self._tar.close()
         path = Path(self._tar.name)  # type: ignore[arg-type]
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        self.shards.append(Shard(path.name, self._count, digest.hexdigest(), path.stat().st_size))
+        self.shards.append(Shard(path.name, self._count, file_digest(path), path.stat().st_size))
         self._tar = None
 
     def close(self, task: str, dataset: str, classes: Optional[List[Any]]) -> Index:
