@@ -16,20 +16,26 @@ import os
 import threading
 from typing import List, Set, Tuple
 
+from torch.utils.data import get_worker_info
+
 from utils.data.shards.cache import ShardCache
 from utils.data.shards.index import Shard
 
-_STARTED: Set[Tuple[str, str]] = set()  # (cache folder, split) filled by this process
+_DECIDED: Set[Tuple[str, str]] = set()  # (cache folder, split) this process filled, or found too large to fill
 
 
 def start_fill(cache: ShardCache, shards: List[Shard], split: str) -> None:
-    """Start this worker's fill of ``split`` once, if the whole split fits the cache."""
-    from torch.utils.data import get_worker_info
-
-    info, key = get_worker_info(), (str(cache.folder), split)
-    if info is None or key in _STARTED or sum(shard.bytes for shard in shards) > cache.limit:
+    """Start this worker's fill of ``split`` once, if the whole split fits the cache; decided at the first read
+    (this is called on every read of a remote sample)."""
+    key = (str(cache.folder), split)
+    if key in _DECIDED:
         return
-    _STARTED.add(key)
+    info = get_worker_info()
+    if info is None:  # the main process never fills: it forks the workers, which must not copy a download
+        return
+    _DECIDED.add(key)
+    if sum(shard.bytes for shard in shards) > cache.limit:
+        return
     # this worker's place among the machine's workers (its rank's and the other local ranks'), which share the cache
     local_rank, local_ranks = int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     start = (local_rank * info.num_workers + info.id) * len(shards) // (local_ranks * info.num_workers)
