@@ -48,8 +48,9 @@ def _pack_split(dataset: Any, name: str, folder: Path, shard_size: int) -> Any:
     a folder's order is class by class, and a shard-window order (``data.args.shuffle_window``) would otherwise
     see few classes in each window. The other splits keep the dataset's order, which evaluation reads."""
     writer = SplitWriter(folder, folder.name, shard_size)
-    samples = samples_of(dataset, name, shuffled=folder.name == "train")
-    for position, (members, entry) in progress(samples, len(packed_keys(dataset)), f"pack {folder.name}", True):
+    keys = packed_keys(dataset)
+    samples = samples_of(dataset, name, keys, shuffled=folder.name == "train")
+    for position, (members, entry) in progress(samples, len(keys), f"pack {folder.name}", True):
         writer.add(members, entry, position)
     return writer.close(task_of(dataset), name, classes_of(dataset))
 

@@ -91,10 +91,9 @@ def packed_keys(dataset: Any) -> List[str]:
     return list(dataset.keys) if task_of(dataset) == "video" else sample_keys(dataset)
 
 
-def samples_of(dataset: Any, name: str, shuffled: bool = False) -> Iterator[Tuple[int, Sample]]:
-    """``(position, sample)`` for each sample of ``dataset`` (each video, for frame folders): in the dataset's
+def samples_of(dataset: Any, name: str, keys: List[str], shuffled: bool = False) -> Iterator[Tuple[int, Sample]]:
+    """``(position, sample)`` for each sample of ``dataset`` under its ``keys`` (``packed_keys``): in the dataset's
     order, or in a shuffle seeded by 0 (the same data packs to the same shards)."""
-    keys = packed_keys(dataset)
     order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0)).tolist() if shuffled else None
     for at in order if order is not None else range(len(keys)):
         yield at, sample_at(dataset, name, at, keys[at])
