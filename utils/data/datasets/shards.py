@@ -85,14 +85,14 @@ class Shards(Dataset):
             raise ConfigError("dataset shards needs data.root=<folder or s3://bucket/prefix written by --mode pack>")
         self.bad_samples = BadSamples(on_bad_sample, "shards")
         self.channels = check_channels(channels, "shards")
-        self.reader = open_split(
-            root, split, cache_limit, cache_dir, evict_lru=bool(shuffle_window)
-        )  # its one-line errors: before training
+        # its one-line errors: before training
+        self.reader = open_split(root, split, cache_limit, cache_dir, evict_lru=bool(shuffle_window))
         self.index = index = self.reader.index
         self.task = index.task  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
-        task_args = {"channels": channels, "image_size": image_size, "size": size, "multi_scale": multi_scale}
-        task_args.update(size_divisor=size_divisor, clip_len=clip_len, frame_stride=frame_stride, num_clips=num_clips)
-        warn_unused(index.task, dict(task_args, pad_short=pad_short), self.reader.store.url)
+        given = dict(channels=channels, image_size=image_size, size=size, multi_scale=multi_scale)
+        given.update(size_divisor=size_divisor, clip_len=clip_len, frame_stride=frame_stride, num_clips=num_clips)
+        given.update(pad_short=pad_short)
+        warn_unused(index.task, given, self.reader.store.url)
         self.where = self.reader.where
         self.classes = index.classes
         if (
