@@ -38,7 +38,11 @@ def _layout(size: Sequence[int]) -> str:
     return {3: " (channels, height, width)", 4: " (channels, frames, height, width)"}.get(len(size), "")
 
 
-TASKS = ("classification", "sod", "video")  # the eval.metric values a dataset may declare as its ``task``
+TASKS = (
+    "classification",
+    "sod",
+    "video",
+)  # the eval.metric values a dataset (or a packed split) may declare as its task
 
 
 def check_task(dataset: Any, metric: str) -> None:

@@ -34,6 +34,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
+from utils.data.input_shape import TASKS
 from utils.data.masks import size_pair
 from utils.data.predict_inputs import ImageFiles, PredictImages, Sizing, collect_inputs, input_root, mask_names
 from utils.data.predict_shards import packed_split, shard_source
@@ -52,7 +53,6 @@ from utils.run_folder import RunFolder
 log = logging.getLogger(__name__)
 
 TOPK = 5
-TASKS = ("classification", "sod", "video")
 CLIP_ARGS = ("clip_len", "frame_stride", "num_clips", "pad_short")
 
 

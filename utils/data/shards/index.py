@@ -14,12 +14,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from utils.data.input_shape import TASKS  # the tasks a split is packed for: eval.metric's names
 from utils.errors import DataError
 
 FORMAT = "regtrain-shards"
 VERSION = 1
 INDEX = "index.json"
-TASKS = ("classification", "sod", "video")
 
 
 @dataclass(frozen=True)
