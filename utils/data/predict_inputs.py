@@ -25,7 +25,8 @@ from torch.utils.data import Dataset, default_collate
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import glob_visible, split_glob, walk_visible
-from utils.data.images import as_float, read_pixels
+from utils.data.images import read_pixels
+from utils.data.transforms import pixels_then_floats
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -175,23 +176,27 @@ class PredictImages(Dataset):
             log.warning("skipping %s; data.args.on_bad_sample=skip", err.skipped)
             return None, {"index": index}
         size = list(values.shape[-2:])
-        from torchvision import tv_tensors
         from torchvision.transforms.v2 import functional as TF
 
-        image = tv_tensors.Image(values)
-        if self.sizing.resize_first is not None:  # before as_float, as image_folder resizes (8-bit data as uint8)
+        sized_first = self.sizing.resize_first is not None or self.sizing.crop_first is not None
+        # read as the training dataset read its images (utils/data/transforms.py): sized, then floats, then transformed
+        image = pixels_then_floats(values, self._size_first if sized_first else None, self.transform)
+        if self.sizing.resize_last is not None:  # after the transforms, as the mask datasets resize
+            image = TF.resize(image, list(self.sizing.resize_last), antialias=True)
+        self.sizing.check(image, path)
+        return image.as_subclass(torch.Tensor), {"index": index, "size": size}
+
+    def _size_first(self, image: Any) -> Any:
+        """The sizing ahead of the eval transforms, on the stored pixels (8-bit data as uint8, as image_folder)."""
+        from torchvision.transforms.v2 import functional as TF
+
+        if self.sizing.resize_first is not None:
             image = TF.resize(image, list(self.sizing.resize_first), antialias=True)
         if self.sizing.crop_first is not None:  # as DALI's eval pipeline: the shorter side, then the centre
             image = TF.center_crop(
                 TF.resize(image, self.sizing.crop_first, antialias=True), [self.sizing.crop_first] * 2
             )
-        image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
-        if self.transform is not None:
-            image = self.transform(image)
-        if self.sizing.resize_last is not None:  # after the transforms, as the mask datasets resize
-            image = TF.resize(image, list(self.sizing.resize_last), antialias=True)
-        self.sizing.check(image, path)
-        return image.as_subclass(torch.Tensor), {"index": index, "size": size}
+        return image
 
     def collate_fn(self, batch: List[Tuple[Any, dict]]) -> Tuple[torch.Tensor, dict]:
         """The readable items stacked (a DataError naming two files of different sizes, where no trained size
