@@ -103,6 +103,13 @@ def test_sod_pack_gives_the_same_images_masks_and_names(tmp_path, capsys):
         packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args={"size": 24}), split)
         assert packed.sample_keys() == original.sample_keys()
         same_items(original, packed, len(original))
+    # eval.save_predictions names each saliency map after its stem: a stem that is a path is refused on load
+    index_file = tmp_path / "p" / "test" / "index.json"
+    index = json.loads(index_file.read_text())
+    index["samples"][1]["stem"] = "../../evil"
+    index_file.write_text(json.dumps(index))
+    with pytest.raises(DataError, match=r"at sample 1 \(stem '../../evil' is not a plain file name\)"):
+        build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args={"size": 24}), "test")
 
 
 def test_a_corrupt_shard_stops_with_its_name_or_is_skipped(tmp_path, capsys):
@@ -210,6 +217,10 @@ CRAFTED = [  # (what is changed in the test split's index, what the one line nam
     (lambda i: i["samples"][7].__setitem__("label", "x"), "at sample 7 (label 'x'"),
     (lambda i: i["samples"][8].__setitem__("image", "elsewhere.npy"), "its image 'elsewhere.npy' is not among"),
     (lambda i: i["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+    # predict names a saliency map after its sample's key: a key that leaves the folder is refused on load
+    (lambda i: i["samples"][2].__setitem__("key", "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),
+    (lambda i: i["samples"][2].__setitem__("key", "/tmp/abs.png"), "at sample 2 (key '/tmp/abs.png' is not a relative"),
+    (lambda i: i["samples"][2].__setitem__("key", ""), "at sample 2 (key '' is not"),
 ]
 
 

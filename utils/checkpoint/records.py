@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from utils.checkpoint.files import fsync_dir
+from utils.errors import CheckpointError
+from utils.names_from_files import plain_name
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +94,17 @@ def read_record(checkpoint: Path) -> Optional[ValidationRecord]:
         return None
 
 
-def best_as_of(record: Optional[ValidationRecord], saved: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The best checkpoint file as of a checkpoint: the one the record of the validation after it names; else
+def best_as_of(
+    checkpoint: Path, record: Optional[ValidationRecord], saved: Optional[Mapping[str, Any]]
+) -> Optional[str]:
+    """The best checkpoint file as of ``checkpoint``: the one the record of the validation after it names; else
     (that validation did not finish, or an older version wrote a record without it) the one the checkpoint's
-    own ``loop.checkpointer`` state ``saved`` names (the best before it)."""
-    return (record.best if record is not None else None) or (saved or {}).get("best")
+    own ``loop.checkpointer`` state ``saved`` names (the best before it). A name that is not a file of the
+    checkpoint's own folder (a path, ``..``) is refused: the resume links and rotates the file it names."""
+    best = (record.best if record is not None else None) or (saved or {}).get("best")
+    if best is not None and not plain_name(best):
+        raise CheckpointError(
+            f"checkpoint '{checkpoint}' (or its {SUFFIX} record) names its best checkpoint {best!r}, not a file of "
+            "its own folder; the file was altered or made elsewhere: resume from another checkpoint of the run"
+        )
+    return best

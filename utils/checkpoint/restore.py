@@ -66,7 +66,7 @@ class Resume:
             )
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
         return Restored(
-            progress, self.path, self.record, best_as_of(self.record, checkpoint.loop_state("checkpointer"))
+            progress, self.path, self.record, best_as_of(self.path, self.record, checkpoint.loop_state("checkpointer"))
         )
 
 

@@ -122,7 +122,7 @@ def adopt(store: CheckpointStore, source: Path) -> Path:
     progress = checkpoint.progress
     name = source.name if is_numbered(source.name) else store.path_for(progress.epoch, progress.batch).name
     record = read_record(source)
-    best = best_as_of(record, checkpoint.loop_state("checkpointer"))
+    best = best_as_of(source, record, checkpoint.loop_state("checkpointer"))
     store.directory.mkdir(parents=True, exist_ok=True)
     store.link(source, name)
     if record is not None:

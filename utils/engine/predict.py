@@ -47,6 +47,7 @@ from utils.engine.test_mode import checkpoint_network
 from utils.errors import ConfigError
 from utils.log import progress
 from utils.model.outputs import select
+from utils.names_from_files import inside
 from utils.registry import DATASETS
 from utils.run_folder import RunFolder
 
@@ -192,6 +193,12 @@ def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path
     return rows
 
 
+def _mask_paths(run: RunFolder, dataset: PredictImages) -> List[Path]:
+    """Each input's mask file under ``<run>/masks``, named after it (a packed sample's key comes from its index)."""
+    names = mask_names(dataset.source.relative)
+    return [inside(run.path / "masks", str(name), f"input '{path}'") for name, path in zip(names, dataset.paths)]
+
+
 def _names(checkpoint: Checkpoint, outputs: int) -> List[str]:
     """A name per network output: the class names, then ``output_<i>`` for outputs beyond the data's classes
     (a network may score more classes than its data has; test mode's top-1 takes them into account too)."""
@@ -279,11 +286,9 @@ def predict_checkpoint(
     dataset = predict_dataset(cfg, input_spec)
     log.info("predicting %d input(s) with %s from %s", len(dataset.paths), cfg.model.name, checkpoint.source)
     _ = dataset[0]  # read (and size-checked) before any file is written: inputs of another size usually all are
+    masks = _mask_paths(run, dataset) if cfg.eval.metric == "sod" else []  # each checked before anything is written
     if info.is_main:
         write_config(cfg, run.config, PREDICT_ADVICE)
-    masks = (
-        [run.path / "masks" / name for name in mask_names(dataset.source.relative)] if cfg.eval.metric == "sod" else []
-    )
     mine = predict_rows(cfg, info, checkpoint, dataset, masks)
     pairs = [pair for shard in all_gather_objects(mine) for pair in shard] if info.world_size > 1 else mine
     if cfg.eval.metric == "video":

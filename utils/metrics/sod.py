@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from utils.data.mask_encoding import mask_values
 from utils.errors import ConfigError, DataError
 from utils.metrics.base import Metric, target_mask
+from utils.names_from_files import inside
 from utils.registry import METRICS
 
 log = logging.getLogger(__name__)
@@ -159,4 +160,5 @@ class SaliencyWriter:
             raise ConfigError("eval.save_predictions needs a dataset whose targets carry image names ({'name': [...]})")
         gts = ground_truths(targets)
         for name, saliency in zip(targets["name"], saliency_maps(outputs, [g.shape[:2] for g in gts])):
-            Image.fromarray(saliency).save(self.folder / f"{name}.png")
+            path = inside(self.folder, f"{name}.png", "the sample name of a saliency map")
+            Image.fromarray(saliency).save(path)

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from utils.data.input_shape import TASKS  # the tasks a split is packed for: eval.metric's names
 from utils.errors import DataError
+from utils.names_from_files import plain_name, relative_name
 
 FORMAT = "regtrain-shards"
 VERSION = 1
@@ -71,7 +72,7 @@ def parse_index(text: bytes, where: str) -> Index:
     if index.task not in TASKS or sum(s.samples for s in shards) != len(index.samples):
         raise DataError(f"shard index '{where}' is inconsistent (task or sample counts); pack the data again")
     for shard in shards:
-        if not _plain(shard.name):
+        if not plain_name(shard.name):
             raise DataError(
                 f"shard index '{where}' names the shard {shard.name!r}, not a file beside it; pack the data again"
             )
@@ -82,11 +83,6 @@ def parse_index(text: bytes, where: str) -> Index:
     return index
 
 
-def _plain(name: Any) -> bool:
-    """A file name of its own: no folder, nothing that climbs out of the split's folder."""
-    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
-
-
 # the members each task's entry names: a name, or a list of them (a video's frames)
 NAMED = {"classification": ("image",), "sod": ("image", "mask"), "video": ("frames",)}
 
@@ -95,6 +91,8 @@ def _sample_problem(index: Index, sample: Any) -> str:
     """What is wrong with one sample's entry (its shard, members, byte spans, named members, label), or ''."""
     if not isinstance(sample, dict) or "key" not in sample:
         return "not an entry with a key"
+    if not relative_name(sample["key"]):  # predict names its masks by the keys: a key stays below its folder
+        return f"key {sample['key']!r} is not a relative path below the split (absolute, '..' or empty)"
     shard = sample.get("shard")
     if not isinstance(shard, int) or not 0 <= shard < len(index.shards):
         return f"shard {shard!r} of {len(index.shards)}"
@@ -103,7 +101,7 @@ def _sample_problem(index: Index, sample: Any) -> str:
         return "no members"
     for name, span in members.items():
         if not (
-            _plain(name) and isinstance(span, list) and len(span) == 3 and all(isinstance(v, int) for v in span[:2])
+            plain_name(name) and isinstance(span, list) and len(span) == 3 and all(isinstance(v, int) for v in span[:2])
         ):
             return f"member {name!r}: {span!r}"
         if span[0] < 0 or span[1] < 0 or span[0] + span[1] > index.shards[shard].bytes:
@@ -114,7 +112,8 @@ def _sample_problem(index: Index, sample: Any) -> str:
         if not names or any(name not in members for name in names):
             return f"its {field} {named!r} is not among its members"
     if index.task == "sod":
-        return "" if isinstance(sample.get("stem"), str) else "no stem"
+        # the saliency maps of eval.save_predictions are named by the stems
+        return "" if plain_name(sample.get("stem")) else f"stem {sample.get('stem')!r} is not a plain file name"
     label, classes = sample.get("label"), index.classes
     if (
         not isinstance(label, int)
