@@ -81,7 +81,36 @@ CASES: Dict[str, tuple] = {
         lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"],
         r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh",
     ),
+    "pretrained weights of integers (model.pretrained)": (
+        lambda tmp, run: _altered_weights(run, tmp, lambda t: t.long() if t.is_floating_point() else t),
+        r"'.*altered.pt' holds \d+ tensor\(s\) of another kind than the network's \(backbone.stages.0.0.0.weight: torch.int64 -> torch.float32, .*; file -> network\): integers are never loaded as floating-point weights",
+    ),
+    "pretrained weights of NaN (model.pretrained)": (
+        lambda tmp, run: _altered_weights(
+            run, tmp, lambda t: torch.full_like(t, float("nan")) if t.is_floating_point() else t
+        ),
+        r"'.*altered.pt' holds NaN or infinite values in \d+ tensor\(s\) \(backbone.stages.0.0.0.weight, .*\): a network loaded from it computes NaN; use another file",
+    ),
+    "checkpoint of float counters (--mode test)": (
+        lambda tmp, run: _altered_weights(run, tmp, lambda t: t if t.is_floating_point() else t.float(), test=True),
+        r"'.*altered.pt' holds \d+ tensor\(s\) of another kind than the network's \(backbone.*num_batches_tracked: torch.float32 -> torch.int64",
+    ),
 }
+
+
+def _altered_weights(run: Path, tmp: Path, change, test: bool = False) -> List[str]:
+    """The run's network weights with ``change`` applied to each tensor, as a plain state_dict (pretrained weights)
+    or as a whole checkpoint (``test``) saved with ``torch.save``."""
+    data = torch.load(run / "run" / "latest" / "checkpoints" / "last.pt", weights_only=False)
+    weights = {k: change(v) for k, v in data["model"].items()}
+    if test:
+        data["model"] = weights
+    torch.save(data if test else weights, tmp / "altered.pt")
+    return (
+        ["--mode", "test", "--checkpoint", str(tmp / "altered.pt")]
+        if test
+        else [f"model.pretrained={tmp / 'altered.pt'}"]
+    )
 
 
 def _flipped_best(run: Path, tmp: Path) -> List[str]:

@@ -12,7 +12,7 @@ from torch import nn
 from utils.checkpoint.records import ValidationRecord, best_as_of
 from utils.checkpoint.snapshot import StateObjects
 from utils.checkpoint.state import Checkpoint, Progress
-from utils.checkpoint.weights import PRETRAINED_WAY_OUT, MinShare, load_weights, weight_mismatch
+from utils.checkpoint.weights import PRETRAINED_WAY_OUT, MinShare, check_values, load_weights, weight_mismatch
 from utils.config import ModelConfig
 from utils.distributed.process_group import DistInfo
 from utils.errors import CheckpointError
@@ -94,6 +94,7 @@ def load_initial_weights(
     if resume_path is not None:
         checkpoint = Checkpoint.load(resume_path)  # a file or a sharded directory
         same_data = check(checkpoint)
+        check_values(model.state_dict(), checkpoint.model_weights, str(resume_path))
         try:
             model.load_state_dict(checkpoint.model_weights)
         except RuntimeError as err:
@@ -150,6 +151,7 @@ def load_eval_weights(model: nn.Module, path: Path) -> None:
 
     checkpoint = Checkpoint.load(path)
     if checkpoint.shards is None or not is_sharded(model):
+        check_values(unwrap(model).state_dict(), checkpoint.eval_weights, str(path))
         unwrap(model).load_state_dict(checkpoint.eval_weights)
         return
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict

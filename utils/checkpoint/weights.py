@@ -11,7 +11,7 @@ from torch import nn
 
 from utils.checkpoint.files import load_file
 from utils.checkpoint.state import network_weights_of
-from utils.errors import CheckpointError
+from utils.errors import CheckpointError, name_list
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,35 @@ def weight_mismatch(model: nn.Module, weights: Mapping[str, torch.Tensor]) -> st
     return "; ".join(parts) or "no key differs"
 
 
+def _kind(tensor: torch.Tensor) -> str:
+    if tensor.dtype == torch.bool:
+        return "boolean"
+    if tensor.is_complex():
+        return "complex"
+    return "floating-point" if tensor.is_floating_point() else "integer"
+
+
+def check_values(own: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Tensor], source: str) -> None:
+    """CheckpointError, naming the tensors, when ``weights`` would load as values they do not hold: a tensor of
+    another kind than the network's (integer into floating point or back: load_state_dict would convert it
+    without a word, e.g. int64 counts as weights), or NaN/inf values (training from them gives NaN losses,
+    which would be blamed on the learning rate). Only the tensors that load (same name and shape) are checked."""
+    loads = [k for k, v in weights.items() if k in own and tuple(own[k].shape) == tuple(v.shape)]
+    kinds = [f"{k}: {weights[k].dtype} -> {own[k].dtype}" for k in loads if _kind(weights[k]) != _kind(own[k])]
+    if kinds:
+        raise CheckpointError(
+            f"'{source}' holds {len(kinds)} tensor(s) of another kind than the network's ({name_list(kinds, show=4)}; "
+            "file -> network): integers are never loaded as floating-point weights or back, since the values would "
+            "be converted without a word; check that the file holds this network's weights as saved"
+        )
+    broken = [k for k in loads if weights[k].is_floating_point() and not bool(torch.isfinite(weights[k]).all())]
+    if broken:
+        raise CheckpointError(
+            f"'{source}' holds NaN or infinite values in {len(broken)} tensor(s) ({name_list(broken, show=4)}): "
+            "a network loaded from it computes NaN; use another file (an earlier checkpoint of the run)"
+        )
+
+
 class LoadReport(NamedTuple):
     loaded: List[str]
     missing: List[str]
@@ -67,6 +96,7 @@ def load_matching(
     prefix: str = "",
     strict: bool = False,
     check: Optional[Callable[[LoadReport], None]] = None,
+    source: str = "the weights",
 ) -> LoadReport:
     """Load the tensors of ``state`` whose names and shapes match ``model``.
 
@@ -80,6 +110,7 @@ def load_matching(
             key = key.split(".", 1)[1]
         cleaned[prefix + key] = value
     own = model.state_dict()
+    check_values(own, cleaned, source)
     matching = {k: v for k, v in cleaned.items() if k in own and own[k].shape == v.shape}
     missing, unexpected, mismatched = compare_keys(own, cleaned)
     report = LoadReport(sorted(matching), missing, unexpected, mismatched)
@@ -172,6 +203,7 @@ def load_weights(
         prefix=prefix,
         strict=strict,
         check=lambda r: check_share(model, r, prefix, str(path), minimum),
+        source=str(path),
     )
     if not report.loaded:
         raise CheckpointError(

@@ -16,7 +16,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.weights import weight_mismatch
+from utils.checkpoint.weights import check_values, weight_mismatch
 from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_task, check_test_size
@@ -39,6 +39,7 @@ def checkpoint_network(cfg: Config, checkpoint: Checkpoint, device: torch.device
     """The network with the weights the run evaluated with (the EMA's when it selected with them),
     on ``device``, at the precision it was trained with."""
     model = build_network(cfg.model)
+    check_values(model.state_dict(), checkpoint.eval_weights, str(checkpoint.source))
     try:
         model.load_state_dict(checkpoint.eval_weights)
     except RuntimeError as err:
