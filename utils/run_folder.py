@@ -169,6 +169,12 @@ def newest_run(experiment: Path) -> Optional[RunFolder]:
 def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> RunFolder:
     """A new, empty ``<kind>_NNN`` folder (``<kind>_NNN_<tag>`` with a tag) numbered after the experiment's
     newest (two runs started at once get two folders); a training run also becomes ``latest``."""
+    link = experiment / LATEST
+    if kind == "run" and link.exists() and not link.is_symlink():
+        raise OutputError(
+            f"'{link}' is a {'folder' if link.is_dir() else 'file'}, where this framework keeps the link to the "
+            "experiment's newest run; move it away (rename it) and start again"
+        )
     made = [folder for folder in (experiment, *experiment.parents) if not folder.exists()]  # deepest first
     try:
         experiment.mkdir(parents=True, exist_ok=True)
@@ -184,7 +190,6 @@ def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> Ru
         run = RunFolder(path)
         run.fresh, run._made = True, [path, *made]
         if kind == "run":
-            link = experiment / LATEST
             run._latest = (experiment, os.readlink(link) if link.is_symlink() else None)
             _point_latest(experiment, path.name)
     except OSError as err:

@@ -91,8 +91,12 @@ def load_yaml(text: str, fast: bool = False) -> Any:
 
 
 def read_config_text(path: Path) -> str:
-    """The text of the config file ``path``; ConfigError for a missing file (naming the closest file
-    beside it) or one that is not UTF-8 text."""
+    """The text of the config file ``path``; ConfigError for a folder (naming its YAML files), a missing file
+    (naming the closest file beside it) or one that is not UTF-8 text."""
+    if path.is_dir():
+        found = sorted(str(p) for p in path.glob("*.y*ml"))
+        fix = f"give one of its files, e.g. --config {found[0]}" if found else "give a YAML file"
+        raise ConfigError(f"config file '{path}' is a folder, not a file; {fix}")
     if not path.is_file():
         try:
             near = difflib.get_close_matches(

@@ -136,6 +136,14 @@ CASES: Dict[str, tuple] = {
         lambda tmp: ["--config", "configs/digits_resnt18.yaml"],
         r"^error: config file 'configs/digits_resnt18.yaml' does not exist; did you mean 'configs/digits_resnet18.yaml'\?$",
     ),
+    "--config naming a folder": (
+        lambda tmp: ["--config", "configs"],
+        r"^error: config file 'configs' is a folder, not a file; give one of its files, e.g. --config configs/\S+\.yaml$",
+    ),
+    "latest that is a real folder": (
+        lambda tmp: (tmp / "out" / "bad" / "latest").mkdir(parents=True) or [],
+        r"^error: '.*/bad/latest' is a folder, where this framework keeps the link to the experiment's newest run; move it away",
+    ),
     "train.ema=true": (
         lambda tmp: ["train.ema=true"],
         r"^error: config key 'train.ema' must be a mapping \(e.g. \{decay: 0.9998\}\) or null, got True \(bool\)$",
