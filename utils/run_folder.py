@@ -209,14 +209,19 @@ RUN_FILES = (
 )
 
 
+def is_numbered_run(folder: Path) -> bool:
+    """Whether ``folder`` is a ``run_NNN``, ``test_NNN``, ``predict_NNN``, ``export_NNN`` or ``compare_NNN`` folder
+    holding a run's files (a run's name alone is not enough)."""
+    return _NUMBERED.match(folder.name) is not None and any((folder / name).exists() for name in RUN_FILES)
+
+
 def run_holding(path: Path) -> Optional[Path]:
-    """The run folder that ``path`` is or lies inside, else None: a ``run_NNN``, ``test_NNN``, ``predict_NNN`` or
-    ``export_NNN`` folder holding a run's files, or a folder of framework 0.2 and older holding checkpoints.
-    Links are resolved first (``<experiment>/latest/x`` lies inside the run ``latest`` points to)."""
+    """The run folder that ``path`` is or lies inside, else None: a numbered run folder (``is_numbered_run``), or a
+    folder of framework 0.2 and older holding checkpoints. Links are resolved first (``<experiment>/latest/x`` lies
+    inside the run ``latest`` points to)."""
     resolved = Path(path).expanduser().resolve()
     for folder in (resolved, *resolved.parents):
-        numbered_run = _NUMBERED.match(folder.name) is not None and any((folder / name).exists() for name in RUN_FILES)
-        if numbered_run or RunFolder(folder).has_checkpoints():
+        if is_numbered_run(folder) or RunFolder(folder).has_checkpoints():
             return folder
     return None
 
