@@ -18,13 +18,15 @@ import importlib
 import inspect
 import logging
 import traceback
-from typing import Any, Dict, List, Optional, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from utils.arguments import check_values
 from utils.config import Config
 from utils.data.transforms import check_transforms
 from utils.errors import ConfigError
 from utils.hook.selection import check_hook_entries, check_hook_tasks
+from utils.import_place import check_import_place
 from utils.optim.optimizers import check_group_keys
 from utils.registry import BACKBONES, DATASETS, HOOKS, LOSSES, METRICS, NETWORKS, Registry, UnknownArguments
 
@@ -180,15 +182,17 @@ def monitor_mode(metric_name: str, monitor: str, mode: Optional[str], extras: Se
     return mode
 
 
-def import_custom(names: Sequence[str]) -> None:
+def import_custom(names: Sequence[str], output_roots: Sequence[Union[str, Path]] = ()) -> None:
     """Import the ``custom_imports`` modules (their registrations fill the registries).
 
-    A module that does not import, because it does not exist or because an
-    import inside it fails (a missing package, a misspelt name), is bad input:
+    A module that lies in a results folder (a run folder, ``output_roots`` or the default output root:
+    ``utils/import_place.py``) is refused before any of it runs. A module that does not import, because it
+    does not exist or because an import inside it fails (a missing package, a misspelt name), is bad input:
     ConfigError naming the module, the failing import's file and line, and the fix.
     Any other exception raised by the module's code is a bug and keeps its traceback.
     """
     for name in names:
+        check_import_place(name, output_roots)
         try:
             importlib.import_module(name)
         except ImportError as err:

@@ -131,7 +131,7 @@ def resolve_config(args: argparse.Namespace, checkpoint: Optional[Checkpoint]) -
     """Test, predict and export start from the config saved in the checkpoint (``checkpoint_base``); the file and
     overrides apply on top. Only the user's ``custom_imports`` are imported."""
     cfg = load_config(args.config, args.overrides, base=checkpoint_base(checkpoint) if checkpoint is not None else None)
-    import_custom(cfg.custom_imports)
+    import_custom(cfg.custom_imports, [cfg.experiment.output_root])
     try:  # the registries know the custom imports' names now; predict reads data.args.on_bad_sample itself, whatever the dataset takes
         check_references(dataset_check_view(cfg) if args.mode == "predict" else cfg)
     except RegistryError as err:

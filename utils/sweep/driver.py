@@ -142,7 +142,7 @@ def default_build(config: Optional[str], overrides: List[str]) -> Callable[[List
 
     def build(extra: List[str]) -> Config:
         cfg = load_config(config, [*overrides, *extra])
-        import_custom(cfg.custom_imports)
+        import_custom(cfg.custom_imports, [cfg.experiment.output_root])
         check_references(cfg)
         return cfg
 
