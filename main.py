@@ -199,7 +199,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.sweep:  # its trials are child processes: this one holds no process group and no device
             return sweep_command(args)
         if args.mode == "compare":  # finished runs' files only: no config, no process group, no device
-            return compare_command(args.paths, args.output)
+            return compare_command(args.paths, args.output, args.overrides)
         if args.mode == "pack":  # the dataset's files only: no process group, no device, no run folder
             return pack_command(args)
         trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code

@@ -1,5 +1,5 @@
-"""Bad input to ``--mode compare`` is one ``error:`` line (exit 2) and writes nothing; its command line takes PATHs
-and ``--output`` only; a failed write leaves no partial file."""
+"""Bad input to ``--mode compare`` is one ``error:`` line (exit 2) and writes nothing; its command line takes PATHs,
+``custom_imports=[...]`` and ``--output`` only; a failed write leaves no partial file."""
 
 from __future__ import annotations
 
@@ -108,6 +108,8 @@ def test_the_command_line_takes_paths_and_output_only(args, message, capsys):
 def test_paths_are_not_overrides_and_other_modes_keep_theirs():
     args = main.parse_args(["--mode", "compare", "a", "optim.lr=0.1", "--output", "o"])
     assert args.paths == ["a", "optim.lr=0.1"] and args.overrides == [] and args.output == "o"
+    args = main.parse_args(["--mode", "compare", "a", "custom_imports=[my.metrics]", "b"])  # the one key it takes
+    assert args.paths == ["a", "b"] and args.overrides == ["custom_imports=[my.metrics]"]
     args = main.parse_args(["optim.lr=0.1", "--trust-file", "w.pt"])
     assert args.overrides == ["optim.lr=0.1"] and args.paths == [] and args.trust_file == ["w.pt"]
 

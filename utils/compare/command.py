@@ -25,8 +25,10 @@ from utils.compare.table import (
     runs_list,
     shown_path,
 )
+from utils.config import load_config
 from utils.errors import ConfigError, UserError
 from utils.log import setup_logging
+from utils.references import import_custom
 from utils.run_folder import RunFolder, create, named, run_holding
 
 ADVICE = "run the compare again (into a new or empty --output, or without --output)"
@@ -45,12 +47,16 @@ def output_folder(output: Optional[str], first_run: Path) -> RunFolder:
     return create(experiment, "compare")
 
 
-def compare_command(paths: Sequence[str], output: Optional[str]) -> int:
+def compare_command(paths: Sequence[str], output: Optional[str], overrides: Sequence[str] = ()) -> int:
     """Compare the runs of ``paths`` (experiment, sweep or run folders) into ``output``; prints the table and
-    a last line ``compare: runs=N configurations=K incomplete=I folder=DIR``. Returns the exit code (0)."""
+    a last line ``compare: runs=N configurations=K incomplete=I folder=DIR``. Returns the exit code (0).
+
+    ``overrides``: the user's ``custom_imports=[...]`` (the modules of a metric of their own), the only code
+    imported: a run's files are data, and the modules they name are never imported."""
     setup_logging(None, 0)
     runs = find_runs(paths)
     records = [read_run(run) for run in runs]
+    import_custom(load_config(None, list(overrides)).custom_imports if overrides else [], paths)
     keys, configurations, incomplete = group_runs(records)
     monitor = choose_monitor(records)
     metrics = metric_names(configurations)

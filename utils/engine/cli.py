@@ -29,6 +29,7 @@ MODE_OPTIONS = {
     "reset_optimizer": ("train",),
     "sweep": ("train",),
 }
+COMPARE_KEY = "custom_imports="  # the one override --mode compare takes beside its PATHs
 INSTEAD = {
     "checkpoint": "; training never starts from it: to start from its weights use model.pretrained=FILE, to continue its run use --resume FILE"
 }
@@ -99,7 +100,8 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
         "overrides",
         nargs="*",
         metavar="key.sub=value",
-        help="config overrides; --mode compare: the PATHs to compare (experiment, sweep or run folders)",
+        help="config overrides; --mode compare: the PATHs to compare (experiment, sweep or run folders) and "
+        "custom_imports=[...], the modules of a metric of your own",
     )
     args = parser.parse_intermixed_args(argv)  # options may follow key=value overrides
     for dest, modes in MODE_OPTIONS.items():  # an option the mode does not read would do nothing: refused
@@ -116,8 +118,12 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
         parser.error("--sweep continues by itself (the same command again resumes its trials): leave out --resume")
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
-    # compare reads finished runs: its positional arguments are folders, not overrides
-    args.paths, args.overrides = (args.overrides, []) if args.mode == "compare" else ([], args.overrides)
+    # compare reads finished runs: its positional arguments are folders, not overrides, but for the one key it
+    # reads from the user (the runs' files are data: the modules of a metric of the user's own)
+    args.paths, args.overrides = ([], args.overrides)
+    if args.mode == "compare":
+        args.paths = [item for item in args.overrides if not item.startswith(COMPARE_KEY)]
+        args.overrides = [item for item in args.overrides if item.startswith(COMPARE_KEY)]
     if args.mode == "compare" and not args.paths:
         parser.error("--mode compare needs at least one PATH: an experiment folder, a sweep folder or run folders")
     if args.mode == "pack" and not args.output:
