@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 import main
 from tests.fixtures.compare_runs import resolved_config, write_run
 from tests.fixtures.outputs import one_error, partial_files, small_disk
+from utils.compare.collect import MAX_CONFIG, MAX_LINE, read_run
 
 
 @pytest.fixture
@@ -55,12 +57,74 @@ def test_a_file_instead_of_a_folder(experiment, capsys):
 
 def test_a_corrupt_metrics_line_names_the_file_and_the_line(experiment, capsys):
     metrics = experiment / "run_002" / "metrics.jsonl"
-    metrics.write_text(metrics.read_text() + '{"split": "test", "top1": 0.\n')
+    good = metrics.read_text()
+    metrics.write_text(good + '{"split": "test", "top1": 0.\n')
     error = refused([str(experiment)], capsys)
     assert error.startswith(f"error: '{metrics}' line 2 is not a JSON object (")
+    assert error.endswith("; repair or remove that line, or leave its run out of the PATHs")
     metrics.write_text("[1, 2]\n")
-    assert refused([str(experiment)], capsys) == f"error: '{metrics}' line 1 is not a JSON object: '[1, 2]'"
+    assert refused([str(experiment)], capsys) == (
+        f"error: '{metrics}' line 1 is not a JSON object: '[1, 2]'; repair or remove that line, or leave its run out of the PATHs"
+    )
+    metrics.write_text(good + "x" * (MAX_LINE + 10))
+    assert refused([str(experiment)], capsys).startswith(
+        f"error: '{metrics}' line 2 is longer than 1,048,576 characters"
+    )
     assert not list(experiment.glob("compare_*"))
+
+
+def test_a_last_line_cut_short_is_left_out_with_a_warning(experiment, capsys):
+    """A run killed while writing a row leaves its last line without its newline: what it wrote before counts."""
+    metrics = experiment / "run_002" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + '{"split": "test", "top1": 0.')
+    assert main.main(["--mode", "compare", str(experiment)]) == 0
+    err = capsys.readouterr().err
+    assert f"'{metrics}' line 2 was cut short (the run stopped while writing it); it is left out" in err
+    assert read_run(metrics.parent).test == {"top1": 0.5, "loss": 1.0}
+
+
+@pytest.mark.parametrize("value", ['"0.9"', "true", "null", "[0.9]", "1" + "0" * 400])
+def test_a_test_metric_that_is_no_number_is_one_line(experiment, value, capsys):
+    """A string was dropped without a word, and the row still said n=2."""
+    metrics = experiment / "run_002" / "metrics.jsonl"
+    metrics.write_text('{"split": "test", "epoch": 0, "step": 10, "top1": %s, "loss": 1.0, "samples": 9}\n' % value)
+    error = refused([str(experiment)], capsys)
+    assert error.startswith(f"error: '{metrics}' line 1: test metric 'top1' is ")
+    assert error.endswith(
+        ", not a number (NaN and inf are); repair or remove that line, or leave its run out of the PATHs"
+    )
+    assert not list(experiment.glob("compare_*"))
+
+
+def test_a_huge_or_odd_config_is_one_line(experiment, capsys):
+    config = experiment / "run_001" / "config.yaml"
+    with open(config, "a") as handle:
+        handle.truncate(MAX_CONFIG + 1)  # a sparse file: no 16 MB written
+    assert refused([str(experiment)], capsys) == (
+        f"error: '{config}' holds 16,777,217 bytes, more than 16,777,216: it is no run's config (a few KB); leave its run out of the PATHs"
+    )
+    tree = resolved_config(experiment, 1)
+    tree["eval"].update(monitor_mode="best", extra_metrics=[{"name": ["F1"]}])
+    config.write_text(yaml.safe_dump(tree))
+    assert refused([str(experiment)], capsys) == (
+        f"error: '{config}' has eval.monitor_mode 'best', eval.extra_metrics of a kind no run writes: is it a run's resolved config?"
+    )
+
+
+def test_a_sweep_table_naming_a_run_elsewhere_is_one_line(experiment, tmp_path, capsys):
+    """trials.csv's runs were joined to the experiment's folder as they were: '../x/run_001' reached another
+    folder, whose experiment then received the compare_NNN folder."""
+    elsewhere = write_run(tmp_path / "x" / "run_001", resolved_config(tmp_path / "x", 1), {"top1": 0.1, "loss": 2.0})
+    sweep = experiment / "sweep_s"
+    sweep.mkdir()
+    (sweep / "trials.csv").write_text("trial,runs\n0,run_001 run_002\n1,../x/run_001\n")
+    assert refused([str(sweep)], capsys) == (
+        f"error: '{sweep / 'trials.csv'}' line 3 names the run '../x/run_001', which is no folder name beside the sweep's "
+        "folder (a sweep's runs are <experiment>/run_NNN_<tag>); repair the table, or give the run folders"
+    )
+    (sweep / "trials.csv").write_bytes(b"trial,runs\n0,run_\xff\n")
+    assert refused([str(sweep)], capsys).startswith(f"error: cannot read '{sweep / 'trials.csv'}' as a sweep's table")
+    assert not list(elsewhere.parent.glob("compare_*")) and not list(experiment.glob("compare_*"))
 
 
 def test_a_broken_config_names_its_file(experiment, capsys):

@@ -4,21 +4,30 @@ A run folder holds the run's resolved config (``config.yaml``) and its validatio
 (``metrics.jsonl``; a run killed before its first validation has its ``checkpoints/`` only). ``find_runs``
 is the one place that turns PATHs into run folders; ``read_run`` reads one: the config tree and the last
 test row (None: the run never tested, it is incomplete).
+
+What these files hold is data from whoever made them: a name in them (a sweep table's run) becomes a path only
+as a plain folder name beside the sweep; a file too large for what it is, a line that is no JSON object, a test
+metric that is no number are each one DataError naming the file (and the line); only a last line cut short, as
+a run killed while writing leaves it, is left out with a warning.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from utils.config_rules import plain_name
 from utils.errors import ConfigError, DataError
 from utils.yaml_load import load_yaml
+
+log = logging.getLogger(__name__)
 
 CONFIG = "config.yaml"
 SWEEP_TABLE = "trials.csv"  # a sweep's table of trials (utils/sweep/table.py): its column runs names their folders
@@ -26,8 +35,11 @@ METRICS = "metrics.jsonl"
 # what other modes write (utils/run_folder.py numbers them): a --mode test folder holds a config.yaml and a test
 # row as a run does, but it tested another run's checkpoint; counted, it would be a seed twice
 OTHER_MODES = re.compile(r"^(test|predict|export|compare)_\d+(_|$)")
-# the bookkeeping of a metrics row; every other number in a test row is a metric
+# the bookkeeping of a metrics row; every other value in a test row is a metric, a number
 NOT_METRICS = ("split", "epoch", "step", "samples")
+MAX_CONFIG = 16 << 20  # bytes of a config.yaml: a resolved config is a few KB, a config of 1,000,000 values some MB
+MAX_LINE = 1 << 20  # characters of a metrics.jsonl line: a row is some hundred
+FIX_ROW = "repair or remove that line, or leave its run out of the PATHs"
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,8 @@ class RunRecord:
     path: Path
     config: Dict[str, Any]  # the resolved config tree of config.yaml
     test: Optional[Dict[str, float]]  # the last test row's metrics; None: no test row (incomplete)
+    rows: int = 0  # the evaluation rows metrics.jsonl holds (0: the run has not validated yet)
+    written: float = 0.0  # when metrics.jsonl was last written (seconds since the epoch): the newest of a seed's runs
 
 
 def is_run(folder: Path) -> bool:
@@ -69,10 +83,31 @@ def runs_at(path: Path) -> List[Path]:
         return [path]
     trials = path / SWEEP_TABLE
     if trials.is_file():
-        with trials.open(newline="") as table:
-            names = [name for row in csv.DictReader(table) for name in (row.get("runs") or "").split()]
-        return [path.parent / name for name in names if is_run(path.parent / name)]
+        runs = [path.parent / name for name in sweep_runs(trials)]
+        return [run for run in runs if not run.is_symlink() and is_run(run)]
     return _runs_in(path)
+
+
+def sweep_runs(trials: Path) -> List[str]:
+    """The run folders a sweep's ``trials.csv`` lists (column ``runs``), each a folder name beside the sweep's
+    folder (in its experiment): a name that would reach elsewhere is a DataError naming the line."""
+    names = []
+    try:
+        with trials.open(newline="", encoding="utf-8") as table:
+            reader = csv.DictReader(table)
+            for row in reader:
+                for name in (row.get("runs") or "").split():
+                    if not plain_name(name):
+                        raise DataError(
+                            f"'{trials}' line {reader.line_num} names the run {quoted(name)}, which is no folder name "
+                            "beside the sweep's folder (a sweep's runs are <experiment>/run_NNN_<tag>); repair the table, or give the run folders"
+                        )
+                    names.append(name)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise DataError(
+            f"cannot read '{trials}' as a sweep's table of trials ({getattr(err, 'strerror', None) or err}); give the run folders instead"
+        ) from err
+    return names
 
 
 def find_runs(paths: Sequence[Union[str, Path]]) -> List[Path]:
@@ -101,12 +136,28 @@ def find_runs(paths: Sequence[Union[str, Path]]) -> List[Path]:
     return list(found.values())
 
 
+def quoted(value: Any) -> str:
+    """A value read from a file, for a message: its repr (a newline stays ``\\n``), cut short past 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _read_error(path: Path, err: Exception) -> DataError:
+    return DataError(
+        f"cannot read '{path}' ({getattr(err, 'strerror', None) or err}); make it readable, or leave its run out of the PATHs"
+    )
+
+
 def read_config(path: Path) -> Dict[str, Any]:
-    """A run's config tree (the safe loader of ``utils/yaml_load.py``); DataError naming a broken file."""
+    """A run's config tree (the safe loader of ``utils/yaml_load.py``); DataError naming a broken or huge file."""
     try:
+        if path.stat().st_size > MAX_CONFIG:
+            raise DataError(
+                f"'{path}' holds {path.stat().st_size:,} bytes, more than {MAX_CONFIG:,}: it is no run's config (a few KB); leave its run out of the PATHs"
+            )
         config = load_yaml(path.read_text(encoding="utf-8"), fast=True)
     except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read '{path}' ({getattr(err, 'strerror', None) or err})") from err
+        raise _read_error(path, err) from err
     except (yaml.YAMLError, ConfigError) as err:
         raise DataError(f"'{path}' is not a run's config: {str(err).splitlines()[0]}") from err
     if not isinstance(config, dict):
@@ -114,34 +165,73 @@ def read_config(path: Path) -> Dict[str, Any]:
     return config
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def metrics_rows(path: Path) -> List[Tuple[int, Dict[str, Any]]]:
+    """The rows of ``metrics.jsonl`` (``path``; none without the file), each with its line number. A last line cut
+    short (no newline, not JSON: the run was killed while writing it) is left out with a warning, as a resumed run
+    drops it; any other line that is no JSON object is a DataError naming the file and the line."""
+    if not path.is_file():
+        return []
+    rows = []
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE + 1), ""), start=1):
+                if not line.strip():
+                    continue
+                if len(line) > MAX_LINE:
+                    raise DataError(
+                        f"'{path}' line {number} is longer than {MAX_LINE:,} characters, which no metrics row is; leave its run out of the PATHs"
+                    )
+                try:
+                    row = json.loads(line)
+                except ValueError as err:
+                    if not line.endswith("\n"):  # the last line, cut short
+                        log.warning(
+                            "'%s' line %d was cut short (the run stopped while writing it); it is left out",
+                            path,
+                            number,
+                        )
+                        break
+                    raise DataError(
+                        f"'{path}' line {number} is not a JSON object ({err}): {line[:80]!r}; {FIX_ROW}"
+                    ) from None
+                if not isinstance(row, dict):
+                    raise DataError(f"'{path}' line {number} is not a JSON object: {line[:80].rstrip()!r}; {FIX_ROW}")
+                rows.append((number, row))
+    except (OSError, UnicodeDecodeError) as err:
+        raise _read_error(path, err) from err
+    return rows
+
+
+def _metric(path: Path, number: int, key: str, value: Any) -> float:
+    """A test row's value as a float (NaN and inf are metrics that went wrong: kept, and shown); DataError for
+    anything else (a string, true, null, a list), which no metric is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # an integer past float's range
+            pass
+    raise DataError(
+        f"'{path}' line {number}: test metric {quoted(key)} is {quoted(value)}, not a number (NaN and inf are); {FIX_ROW}"
+    )
+
+
+def tested_metrics(rows: Sequence[Tuple[int, Dict[str, Any]]], path: Path) -> Optional[Dict[str, float]]:
+    """The metrics of the last ``"split": "test"`` row of ``rows`` (read from ``path``), None without one."""
+    tested = [(number, row) for number, row in rows if row.get("split") == "test"]
+    if not tested:
+        return None
+    number, row = tested[-1]
+    return {key: _metric(path, number, key, value) for key, value in row.items() if key not in NOT_METRICS}
 
 
 def last_test_row(path: Path) -> Optional[Dict[str, float]]:
-    """The metrics of the last ``"split": "test"`` row of ``metrics.jsonl`` (``path``), None without one (or
-    without the file). Every line is read: a corrupt one is a DataError naming the file and the line."""
-    if not path.is_file():
-        return None
-    test = None
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read '{path}' ({getattr(err, 'strerror', None) or err})") from err
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            raise DataError(f"'{path}' line {number} is not a JSON object ({err}): {line[:80]!r}") from None
-        if not isinstance(row, dict):
-            raise DataError(f"'{path}' line {number} is not a JSON object: {line[:80]!r}")
-        if row.get("split") == "test":
-            test = {key: float(value) for key, value in row.items() if key not in NOT_METRICS and _number(value)}
-    return test
+    """The metrics of the last test row of ``metrics.jsonl`` (``path``), None without one (or without the file)."""
+    return tested_metrics(metrics_rows(path), path)
 
 
 def read_run(path: Path) -> RunRecord:
-    """One run: its config tree and its last test row."""
-    return RunRecord(path, read_config(path / CONFIG), last_test_row(path / METRICS))
+    """One run: its config tree, its last test row, how many rows it wrote and when."""
+    metrics = path / METRICS
+    rows = metrics_rows(metrics)
+    written = metrics.stat().st_mtime if rows else 0.0
+    return RunRecord(path, read_config(path / CONFIG), tested_metrics(rows, metrics), len(rows), written)

@@ -9,7 +9,6 @@ validation value of ``eval.monitor``.
 from __future__ import annotations
 
 import ctypes
-import json
 import re
 import signal
 import subprocess
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.compare.collect import METRICS, last_test_row
+from utils.compare.collect import METRICS, last_test_row, metrics_rows
 from utils.run_folder import numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
@@ -142,13 +141,17 @@ def has_checkpoint(folder: Path) -> bool:
 
 
 def rows(folder: Path) -> List[Dict[str, Any]]:
-    path = folder / METRICS
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    """The run's metrics rows, read as ``--mode compare`` reads them (a last line cut short left out, with a warning)."""
+    return [row for _, row in metrics_rows(folder / METRICS)]
 
 
 def best_value(folder: Optional[Path], monitor: str, direction: str) -> Optional[float]:
-    """The best validation value of ``monitor`` the run recorded."""
-    values = [float(r[monitor]) for r in rows(folder) if r.get("split") == "val" and monitor in r] if folder else []
+    """The best validation value of ``monitor`` the run recorded (numbers only: NaN and inf included)."""
+    values = [
+        float(r[monitor])
+        for r in (rows(folder) if folder else [])
+        if r.get("split") == "val" and isinstance(r.get(monitor), (int, float)) and not isinstance(r[monitor], bool)
+    ]
     if not values:
         return None
     return max(values) if direction == "maximize" else min(values)
