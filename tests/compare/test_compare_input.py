@@ -184,3 +184,25 @@ def test_a_failed_write_is_one_line_and_leaves_no_partial_file(experiment, tmp_p
         assert error.startswith(f"error: could not write '{disk / 'compare.png'}' (No space left on device)")
         assert error.endswith("run the compare again (into a new or empty --output, or without --output)")
         assert partial_files(disk) == []
+
+
+def test_runs_without_a_test_row_yet_are_named_with_how_far_they_got(tmp_path, capsys):
+    """A run in its first epoch (config.yaml, .lock, log.txt, tb/: no metrics, no checkpoint yet) was no run:
+    "no runs found"."""
+    experiment = tmp_path / "exp"
+    first = experiment / "run_001"
+    (first / "tb").mkdir(parents=True)
+    (first / "config.yaml").write_text(yaml.safe_dump(resolved_config(experiment, 1)))
+    (first / ".lock").write_text("")
+    (first / "log.txt").write_text("epoch 0 ...\n")
+    assert refused([str(experiment)], capsys) == (
+        f"error: nothing to compare in '{experiment}' yet: 1 run found, none has a test row ({first} has not validated "
+        "yet: in the first epoch, or stopped in it); compare again when a run has finished (its test row is written at its end)"
+    )
+    write_run(experiment / "run_002", resolved_config(experiment, 2), None, val=[{"top1": 0.5}])
+    assert refused([str(experiment)], capsys) == (
+        f"error: nothing to compare in '{experiment}' yet: 2 runs found, none has a test row ({first} has not validated "
+        f"yet: in the first epoch, or stopped in it; {experiment / 'run_002'} has validated but not tested: training, or "
+        "stopped); compare again when a run has finished (its test row is written at its end)"
+    )
+    assert not list(experiment.glob("compare_*"))

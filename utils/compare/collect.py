@@ -25,6 +25,7 @@ import yaml
 
 from utils.config_rules import plain_name
 from utils.errors import ConfigError, DataError
+from utils.run_folder import is_numbered_run
 from utils.yaml_load import load_yaml
 
 log = logging.getLogger(__name__)
@@ -54,11 +55,12 @@ class RunRecord:
 
 
 def is_run(folder: Path) -> bool:
-    """Whether ``folder`` is a training run's folder: its config.yaml and its metrics (or checkpoints)."""
+    """Whether ``folder`` is a training run's folder: its config.yaml and its metrics, or checkpoints, or the
+    name of a training run (``run_NNN``: one in its first epoch has written neither yet)."""
     return (
         not OTHER_MODES.match(folder.name)
         and (folder / CONFIG).is_file()
-        and ((folder / METRICS).is_file() or (folder / "checkpoints").is_dir())
+        and ((folder / METRICS).is_file() or (folder / "checkpoints").is_dir() or is_numbered_run(folder))
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from utils.atomic_write import write_atomic, write_text
-from utils.compare.collect import find_runs, read_run
+from utils.compare.collect import RunRecord, find_runs, read_run
 from utils.compare.figure import draw_figure
 from utils.compare.group import group_runs
 from utils.compare.monitor import choose_monitor
@@ -26,12 +26,31 @@ from utils.compare.table import (
     shown_path,
 )
 from utils.config import load_config
-from utils.errors import ConfigError, UserError
+from utils.errors import ConfigError, DataError, UserError, name_list
 from utils.log import setup_logging
 from utils.references import import_custom
 from utils.run_folder import RunFolder, create, named, run_holding
 
 ADVICE = "run the compare again (into a new or empty --output, or without --output)"
+
+
+def nothing_yet(paths: Sequence[str], incomplete: Sequence[RunRecord]) -> DataError:
+    """What the PATHs hold when no run has a test row yet: how many runs, and how far each got."""
+    fresh = [shown_path(record.path) for record in incomplete if not record.rows]
+    later = [shown_path(record.path) for record in incomplete if record.rows]
+    states = [
+        f"{name_list(names, show=3)} {'has' if len(names) == 1 else 'have'} {what}"
+        for names, what in (
+            (fresh, "not validated yet: in the first epoch, or stopped in it"),
+            (later, "validated but not tested: training, or stopped"),
+        )
+        if names
+    ]
+    runs = f"{len(incomplete)} run{'s' if len(incomplete) > 1 else ''}"
+    return DataError(
+        f"nothing to compare in {name_list([repr(str(p)) for p in paths], show=3)} yet: {runs} found, none has a test "
+        f"row ({'; '.join(states)}); compare again when a run has finished (its test row is written at its end)"
+    )
 
 
 def output_folder(output: Optional[str], first_run: Path) -> RunFolder:
@@ -58,6 +77,8 @@ def compare_command(paths: Sequence[str], output: Optional[str], overrides: Sequ
     records = [read_run(run) for run in runs]
     import_custom(load_config(None, list(overrides)).custom_imports if overrides else [], paths)
     keys, configurations, incomplete = group_runs(records)
+    if not configurations:
+        raise nothing_yet(paths, incomplete)
     monitor = choose_monitor(records)
     metrics = metric_names(configurations)
     rows = rank(configurations, metrics, monitor)
