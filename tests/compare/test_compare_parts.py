@@ -54,7 +54,7 @@ def test_varied_keys_leave_out_the_seed_and_bookkeeping_and_see_lists_and_missin
 
 def test_configurations_in_order_of_their_first_run_with_a_missing_key_shown_as_a_dash(tmp_path):
     def record(name, test, **values):
-        return RunRecord(tmp_path / name, resolved_config(tmp_path, 1, **values), test)
+        return RunRecord(tmp_path / name, resolved_config(tmp_path, int(name[1:]), **values), test)
 
     records = [
         record("r1", {"top1": 0.5}, optim__lr=0.1),
@@ -123,3 +123,14 @@ def test_the_figure_of_many_configurations_stays_readable(tmp_path):
     legend = legend_lines(rows, 1)
     assert legend[1] == "1: optim.lr=0.06 (n=2)" and legend[-2] == f"ranks {LEGEND_LINES + 1}-60: see compare.md"
     assert legend[-1] == "1 incomplete run(s) without a test row: not shown"
+
+
+def test_a_seed_run_twice_counts_once_the_newest_or_on_a_tie_the_later_found(tmp_path):
+    def record(name, seed, written):
+        return RunRecord(tmp_path / name, resolved_config(tmp_path, seed), {"top1": 0.5}, 1, written)
+
+    _, [configuration], _ = group_runs(
+        [record("a", 1, 5.0), record("b", 2, 5.0), record("c", 1, 5.0), record("d", 1, 4.0)]
+    )
+    assert [run.path.name for run in configuration.runs] == ["c", "b"] and configuration.n == 2
+    assert [run.path.name for run in configuration.repeats] == ["a", "d"]

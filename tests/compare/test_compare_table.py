@@ -133,14 +133,38 @@ def test_a_monitor_better_lower_sorts_ascending_and_one_seed_has_no_spread(tmp_p
 def test_run_folders_of_two_experiments_mixed_and_nothing_varied(tmp_path):
     """Experiment names never split a configuration; with no key varied, one row holds every seed."""
     runs = []
-    for name in ("a", "b"):
+    for name, seeds in (("a", (1, 2)), ("b", (3, 4))):
         folder = tmp_path / "output" / name
-        for seed in (1, 2):
+        for seed in seeds:
             runs.append(write_run(folder / f"run_00{seed}", resolved_config(folder, seed), {"top1": 0.5 + seed / 10}))
     assert main.main(["--mode", "compare", *map(str, runs)]) == 0
     rows = read_csv(tmp_path / "output" / "a" / "compare_001" / "compare.csv")  # the first PATH's experiment
     assert len(rows) == 1 and rows[0]["n"] == "4" and list(rows[0])[:2] == ["rank", "n"]
-    assert float(rows[0]["test_top1_mean"]) == pytest.approx(0.65)
+    assert float(rows[0]["test_top1_mean"]) == pytest.approx(0.75)
+
+
+def test_one_configuration_and_seed_is_one_sample(tmp_path, capsys):
+    """Two runs of one configuration and one seed (trained twice, or one experiment copied into another) were
+    two samples: n=2 and an interval of width zero from one seed's value twice."""
+    folder = tmp_path / "exp"
+    for number, (seed, top1) in enumerate([(1, 0.5), (2, 0.7), (1, 0.9), (2, 0.7)], start=1):
+        write_run(folder / f"run_00{number}", resolved_config(folder, seed, optim__lr=0.1), {"top1": top1})
+    write_run(folder / "run_005", resolved_config(folder, 1, optim__lr=0.2), {"top1": 0.6})
+    for number, age in ((1, 300), (2, 0), (3, 200), (4, 100)):  # run_002 is its seed's newest, run_003 its seed's
+        os.utime(folder / f"run_00{number}" / "metrics.jsonl", (1e9 - age, 1e9 - age))
+    assert main.main(["--mode", "compare", str(folder)]) == 0
+    captured = capsys.readouterr()
+    rows = read_csv(folder / "compare_001" / "compare.csv")
+    complete = [row for row in rows if row["state"] == "complete"]
+    assert [(row["optim.lr"], row["n"]) for row in complete] == [("0.1", "2"), ("0.2", "1")]
+    assert float(complete[0]["test_top1_mean"]) == pytest.approx(0.8)  # seed 1: run_003's 0.9, not run_001's 0.5
+    assert [Path(p).name for p in complete[0]["runs"].split(";")] == ["run_003", "run_002"]
+    repeated = [(row["optim.lr"], Path(row["runs"]).name, row["n"]) for row in rows if row["state"] == "repeated"]
+    assert repeated == [("0.1", "run_001", "0"), ("0.1", "run_004", "0")]
+    for seed, kept, left in ((1, "run_003", "run_001"), (2, "run_002", "run_004")):
+        line = f"optim.lr=0.1, seed {seed}: 2 complete runs, one sample: the newest, {folder / kept}, is counted, not {folder / left}"
+        assert line in captured.err and f"- {line}" in captured.out
+    assert "Repeated seeds (one configuration and seed is one sample; not averaged):" in captured.out
 
 
 def test_a_sweep_folder_stands_for_the_runs_its_table_lists(tmp_path):

@@ -7,6 +7,7 @@ The folder is ``--output`` (a new or empty folder outside every run: ``utils/run
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -22,6 +23,8 @@ from utils.compare.table import (
     incomplete_list,
     markdown_table,
     markdown_text,
+    repeated_list,
+    repeated_seeds,
     runs_list,
     shown_path,
 )
@@ -30,6 +33,8 @@ from utils.errors import ConfigError, DataError, UserError, name_list
 from utils.log import setup_logging
 from utils.references import import_custom
 from utils.run_folder import RunFolder, create, named, run_holding
+
+log = logging.getLogger(__name__)
 
 ADVICE = "run the compare again (into a new or empty --output, or without --output)"
 
@@ -83,7 +88,10 @@ def compare_command(paths: Sequence[str], output: Optional[str], overrides: Sequ
     metrics = metric_names(configurations)
     rows = rank(configurations, metrics, monitor)
     parts: List[str] = [heading(len(records), rows, monitor), markdown_table(keys, metrics, rows)]
-    summary = "\n\n".join(part for part in (*parts, incomplete_list(keys, incomplete)) if part)
+    for line in repeated_seeds(configurations):
+        log.warning("%s", line)
+    repeats = repeated_list(configurations)
+    summary = "\n\n".join(part for part in (*parts, repeats, incomplete_list(keys, incomplete)) if part)
     image = draw_figure(rows, metrics, monitor, len(incomplete))
     folder = output_folder(output, runs[0])
     try:

@@ -1,5 +1,7 @@
 """Runs grouped by configuration: the config keys whose values differ between the runs (seed aside) name a
-configuration, and runs that agree on all of them are its seeds.
+configuration, and runs that agree on all of them are its seeds. One configuration and seed is one sample: of
+two complete runs of one seed (trained twice, or an experiment copied beside another) the newest counts and the
+other is a repeat, listed and never averaged, so ``n`` is the number of distinct seeds.
 
 Configs are compared as flat dotted keys (``optim.lr``, ``model.args.backbone_args.widths``); a list is one
 value (``optim.betas``), and a key one run has and another lacks differs (``-`` where it is missing).
@@ -68,16 +70,36 @@ def _agree(value: Any, other: Any) -> bool:
     return _same(value) == _same(other)
 
 
+def seed_of(record: RunRecord) -> str:
+    """The run's seed as a comparable text (``_same``): runs of one configuration and one seed are one sample."""
+    return _same(record.config.get(SEED, MISSING))
+
+
 @dataclass
 class Configuration:
-    """One configuration: its values of the varied keys and its complete runs (one per seed)."""
+    """One configuration: its values of the varied keys and its complete runs, one per seed (the newest complete
+    run of a seed: its metrics.jsonl written last, the later found on a tie); ``repeats``: the others."""
 
     values: Dict[str, Any]
     runs: List[RunRecord] = field(default_factory=list)
+    repeats: List[RunRecord] = field(default_factory=list)
+    _seeds: Dict[str, int] = field(default_factory=dict, repr=False)  # seed -> its run's index in runs
 
     @property
     def n(self) -> int:
+        """The number of distinct seeds."""
         return len(self.runs)
+
+    def add(self, record: RunRecord) -> None:
+        """A complete run of this configuration: its seed's sample unless a newer run of that seed is one."""
+        index = self._seeds.setdefault(seed_of(record), len(self.runs))
+        if index == len(self.runs):
+            self.runs.append(record)
+        elif self.runs[index].written > record.written:
+            self.repeats.append(record)
+        else:
+            self.repeats.append(self.runs[index])
+            self.runs[index] = record
 
     def label(self) -> str:
         """``optim.lr=0.001, seed...``: the values as one line (``all runs`` when nothing varied)."""
@@ -86,7 +108,8 @@ class Configuration:
 
 def group_runs(records: Sequence[RunRecord]) -> Tuple[List[str], List[Configuration], List[RunRecord]]:
     """(the varied keys, the configurations in order of their first run, the incomplete runs). A configuration
-    holds its complete runs only: one whose runs are all incomplete is no configuration, its runs are listed."""
+    holds its complete runs only, one per seed: one whose runs are all incomplete is no configuration, its runs are
+    listed."""
     flat = [flatten(record.config) for record in records]
     keys = varied_keys(flat) if flat else []
     configurations: Dict[Tuple[str, ...], Configuration] = {}
@@ -97,7 +120,7 @@ def group_runs(records: Sequence[RunRecord]) -> Tuple[List[str], List[Configurat
             continue
         values = {key: config.get(key, MISSING) for key in keys}
         identity = tuple(_same(value) for value in values.values())
-        configurations.setdefault(identity, Configuration(values)).runs.append(record)
+        configurations.setdefault(identity, Configuration(values)).add(record)
     return keys, list(configurations.values()), incomplete
 
 

@@ -3,7 +3,8 @@ own) and ``compare.md`` (the table, the incomplete runs, the runs of each row).
 
 Columns: ``rank``, the varied config keys, ``n`` (complete runs: seeds), for every test metric
 ``test_<metric>_mean``, ``_std``, ``_ci_low``, ``_ci_high``, then ``p_value`` (the monitor against rank 1);
-the CSV adds ``state`` (complete / incomplete) and ``runs`` (the run folders, ``;`` between them).
+the CSV adds ``state`` (complete; repeated: a seed's older complete run, left out; incomplete) and ``runs`` (the
+run folders, ``;`` between them).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from utils.compare.collect import RunRecord
-from utils.compare.group import shown, values_of
+from utils.compare.group import MISSING, SEED, Configuration, seed_of, shown, values_of
 from utils.compare.monitor import Monitor
 from utils.compare.ranking import Row
 from utils.compare.stats import CONFIDENCE
+from utils.errors import name_list
 
 STATS = ("mean", "std", "ci_low", "ci_high")
 
@@ -61,6 +63,10 @@ def csv_text(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], i
         cells = _cells(row, metrics, "{!r}")
         writer.writerow([rank, *values, config.n, *cells, _p(row.p_value, "{!r}"), "complete", runs])
     blank = [""] * (len(metrics) * len(STATS) + 1)
+    for row in rows:
+        values = [shown(row.configuration.values[key]) for key in keys]
+        for record in row.configuration.repeats:
+            writer.writerow(["", *values, 0, *blank, "repeated", shown_path(record.path)])
     for record in incomplete:
         values = [shown(value) for value in values_of(record, keys).values()]
         writer.writerow(["", *values, 0, *blank, "incomplete", shown_path(record.path)])
@@ -106,6 +112,32 @@ def incomplete_list(keys: Sequence[str], incomplete: Sequence[RunRecord]) -> str
         values = ", ".join(f"{key}={shown(value)}" for key, value in values_of(record, keys).items())
         lines.append(f"- {shown_path(record.path)}" + (f" ({values})" if values else ""))
     return "\n".join(lines)
+
+
+def repeated_seeds(configurations: Sequence[Configuration]) -> List[str]:
+    """One sentence per seed that a configuration has more than one complete run of: the run counted, the others."""
+    lines = []
+    for configuration in configurations:
+        for kept in configuration.runs:
+            seed = seed_of(kept)
+            left = [shown_path(run.path) for run in configuration.repeats if seed_of(run) == seed]
+            if left:
+                lines.append(
+                    f"{configuration.label()}, seed {shown(kept.config.get(SEED, MISSING))}: {len(left) + 1} complete runs, "
+                    f"one sample: the newest, {shown_path(kept.path)}, is counted, not {name_list(left, show=3)}"
+                )
+    return lines
+
+
+def repeated_list(configurations: Sequence[Configuration]) -> str:
+    """The runs left out as repeats of a seed: listed, never averaged."""
+    lines = repeated_seeds(configurations)
+    if not lines:
+        return ""
+    return "\n".join(
+        ["Repeated seeds (one configuration and seed is one sample; not averaged):", ""]
+        + [f"- {line}" for line in lines]
+    )
 
 
 def runs_list(rows: Sequence[Row]) -> str:
