@@ -14,7 +14,7 @@ from utils.compare.collect import RunRecord, find_runs, read_run
 from utils.compare.figure import LEGEND_LINES, draw_figure, legend_lines, nice_ticks
 from utils.compare.group import flatten, group_runs, varied_keys
 from utils.compare.monitor import Monitor
-from utils.compare.ranking import metric_names, rank
+from utils.compare.ranking import metric_names, partial_metrics, rank
 from utils.compare.stats import summarize, t_quantile, welch_p_values
 from utils.errors import DataError
 
@@ -134,3 +134,19 @@ def test_a_seed_run_twice_counts_once_the_newest_or_on_a_tie_the_later_found(tmp
     )
     assert [run.path.name for run in configuration.runs] == ["c", "b"] and configuration.n == 2
     assert [run.path.name for run in configuration.repeats] == ["a", "d"]
+
+
+def test_a_metric_some_runs_lack_is_named_with_the_runs_it_is_over(tmp_path):
+    """The row said n=3 while top5's mean was over 2 runs, without a word."""
+    records = [
+        RunRecord(
+            tmp_path / f"r{seed}", resolved_config(tmp_path, seed), {"top1": 0.5, **({"top5": 0.9} if seed < 3 else {})}
+        )
+        for seed in (1, 2, 3)
+    ]
+    _, configurations, _ = group_runs(records)
+    rows = rank(configurations, ["top1", "top5"], Monitor("top1", "max"))
+    assert rows[0].stats["top5"].n == 2 and rows[0].configuration.n == 3
+    assert partial_metrics(rows, ["top1", "top5"]) == [
+        f"all runs: test_top5 is in 2 of its 3 runs' test rows (not in {tmp_path / 'r3'}); its statistics are over those 2"
+    ]

@@ -16,7 +16,7 @@ from utils.compare.collect import RunRecord, find_runs, read_run
 from utils.compare.figure import draw_figure
 from utils.compare.group import group_runs
 from utils.compare.monitor import choose_monitor
-from utils.compare.ranking import metric_names, rank
+from utils.compare.ranking import metric_names, partial_metrics, rank
 from utils.compare.table import (
     csv_text,
     heading,
@@ -88,7 +88,7 @@ def compare_command(paths: Sequence[str], output: Optional[str], overrides: Sequ
     metrics = metric_names(configurations)
     rows = rank(configurations, metrics, monitor)
     parts: List[str] = [heading(len(records), rows, monitor), markdown_table(keys, metrics, rows)]
-    for line in repeated_seeds(configurations):
+    for line in [*repeated_seeds(configurations), *partial_metrics(rows, metrics)]:
         log.warning("%s", line)
     repeats = repeated_list(configurations)
     summary = "\n\n".join(part for part in (*parts, repeats, incomplete_list(keys, incomplete)) if part)

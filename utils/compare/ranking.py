@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 from utils.compare.group import Configuration
 from utils.compare.monitor import Monitor
 from utils.compare.stats import Summary, summarize, welch_p_values
+from utils.errors import name_list
 
 
 @dataclass
@@ -59,3 +60,19 @@ def rank(configurations: Sequence[Configuration], metrics: Sequence[str], monito
         for row, p_value in zip(others, p_values):
             row.p_value = p_value
     return rows
+
+
+def partial_metrics(rows: Sequence[Row], metrics: Sequence[str]) -> List[str]:
+    """One sentence per row and metric that some of the row's runs do not report: its statistics are over fewer
+    runs than the row's ``n`` (runs of another version, or of another task, mixed in)."""
+    lines = []
+    for row in rows:
+        runs = row.configuration.runs
+        for metric in metrics:
+            lacking = [str(run.path) for run in runs if run.test is not None and metric not in run.test]
+            if lacking and len(lacking) < len(runs):
+                lines.append(
+                    f"{row.configuration.label()}: test_{metric} is in {len(runs) - len(lacking)} of its {len(runs)} runs' "
+                    f"test rows (not in {name_list(lacking, show=3)}); its statistics are over those {len(runs) - len(lacking)}"
+                )
+    return lines
