@@ -40,6 +40,10 @@ def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode,
             continue
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
+        try:
+            hash(key)
+        except TypeError:  # a list or mapping as a key: construct_mapping names it (a YAMLError, one line)
+            continue
         if key in lines:
             raise ConfigError(
                 f"key '{key}' appears twice in one mapping (lines {lines[key]} and {line}); YAML would keep only the second: merge them into one"

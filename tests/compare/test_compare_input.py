@@ -66,6 +66,10 @@ def test_a_corrupt_metrics_line_names_the_file_and_the_line(experiment, capsys):
     assert refused([str(experiment)], capsys) == (
         f"error: '{metrics}' line 1 is not a JSON object: '[1, 2]'; repair or remove that line, or leave its run out of the PATHs"
     )
+    metrics.write_text("[" * 100_000 + "]" * 100_000 + "\n")  # deeper than the JSON parser goes: a RecursionError
+    assert refused([str(experiment)], capsys).startswith(
+        f"error: '{metrics}' line 1 is not a JSON object (maximum recursion"
+    )
     metrics.write_text(good + "x" * (MAX_LINE + 10))
     assert refused([str(experiment)], capsys).startswith(
         f"error: '{metrics}' line 2 is longer than 1,048,576 characters"
@@ -129,11 +133,17 @@ def test_a_sweep_table_naming_a_run_elsewhere_is_one_line(experiment, tmp_path, 
 
 def test_a_broken_config_names_its_file(experiment, capsys):
     config = experiment / "run_001" / "config.yaml"
+    fix = "; leave its run out of the PATHs (a run writes its resolved config there)"
     config.write_text("optim: [unclosed\n")
-    assert refused([str(experiment)], capsys).startswith(f"error: '{config}' is not a run's config: ")
+    error = refused([str(experiment)], capsys)
+    assert error.startswith(f"error: '{config}' is not a run's config: ") and error.endswith(fix)
     config.write_text("- a list\n")
     assert refused([str(experiment)], capsys) == (
-        f"error: '{config}' is not a run's config: it holds list, not a mapping of sections"
+        f"error: '{config}' is not a run's config: it holds list, not a mapping of sections{fix}"
+    )
+    config.write_text("optim:\n  ? [a, b]\n  : 1\n")  # a list as a key: a TypeError's traceback
+    assert refused([str(experiment)], capsys) == (
+        f"error: '{config}' is not a run's config: found unhashable key (line 2){fix}"
     )
 
 

@@ -41,6 +41,7 @@ NOT_METRICS = ("split", "epoch", "step", "samples")
 MAX_CONFIG = 16 << 20  # bytes of a config.yaml: a resolved config is a few KB, a config of 1,000,000 values some MB
 MAX_LINE = 1 << 20  # characters of a metrics.jsonl line: a row is some hundred
 FIX_ROW = "repair or remove that line, or leave its run out of the PATHs"
+FIX_CONFIG = "leave its run out of the PATHs (a run writes its resolved config there)"
 
 
 @dataclass(frozen=True)
@@ -160,10 +161,16 @@ def read_config(path: Path) -> Dict[str, Any]:
         config = load_yaml(path.read_text(encoding="utf-8"), fast=True)
     except (OSError, UnicodeDecodeError) as err:
         raise _read_error(path, err) from err
-    except (yaml.YAMLError, ConfigError) as err:
-        raise DataError(f"'{path}' is not a run's config: {str(err).splitlines()[0]}") from err
+    except yaml.YAMLError as err:
+        mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+        what = f"{problem} (line {mark.line + 1})" if problem and mark else str(err).splitlines()[0]
+        raise DataError(f"'{path}' is not a run's config: {what}; {FIX_CONFIG}") from err
+    except ConfigError as err:
+        raise DataError(f"'{path}' is not a run's config: {str(err).splitlines()[0]}; {FIX_CONFIG}") from err
     if not isinstance(config, dict):
-        raise DataError(f"'{path}' is not a run's config: it holds {type(config).__name__}, not a mapping of sections")
+        raise DataError(
+            f"'{path}' is not a run's config: it holds {type(config).__name__}, not a mapping of sections; {FIX_CONFIG}"
+        )
     return config
 
 
@@ -185,7 +192,7 @@ def metrics_rows(path: Path) -> List[Tuple[int, Dict[str, Any]]]:
                     )
                 try:
                     row = json.loads(line)
-                except ValueError as err:
+                except (ValueError, RecursionError) as err:  # RecursionError: arrays nested past the parser's depth
                     if not line.endswith("\n"):  # the last line, cut short
                         log.warning(
                             "'%s' line %d was cut short (the run stopped while writing it); it is left out",
