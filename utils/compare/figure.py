@@ -1,5 +1,6 @@
 """``compare.png``: for every test metric a panel with one column per configuration (in the table's order, labelled
-by its rank): every seed's value as a point, the mean as a line, the 95% interval as a bar.
+by its rank): every seed's value as a point, the mean as a line, the 95% interval as a bar. Its size is bounded
+whatever the runs' files hold: ``PANELS`` panels at most, titles and legend lines cut at ``TEXT_CHARS``.
 
 Drawn with PIL (no plotting library: matplotlib is no dependency) and PIL's bundled font, so it looks the same
 on every machine; a legend under the panels names each rank's configuration.
@@ -22,6 +23,8 @@ PLOT_HEIGHT = 210
 MIN_COLUMN, MAX_COLUMN, MIN_WIDTH = 22, 96, 560
 LINE_WIDTH = 1280  # panels side by side up to this width, then on the next line
 LEGEND_LINES = 40  # more configurations than this: the rest are in compare.md, by rank
+PANELS = 24  # more test metrics than this: the monitor and the first others drawn, every one in compare.csv
+TEXT_CHARS = 160  # a title or legend line longer than this (a name from a run's files) is cut: the image stays small
 GRID, FRAME, BEST = (225, 225, 225), (140, 140, 140), (255, 246, 214)
 SEED, SEED_EDGE, INTERVAL = (86, 140, 200), (30, 70, 120), (214, 84, 40)
 
@@ -116,23 +119,43 @@ def _rank_labels(draw: ImageDraw.ImageDraw, panel: Panel, count: int) -> None:
         draw.text((panel.x(i), y), str(i + 1), fill=INK, font=font(SMALL), anchor="mt")
 
 
-def legend_lines(rows: Sequence[Row], incomplete: int) -> List[str]:
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 3] + "..."
+
+
+def drawn_metrics(metrics: Sequence[str], monitor: Monitor) -> List[str]:
+    """The metrics that get a panel: all of them up to ``PANELS``, else the monitor and the first others."""
+    if len(metrics) <= PANELS:
+        return list(metrics)
+    first = [monitor.name] if monitor.name in metrics else []
+    return first + [metric for metric in metrics if metric != monitor.name][: PANELS - len(first)]
+
+
+def legend_lines(rows: Sequence[Row], incomplete: int, undrawn: int = 0) -> List[str]:
     """The legend under the panels: what the marks are, then rank -> configuration."""
     lines = ["points: seeds   black line: mean   red bar: 95% Student-t interval of the mean   x: rank (compare.md)"]
-    lines += [f"{rank}: {row.configuration.label()} (n={row.configuration.n})" for rank, row in enumerate(rows, 1)]
+    lines += [
+        _cut(f"{rank}: {row.configuration.label()} (n={row.configuration.n})") for rank, row in enumerate(rows, 1)
+    ]
     if len(rows) > LEGEND_LINES:
         lines = lines[: LEGEND_LINES + 1] + [f"ranks {LEGEND_LINES + 1}-{len(rows)}: see compare.md"]
+    if undrawn:
+        lines.append(f"{undrawn} more test metric(s) without a panel: see compare.csv")
     if incomplete:
         lines.append(f"{incomplete} incomplete run(s) without a test row: not shown")
     return lines
 
 
 def draw_figure(rows: Sequence[Row], metrics: Sequence[str], monitor: Monitor, incomplete: int) -> Image.Image:
-    """The comparison's figure: one panel per test metric (side by side while they fit), the legend below."""
+    """The comparison's figure: one panel per test metric (side by side while they fit; ``PANELS`` at most), the
+    legend below."""
+    undrawn = len(metrics)
+    metrics = drawn_metrics(metrics, monitor)
+    undrawn -= len(metrics)
     count = max(len(rows), 1)
     column = min(MAX_COLUMN, max(MIN_COLUMN, 640 / count))
     titles = [
-        f"test {metric}" + (f" (eval.monitor: {monitor.better()})" if metric == monitor.name else "")
+        _cut(f"test {metric}") + (f" (eval.monitor: {monitor.better()})" if metric == monitor.name else "")
         for metric in metrics
     ]
     # a panel is as wide as its title at least (a title never reaches the next panel), and its columns fill it
@@ -142,7 +165,7 @@ def draw_figure(rows: Sequence[Row], metrics: Sequence[str], monitor: Monitor, i
     box_height = TITLE + PLOT_HEIGHT + BELOW
     per_line = max(1, min(len(metrics), LINE_WIDTH // box_width))
     lines = math.ceil(len(metrics) / per_line) if metrics else 1
-    legend = legend_lines(rows, incomplete)
+    legend = legend_lines(rows, incomplete, undrawn)
     text_width = max((font(SMALL).getlength(line) for line in legend), default=0)
     width = int(max(MIN_WIDTH, box_width * per_line, text_width + 2 * 12))
     height = box_height * lines + 12 + len(legend) * (SMALL + 5) + 12
