@@ -87,21 +87,22 @@ def module_places(name: str) -> Iterator[Path]:
 
 
 def _results_folder(place: Path, roots: Iterable[Path]) -> Optional[str]:
-    """What results folder ``place`` lies in (a run folder, an output root), else None."""
+    """What results folder ``place`` lies in (a run folder, one of ``roots``), else None."""
     resolved = place.resolve()
     for folder in (resolved, *resolved.parents):
         if is_numbered_run(folder):
             return f"the run folder '{folder}'"
     for root in roots:
         if resolved == root or root in resolved.parents:
-            return f"the output root '{root}'"
+            return f"the results folder '{root}'"
     return None
 
 
-def check_import_place(name: str, output_roots: Sequence[Union[str, Path]] = ()) -> None:
-    """ConfigError when importing ``name`` would run a file, or search a folder, inside a run folder or an output
-    root (``output_roots`` and ``DEFAULT_ROOTS``): results are data, never imported."""
-    roots = [Path(root).expanduser().resolve() for root in (*output_roots, *DEFAULT_ROOTS)]
+def check_import_place(name: str, results: Sequence[Union[str, Path]] = ()) -> None:
+    """ConfigError when importing ``name`` would run a file, or search a folder, inside a run folder or a folder of
+    results (``results``: the run's output root, the PATHs compare reads; and ``DEFAULT_ROOTS``): results are data,
+    never imported."""
+    roots = [Path(root).expanduser().resolve() for root in (*results, *DEFAULT_ROOTS)]
     # a root that holds the project (experiment.output_root=.) holds the code too: only its run folders are results
     roots = [root for root in roots if root != PROJECT and root not in PROJECT.parents]
     for place in module_places(name):
@@ -109,5 +110,5 @@ def check_import_place(name: str, output_roots: Sequence[Union[str, Path]] = ())
         if where is not None:
             raise ConfigError(
                 f"custom_imports: module '{name}' would load '{place}', inside {where}; results are data and are never "
-                "imported: move the module into a package of your own outside the output root and run folders, and name that"
+                "imported: move the module into a package of your own outside every results folder, and name that"
             )

@@ -182,17 +182,17 @@ def monitor_mode(metric_name: str, monitor: str, mode: Optional[str], extras: Se
     return mode
 
 
-def import_custom(names: Sequence[str], output_roots: Sequence[Union[str, Path]] = ()) -> None:
+def import_custom(names: Sequence[str], results: Sequence[Union[str, Path]] = ()) -> None:
     """Import the ``custom_imports`` modules (their registrations fill the registries).
 
-    A module that lies in a results folder (a run folder, ``output_roots`` or the default output root:
-    ``utils/import_place.py``) is refused before any of it runs. A module that does not import, because it
+    A module that lies in a results folder (a run folder; ``results``: the output root, compare's PATHs; the
+    default output root: ``utils/import_place.py``) is refused before any of it runs. A module that does not import, because it
     does not exist or because an import inside it fails (a missing package, a misspelt name), is bad input:
     ConfigError naming the module, the failing import's file and line, and the fix.
     Any other exception raised by the module's code is a bug and keeps its traceback.
     """
     for name in names:
-        check_import_place(name, output_roots)
+        check_import_place(name, results)
         try:
             importlib.import_module(name)
         except ImportError as err:

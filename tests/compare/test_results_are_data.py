@@ -50,9 +50,9 @@ def test_a_module_in_the_output_root_or_a_run_folder_is_never_imported(on_path):
         ConfigError, match=r"^custom_imports: module 'output\.exp\.run_001\.plugin' would load '"
     ) as err:
         import_custom(["output.exp.run_001.plugin"])
-    assert f"inside the output root '{on_path / 'output'}'" in str(err.value)
+    assert f"inside the results folder '{on_path / 'output'}'" in str(err.value)
     assert str(err.value).endswith(
-        "move the module into a package of your own outside the output root and run folders, and name that"
+        "move the module into a package of your own outside every results folder, and name that"
     )
     # a run folder elsewhere (results copied under another name) is refused by what it holds
     elsewhere = write_run(
@@ -63,7 +63,7 @@ def test_a_module_in_the_output_root_or_a_run_folder_is_never_imported(on_path):
         import_custom(["results.exp.run_002.plugin"])
     # the configured output root too, with no run folder on the way
     planted = plant(on_path / "runs" / "loose")
-    with pytest.raises(ConfigError, match=f"inside the output root '{on_path / 'runs'}'"):
+    with pytest.raises(ConfigError, match=f"inside the results folder '{on_path / 'runs'}'"):
         import_custom(["runs.loose.plugin"], [on_path / "runs"])
     assert not marker.exists() and not other.exists() and not planted.exists()
     # a module of the user's own beside them imports
