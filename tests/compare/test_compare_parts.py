@@ -148,7 +148,7 @@ def test_a_metric_some_runs_lack_is_named_with_the_runs_it_is_over(tmp_path):
     rows = rank(configurations, ["top1", "top5"], Monitor("top1", "max"))
     assert rows[0].stats["top5"].n == 2 and rows[0].configuration.n == 3
     assert partial_metrics(rows, ["top1", "top5"]) == [
-        f"all runs: test_top5 is in 2 of its 3 runs' test rows (not in {tmp_path / 'r3'}); its statistics are over those 2"
+        f"all runs: test_top5 is in 2 of its 3 runs' test rows (not in {tmp_path / 'r3'}); its statistics are over 2 run(s), not n=3"
     ]
 
 

@@ -73,6 +73,6 @@ def partial_metrics(rows: Sequence[Row], metrics: Sequence[str]) -> List[str]:
             if lacking and len(lacking) < len(runs):
                 lines.append(
                     f"{row.configuration.label()}: test_{metric} is in {len(runs) - len(lacking)} of its {len(runs)} runs' "
-                    f"test rows (not in {name_list(lacking, show=3)}); its statistics are over those {len(runs) - len(lacking)}"
+                    f"test rows (not in {name_list(lacking, show=3)}); its statistics are over {len(runs) - len(lacking)} run(s), not n={len(runs)}"
                 )
     return lines
