@@ -3,6 +3,7 @@ run's config.yaml, an override, compare's command line), and ``--mode compare`` 
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -12,7 +13,6 @@ from typing import Iterator
 import pytest
 
 import main
-from tests.compare.test_compare_table import read_csv
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.compare_runs import resolved_config, write_run
 from tests.fixtures.outputs import one_error
@@ -70,6 +70,12 @@ def test_a_module_in_the_output_root_or_a_run_folder_is_never_imported(on_path):
     ours = plant(on_path / "mine")
     import_custom(["mine.plugin"], [on_path / "runs"])
     assert ours.read_text() == "ran"
+
+
+def means(table: Path) -> list:
+    """The test_score_mean column of a compare.csv, in its order."""
+    with open(table, newline="") as handle:
+        return [row["test_score_mean"] for row in csv.DictReader(handle)]
 
 
 # a metric of the user's own, lower is better: known to compare only when the user names its module
@@ -139,7 +145,7 @@ def test_a_metric_of_the_users_own_is_known_by_the_users_command_line_only(on_pa
     (on_path / "my_metrics.py").write_text(USER_METRIC)
     assert main.main([*args, "custom_imports=[my_metrics]"]) == 0
     assert "sorted best first by test_score_mean (eval.monitor, lower is better)" in capsys.readouterr().out
-    assert [row["test_score_mean"] for row in read_csv(on_path / "table" / "compare.csv")] == ["0.3", "0.7"]
+    assert means(on_path / "table" / "compare.csv") == ["0.3", "0.7"]
     assert not marker.exists()
 
 
@@ -149,5 +155,5 @@ def test_the_direction_a_run_recorded_needs_no_code(on_path, capsys):
     marker = crafted(experiment, eval__monitor_mode="max")
     assert main.main(["--mode", "compare", str(experiment)]) == 0
     assert "sorted best first by test_score_mean (eval.monitor, higher is better)" in capsys.readouterr().out
-    assert [row["test_score_mean"] for row in read_csv(experiment / "compare_001" / "compare.csv")] == ["0.7", "0.3"]
+    assert means(experiment / "compare_001" / "compare.csv") == ["0.7", "0.3"]
     assert not marker.exists()
