@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import List, Optional, Set, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
+from utils.latest_link import LATEST, point_latest, restore_latest
 from utils.run_lock import release_lock, take_lock
 
-LATEST = "latest"
 _NUMBERED = re.compile(r"^(run|test|predict|export|compare)_(\d+)(?:_[A-Za-z0-9.=+_-]+)?$")  # run_012 or run_012_<tag>
 RESERVED = "run_NNN, test_NNN, predict_NNN, export_NNN, compare_NNN, latest, checkpoints"  # names the layout gives its own folders
 # what every start writes before any result: a folder holding nothing else (and no checkpoint) holds nothing of value
@@ -118,7 +118,7 @@ class RunFolder:
                 else:
                     entry.unlink()
             if self._latest is not None:
-                _restore_latest(*self._latest, self.path.name)
+                restore_latest(*self._latest, self.path.name)
             for folder in self._made:
                 if any(folder.iterdir()):  # a parent made for it that something else has written into meanwhile
                     break
@@ -191,7 +191,7 @@ def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> Ru
         run.fresh, run._made = True, [path, *made]
         if kind == "run":
             run._latest = (experiment, os.readlink(link) if link.is_symlink() else None)
-            _point_latest(experiment, path.name)
+            point_latest(experiment, path.name)
     except OSError as err:
         raise OutputError(
             f"cannot create a run folder in '{experiment}' ({err.strerror or err}); set experiment.output_root to a writable folder"
@@ -267,25 +267,6 @@ def named(path: Path) -> RunFolder:
     run = RunFolder(Path(path))
     run.fresh, run._made = True, made
     return run
-
-
-def _point_latest(experiment: Path, name: str) -> None:
-    """``latest`` -> ``name``, replaced atomically (a symlink renamed over the old one)."""
-    tmp = experiment / f".{LATEST}.{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    os.symlink(name, tmp)
-    os.replace(tmp, experiment / LATEST)
-
-
-def _restore_latest(experiment: Path, before: Optional[str], ours: str) -> None:
-    """``latest`` back to ``before`` (removed when there was none), unless another run took it after ``ours``."""
-    link = experiment / LATEST
-    if not link.is_symlink() or os.readlink(link) != ours:
-        return
-    if before is None:
-        link.unlink()
-    else:
-        _point_latest(experiment, before)
 
 
 def experiment_of(checkpoint: Path) -> Optional[Path]:

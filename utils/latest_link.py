@@ -1,0 +1,29 @@
+"""An experiment's ``latest``: the link to its newest training run, replaced atomically and put back when
+the start that moved it fails (``utils/run_folder.py`` moves it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+LATEST = "latest"
+
+
+def point_latest(experiment: Path, name: str) -> None:
+    """``latest`` -> ``name``, replaced atomically (a symlink renamed over the old one)."""
+    tmp = experiment / f".{LATEST}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(name, tmp)
+    os.replace(tmp, experiment / LATEST)
+
+
+def restore_latest(experiment: Path, before: Optional[str], ours: str) -> None:
+    """``latest`` back to ``before`` (removed when there was none), unless another run took it after ``ours``."""
+    link = experiment / LATEST
+    if not link.is_symlink() or os.readlink(link) != ours:
+        return
+    if before is None:
+        link.unlink()
+    else:
+        point_latest(experiment, before)
