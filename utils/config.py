@@ -22,6 +22,8 @@ from utils.errors import OutputError
 from utils.typed_merge import apply_override, merge_into, parse_override
 from utils.yaml_load import read_config_file
 
+RUN_TAG_MAX = 150  # characters of experiment.run_tag (a sweep's tags fit it: utils/sweep/trial_runs.py)
+
 
 @dataclass
 class ExperimentConfig:
@@ -35,8 +37,10 @@ class ExperimentConfig:
     run_tag: Optional[str] = field(
         default=None,
         metadata=rule(
-            lambda v: v is None or bool(re.fullmatch(r"[A-Za-z0-9.=+-]+(_[A-Za-z0-9.=+-]+)*", v)) and len(v) <= 150,
-            "null or at most 150 letters, digits and . = + - _ (e.g. lr=0.01_seed=1)",
+            lambda v: (
+                v is None or bool(re.fullmatch(r"[A-Za-z0-9.=+-]+(_[A-Za-z0-9.=+-]+)*", v)) and len(v) <= RUN_TAG_MAX
+            ),
+            f"null or at most {RUN_TAG_MAX} letters, digits and . = + - _ (e.g. lr=0.01_seed=1)",
         )
         | INERT,
     )

@@ -9,6 +9,8 @@ validation value of ``eval.monitor``.
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import re
 import signal
 import subprocess
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from utils.compare.collect import METRICS, last_test_row, metrics_rows
+from utils.config import RUN_TAG_MAX
 from utils.run_folder import numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
@@ -50,9 +53,27 @@ class SeedRun:
 
 
 def tag(config_id: int, params: Dict[str, Any], seed: int) -> str:
-    """``t003_lr=0.01_widths=8-16_seed=1``: the configuration and seed, readable in the folder list."""
-    parts = [f"t{config_id:03d}"] + [f"{key.split('.')[-1]}={_plain(value)}" for key, value in sorted(params.items())]
-    return re.sub(r"[^A-Za-z0-9.=+_-]", "-", "_".join(parts + [f"seed={seed}"]))[:150]
+    """``t003_lr=0.01_widths=8-16_seed=1``: the configuration and seed, readable in the folder list, and a valid
+    ``experiment.run_tag`` of each (configuration, seed) its own. A tag longer than the run_tag's limit keeps the
+    ``key=value`` parts that fit, then a hash of the whole identity: ``t003_lr=0.01_h5f0c2a9e1b_seed=1``."""
+    parts = [f"t{config_id:03d}", *(_part(key, value) for key, value in sorted(params.items()))]
+    end = f"seed={seed}"
+    if len("_".join([*parts, end])) <= RUN_TAG_MAX:
+        return "_".join([*parts, end])
+    identity = json.dumps([config_id, params, seed], sort_keys=True, default=str)
+    end = f"h{hashlib.sha256(identity.encode()).hexdigest()[:10]}_{end}"
+    kept = parts[:1]  # t<config> always fits: the parts after it as long as the hash and the seed still do
+    for part in parts[1:]:
+        if len("_".join([*kept, part, end])) > RUN_TAG_MAX:
+            break
+        kept.append(part)
+    return "_".join([*kept, end])
+
+
+def _part(key: str, value: Any) -> str:
+    """``lr=0.01``: the key's last name and the value, in the characters a run tag takes (no empty ``_`` part)."""
+    text = re.sub(r"[^A-Za-z0-9.=+_-]", "-", f"{key.split('.')[-1]}={_plain(value)}")
+    return re.sub(r"_+", "_", text).strip("_")
 
 
 def run_configuration(
