@@ -30,6 +30,18 @@ GOOD = {"space": {"optim.lr": {"grid": [0.01, 0.1]}}}
         ({"space": {"optim.lr": [0.1]}}, "space optim.lr must be one of"),
         ({"space": {}}, "'space' is empty"),
         ({"space": {"optim.nonsense": {"grid": [1]}}}, "optim.nonsense"),
+        # a value the config can never take, named as such (not as the text 'NaN' a float key refuses)
+        ({"space": {"optim.lr": {"grid": [0.01, float("nan")]}}}, "a NaN is not a valid value for optim.lr"),
+        ({"space": {"optim.lr": {"uniform": [0.0, float("inf")]}}, "sampler": "tpe", "trials": 2}, "an infinity is"),
+        ({"space": {"model.args.backbone_args": {"grid": [{"widths": [8, float("nan")]}]}}}, "a NaN is not a valid"),
+        # a value listed twice trains its configuration and seeds twice (1 and 1.0 are one float value)
+        ({"space": {"optim.lr": {"grid": [0.01, 0.1, 0.01]}}}, "space optim.lr lists 0.01 twice"),
+        ({"space": {"optim.lr": {"choice": [1, 1.0]}}, "sampler": "random", "trials": 1}, "lists 1.0 twice"),
+        # the keys the sweep sets on every run itself
+        ({"space": {"experiment.name": {"grid": ["a", "b"]}}}, "give experiment.name=NAME after the sweep file"),
+        ({"space": {"experiment.output_root": {"grid": ["a"]}}}, "give experiment.output_root=DIR after"),
+        ({"space": {"experiment.run_tag": {"grid": ["a"]}}}, "the sweep tags each run with its configuration"),
+        ({"space": {"experiment": {"grid": [{"name": "a"}]}}}, "space key experiment (it holds experiment.name)"),
     ],
 )
 def test_a_bad_sweep_file_is_one_error_line_before_any_trial(tmp_path, capsys, spec, expected):
@@ -69,3 +81,18 @@ def test_a_study_made_for_another_space_is_refused(tmp_path, capsys):
         open_study(load_spec(str(changed)), url, "maximize")
     with pytest.raises(ConfigError, match="was made to maximize"):
         open_study(load_spec(str(first)), url, "minimize")
+
+
+def test_trials_past_the_size_of_the_space_are_capped_at_it(tmp_path, caplog):
+    from utils.sweep.spec import load_spec
+
+    sweep = tmp_path / "capped.yaml"
+    space = {"optim.lr": {"grid": [0.01, 0.1]}, "train.epochs": {"int": [1, 3]}}
+    sweep.write_text(yaml.safe_dump({"space": space, "sampler": "random", "trials": 10}))
+    with caplog.at_level("INFO"):
+        assert load_spec(str(sweep)).trials == 6
+    assert "trials 10, but the space holds 6 configurations: 6 trials" in caplog.text
+    sweep.write_text(yaml.safe_dump({"space": {"optim.lr": {"grid": [0.01, 0.1]}}, "trials": 3}))
+    assert load_spec(str(sweep)).trials == 2  # the grid sampler's own case
+    sweep.write_text(yaml.safe_dump({"space": {"optim.lr": {"uniform": [0.01, 0.1]}}, "sampler": "tpe", "trials": 9}))
+    assert load_spec(str(sweep)).trials == 9  # a range holds more configurations than any count

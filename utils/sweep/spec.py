@@ -6,7 +6,7 @@ schema, before the first trial starts.
       optim.lr: {log_uniform: [0.001, 0.1]}
       model.args.backbone_args.widths: {choice: [[8, 16], [16, 32]]}
     seeds: [0, 1, 2]            # every configuration once per seed
-    trials: 8                   # configurations (default: the grid's size)
+    trials: 8                   # configurations (default: the grid's size; at most the space's size)
     sampler: tpe                # grid | random | tpe
     pruner: median              # none | median | hyperband
     parallel: 2                 # trials at once on this machine
@@ -17,6 +17,7 @@ schema, before the first trial starts.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,16 @@ KINDS = ("grid", "choice", "uniform", "log_uniform", "int")
 SAMPLERS = ("grid", "random", "tpe")
 PRUNERS = ("none", "median", "hyperband")
 KEYS = ("space", "seeds", "trials", "sampler", "pruner", "parallel", "nproc_per_trial", "storage")
+# Keys the sweep sets on every run itself (where its runs go, their names and seeds), each with what to use
+# instead: varied in the space, the runs would leave the sweep's folder or a seed would count as a configuration.
+OWN_KEYS = {
+    "seed": "seeds go in 'seeds', the sweep's list of seeds",
+    "experiment.name": "a sweep's runs go into its own experiment: give experiment.name=NAME after the sweep file",
+    "experiment.output_root": "give experiment.output_root=DIR after the sweep file",
+    "experiment.run_tag": "leave it out: the sweep tags each run with its configuration and seed",
+}
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -100,7 +111,18 @@ def load_spec(path: str) -> SweepSpec:
     if trials is None:
         raise ConfigError(f"{where}: 'trials' is required with sampler {spec.sampler} (how many configurations to try)")
     spec.trials = _count(where, "trials", trials)
+    size = space_size(space)
+    if size is not None and spec.trials > size:  # more would train a configuration and its seeds again
+        log.info("%s: trials %d, but the space holds %d configurations: %d trials", where, spec.trials, size, size)
+        spec.trials = size
     return spec
+
+
+def space_size(space: List[Dimension]) -> Optional[int]:
+    """How many configurations the space holds (listed values, integer ranges); None with a float range."""
+    if any(d.kind in ("uniform", "log_uniform") for d in space):
+        return None
+    return math.prod(len(d.values) if d.discrete else d.values[1] - d.values[0] + 1 for d in space)
 
 
 def check_space(spec: SweepSpec, build: Callable[[List[str]], Any]) -> None:
@@ -119,13 +141,29 @@ def override(key: str, value: Any) -> str:
 
 
 def _dimension(where: str, key: Any, value: Any) -> Dimension:
-    if not isinstance(key, str) or not key or key == "seed":
+    if not isinstance(key, str) or not key:
         raise ConfigError(f"{where}: space key {key!r} must be a dotted config key (seeds go in 'seeds')")
+    own = next((k for k in OWN_KEYS if k == key or k.startswith(key + ".")), None)
+    if own is not None:
+        what = key if own == key else f"{key} (it holds {own})"
+        raise ConfigError(f"{where}: space key {what} is set by the sweep itself on every run; {OWN_KEYS[own]}")
     if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in KINDS:
         raise ConfigError(f"{where}: space {key} must be one of {{{': [...]}, {'.join(KINDS)}: [...]}}, not {value!r}")
     kind, values = next(iter(value.items()))
     if not isinstance(values, list) or not values:
         raise ConfigError(f"{where}: space {key} {kind} takes a non-empty list, not {values!r}")
+    bad = _not_finite(values)
+    if bad is not None:
+        what = "a NaN" if math.isnan(bad) else "an infinity"
+        raise ConfigError(
+            f"{where}: space {key} {kind} holds {bad}: {what} is not a valid value for {key}; list finite numbers"
+        )
+    if kind in ("grid", "choice"):
+        seen = set()
+        for item in values:
+            if _identity(item) in seen:  # the same configuration trained (and counted) twice
+                raise ConfigError(f"{where}: space {key} lists {item!r} twice; list each value once")
+            seen.add(_identity(item))
     if kind in ("uniform", "log_uniform", "int"):
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         if len(values) != 2 or not numeric or not values[0] < values[1]:
@@ -135,6 +173,27 @@ def _dimension(where: str, key: Any, value: Any) -> Dimension:
         if kind == "int" and not all(isinstance(v, int) for v in values):
             raise ConfigError(f"{where}: space {key} int takes integer bounds, not {values!r}")
     return Dimension(key, kind, values)
+
+
+def _not_finite(value: Any) -> Optional[float]:
+    """The first NaN or infinity anywhere in ``value`` (lists and mappings walked), else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((bad for item in items if (bad := _not_finite(item)) is not None), None)
+
+
+def _identity(value: Any) -> str:
+    """A listed value as the configuration it makes: 1 and 1.0 are one value (a float key reads both as 1.0)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, list):
+            return [plain(item) for item in v]
+        return {str(k): plain(item) for k, item in v.items()} if isinstance(v, dict) else v
+
+    return json.dumps(plain(value), sort_keys=True)
 
 
 def _mapping(where: str, name: str, value: Any) -> Dict[str, Any]:
