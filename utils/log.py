@@ -172,10 +172,9 @@ class RunWriter:
 
     def evaluations(self, split: str) -> List[Dict[str, Any]]:
         """The rows of ``split`` that metrics.jsonl holds, in order (on rank 0; none elsewhere)."""
-        if self._metrics_path is None or not self._metrics_path.is_file():
+        if self._metrics_path is None:
             return []
-        rows = (_parsed(line) for line in self._metrics_path.read_text().splitlines())
-        return [row for row in rows if row is not None and row.get("split") == split]
+        return [row for row in read_rows(self._metrics_path) if row.get("split") == split]
 
     def _drop_rows_after(self, step: int) -> None:
         """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too)."""
@@ -206,6 +205,21 @@ class RunWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def read_rows(path: Path) -> List[Dict[str, Any]]:
+    """The rows of a run's metrics.jsonl (none without the file), read leniently as its writer reads them: a line
+    that is not a JSON object (cut short by a crash or a full disk; the run drops it when it resumes) is skipped
+    with a warning naming the file."""
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    rows = [row for line in lines if isinstance(row := _parsed(line), dict)]
+    if len(rows) != len(lines):
+        log.warning(
+            "%s: %d line(s) are not JSON (cut short by a crash or a full disk); skipped", path, len(lines) - len(rows)
+        )
+    return rows
 
 
 def _parsed(line: str) -> Optional[Dict[str, Any]]:

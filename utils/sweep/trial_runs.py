@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.compare.collect import METRICS, last_test_row, metrics_rows
+from utils.compare.collect import METRICS
 from utils.config import RUN_TAG_MAX
+from utils.log import read_rows
 from utils.run_folder import numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
@@ -86,7 +87,7 @@ def run_configuration(
     for index, seed in enumerate(ctx.seeds):
         name = tag(config_id, params, seed)
         folder = find_run(ctx.experiment, name)
-        if folder is None or last_test_row(folder / METRICS) is None:
+        if folder is None or not has_test_row(folder):
             args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
             args += [*ctx.base_args, *[override(k, v) for k, v in params.items()], f"seed={seed}"]
             args.append(f"experiment.run_tag={name}")
@@ -162,8 +163,14 @@ def has_checkpoint(folder: Path) -> bool:
 
 
 def rows(folder: Path) -> List[Dict[str, Any]]:
-    """The run's metrics rows, read as ``--mode compare`` reads them (a last line cut short left out, with a warning)."""
-    return [row for _, row in metrics_rows(folder / METRICS)]
+    """The run's metrics.jsonl rows, read as the run reads them (a line a killed run cut short is skipped: the run
+    drops it when the sweep resumes it)."""
+    return read_rows(folder / METRICS)
+
+
+def has_test_row(folder: Path) -> bool:
+    """Whether the run is done: it wrote its test row (one a kill cut short is not one; the run tests again)."""
+    return any(row.get("split") == "test" for row in rows(folder))
 
 
 def best_value(folder: Optional[Path], monitor: str, direction: str) -> Optional[float]:
