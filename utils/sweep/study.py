@@ -13,10 +13,13 @@ import socket
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from utils.errors import ConfigError
+from utils.errors import ConfigError, first_line
+from utils.sweep.journal import repair_journal
 
 # trial user attributes: who runs it, which configuration, whether a later trial took it over
 HOST, PID, CONFIG_ID, REQUEUED = "host", "pid", "config_id", "requeued"
+# the pip package of each database driver SQLAlchemy imports (by module name)
+DRIVERS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]", "pymysql": "PyMySQL", "MySQLdb": "mysqlclient"}
 
 
 def optuna_module() -> Any:
@@ -36,11 +39,65 @@ def storage_url(storage: Optional[str], folder: Path) -> str:
 
 
 def open_storage(url: str) -> Any:
+    """The study's storage: a journal file (the records a crash cut short dropped first: ``journal.py``) or a
+    database; one ConfigError line naming the problem and the fix when it cannot be opened."""
     optuna = optuna_module()
     if "://" in url:
+        return _database(optuna, url)
+    path = Path(url)
+    if not path.parent.is_dir():  # never made here: on a shared filesystem, a folder of its own per machine
+        raise ConfigError(
+            f"the study journal's folder '{path.parent}' does not exist; create it (on the filesystem the sweep's "
+            "machines share, if they share the study) or give storage another path"
+        )
+    lock = optuna.storages.journal.JournalFileOpenLock(url)
+    try:
+        repair_journal(path, lock)
+        backend = optuna.storages.journal.JournalFileBackend(url, lock_obj=lock)
+        return optuna.storages.journal.JournalStorage(backend)
+    except OSError as err:
+        raise ConfigError(
+            f"cannot open the study journal '{url}' ({err.strerror or err}); give storage a file the sweep can write"
+        ) from None
+
+
+def _database(optuna: Any, url: str) -> Any:
+    import sqlalchemy.exc
+
+    try:
         return optuna.storages.RDBStorage(url)
-    backend = optuna.storages.journal.JournalFileBackend(url, lock_obj=optuna.storages.journal.JournalFileOpenLock(url))
-    return optuna.storages.journal.JournalStorage(backend)
+    except ImportError as err:  # Optuna's, from SQLAlchemy's import of the URL's driver
+        module = getattr(err.__cause__, "name", None) or "its driver"
+        raise ConfigError(
+            f"storage {shown_url(url)} needs the database driver {module}, which is not installed; "
+            f"pip install {DRIVERS.get(module, module)}"
+        ) from None
+    except sqlalchemy.exc.ArgumentError as err:
+        raise ConfigError(
+            f"storage {shown_url(url)} is not a database URL ({first_line(err)}); give sqlite:///F.db, "
+            "postgresql://user@host/db or a journal file's path"
+        ) from None
+    except sqlalchemy.exc.DatabaseError as err:  # not a database, cannot be opened, no server
+        fix = (
+            "it must be an SQLite database (or a new file) in a folder the sweep can write: give another file, or "
+            "restore it from a copy"
+            if url.startswith("sqlite")
+            else "check that the server runs and that the URL's user, host and database are right"
+        )
+        raise ConfigError(f"cannot open storage {shown_url(url)} ({first_line(err.orig or err)}); {fix}") from None
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages show it: a database URL's password hidden."""
+    if "://" not in url:
+        return url
+    import sqlalchemy.engine
+    import sqlalchemy.exc
+
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url.split("://", 1)[0] + "://..."
 
 
 def space_distributions(space: List[Any]) -> Dict[str, Any]:
@@ -81,13 +138,13 @@ def open_study(spec: Any, url: str, direction: str) -> Any:
     for trial in study.get_trials(deepcopy=False):
         if trial.distributions and trial.distributions != space:
             raise ConfigError(
-                f"the study '{spec.name}' in {url} was made for another space ({sorted(trial.distributions)} as trial "
-                f"{trial.number} tried them); a changed sweep needs a new name (the file's) or another storage"
+                f"the study '{spec.name}' in {shown_url(url)} was made for another space ({sorted(trial.distributions)} "
+                f"as trial {trial.number} tried them); a changed sweep needs a new name (the file's) or another storage"
             )
     if study.direction.name.lower() != direction:
         raise ConfigError(
-            f"the study '{spec.name}' in {url} was made to {study.direction.name.lower()}, this sweep's eval.monitor "
-            f"to {direction}; use another storage or the same eval.monitor"
+            f"the study '{spec.name}' in {shown_url(url)} was made to {study.direction.name.lower()}, this sweep's "
+            f"eval.monitor to {direction}; use another storage or the same eval.monitor"
         )
     return study
 
