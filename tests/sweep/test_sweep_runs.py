@@ -1,10 +1,12 @@
 """Sweeps with real processes: kill -9 mid-sweep and the same command again (6 runs, none trained twice, the
-interrupted one resumed exactly), a pruned trial on 2 ranks, two workers on one SQLite study running two trials each
+interrupted one resumed exactly), a seed added to a finished sweep (that seed trained alone, a run whose test row a
+kill cut short resumed), a pruned trial on 2 ranks, two workers on one SQLite study running two trials each
 at once."""
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import time
@@ -63,6 +65,37 @@ def test_killed_sweep_continues_without_training_any_run_twice(tmp_path):
     assert [r for r in rows(interrupted) if r["split"] == "test"] == expected
     table = list(csv.DictReader((experiment / "sweep_grid" / "trials.csv").open()))
     assert sorted(r["state"] for r in table if "queued" not in r["state"]) == ["complete", "complete"], table
+
+
+def test_a_seed_added_to_a_finished_sweep_trains_that_seed_and_resumes_a_run_cut_mid_row(tmp_path):
+    out = tmp_path / "out"
+    spec = {"space": {"optim.lr": {"grid": [0.03]}}, "seeds": [0]}
+    cmd = command(sweep_file(tmp_path, "seeds", spec), out, "train.epochs=1")
+    first = run(cmd)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    experiment = out / "digits_small_cnn"
+    (seed0,) = runs_by_tag(experiment)["t000_lr=0.03_seed=0"]
+    metrics = seed0 / "metrics.jsonl"
+    *kept, test = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(kept) + test[: len(test) // 2])  # killed while writing its test row
+    sweep_file(tmp_path, "seeds", {**spec, "seeds": [0, 1]})
+    again = run(cmd)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "seed(s) [1] added to the sweep: the complete trial(s) [0] are queued again" in again.stderr
+    tags = runs_by_tag(experiment)
+    assert sorted(tags) == ["t000_lr=0.03_seed=0", "t000_lr=0.03_seed=1"], tags
+    assert all(len(folders) == 1 and finished(folders[0]) for folders in tags.values()), tags
+    lines = metrics.read_text().splitlines()
+    assert lines[: len(kept)] == [line.rstrip("\n") for line in kept]  # the run dropped its cut row, tested again
+    assert [json.loads(line)["split"] for line in lines[len(kept) :]] == ["test"]
+    table = list(csv.DictReader((experiment / "sweep_seeds" / "trials.csv").open()))
+    assert [(r["configuration"], r["state"]) for r in table] == [
+        ("0", "complete (continued in trial 1)"),
+        ("0", "complete"),
+    ]
+    best = [max(r["top1"] for r in rows(folders[0]) if r["split"] == "val") for folders in tags.values()]
+    assert float(table[1]["value (top1)"]) == pytest.approx(sum(best) / 2, abs=1e-6)  # the mean over both seeds
+    assert len(table[1]["runs"].split()) == 2
 
 
 def test_a_trial_worse_than_the_median_is_pruned_on_two_ranks_and_keeps_its_checkpoint(tmp_path):

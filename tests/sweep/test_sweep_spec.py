@@ -61,7 +61,10 @@ def test_a_missing_sweep_file_and_resume_are_refused(tmp_path, capsys):
     assert stop.value.code == 2 and "leave out --resume" in capsys.readouterr().err
 
 
-def test_a_study_made_for_another_space_is_refused(tmp_path, capsys):
+def test_a_study_made_for_another_space_or_direction_is_refused(tmp_path, capsys):
+    """A study without the record of its sweep (made before it was kept) is checked by its trials' space."""
+    from utils.errors import ConfigError
+    from utils.sweep.changes import check_changes
     from utils.sweep.spec import load_spec
     from utils.sweep.study import open_study, space_distributions
 
@@ -75,10 +78,8 @@ def test_a_study_made_for_another_space_is_refused(tmp_path, capsys):
     changed = tmp_path / "b" / "same.yaml"
     changed.parent.mkdir()
     changed.write_text(yaml.safe_dump({"space": {"optim.lr": {"grid": [0.5]}}}))
-    from utils.errors import ConfigError
-
     with pytest.raises(ConfigError, match="made for another space"):
-        open_study(load_spec(str(changed)), url, "maximize")
+        check_changes(open_study(load_spec(str(changed)), url, "maximize"), load_spec(str(changed)), "top1", url)
     with pytest.raises(ConfigError, match="was made to maximize"):
         open_study(load_spec(str(first)), url, "minimize")
 

@@ -1,7 +1,9 @@
 """``python main.py --sweep SWEEP.yaml [--config BASE.yaml] [key=value ...]``: the trials of a sweep, ``parallel`` at
 once, each configuration's seeds as ordinary runs; the study and the table of trials in
 ``output/<experiment>/sweep_<name>/``. The same command again continues the sweep: finished trials stay,
-a trial a killed sweep left running is queued again and its runs resume from their checkpoints.
+a trial a killed sweep left running is queued again and its runs resume from their checkpoints; a changed sweep
+file continues or is refused by the rules of ``changes.py``. One (configuration, seed) is one run: a configuration
+the sampler draws again is not trained again.
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from typing import Any, Callable, Dict, List, Optional
 from utils.config import Config, load_config
 from utils.errors import ConfigError
 from utils.references import monitor_mode
+from utils.sweep.changes import check_changes
 from utils.sweep.spec import SweepSpec, check_space, load_spec
 from utils.sweep.study import (
+    CONFIG_ID,
+    SAME_AS,
     claim,
+    continue_trials,
+    drawn_before,
     open_study,
     optuna_module,
     requeue_dead_trials,
+    shown_url,
     space_distributions,
     storage_url,
     used,
@@ -45,10 +53,19 @@ def run_sweep(sweep: str, config: Optional[str], overrides: List[str], build: Ca
     folder.mkdir(parents=True, exist_ok=True)
     url = storage_url(spec.storage, folder)
     study = open_study(spec, url, direction)
+    monitor = ("ema_" if base.eval.use_ema else "") + base.eval.monitor
+    added = check_changes(study, spec, monitor, shown_url(url))
     requeued = requeue_dead_trials(study)
     if requeued:
         log.info("trial(s) %s of a sweep process that is gone: queued again, their runs resume", requeued)
-    monitor = ("ema_" if base.eval.use_ema else "") + base.eval.monitor
+    if added:
+        continued = continue_trials(study)
+        log.info(
+            "seed(s) %s added to the sweep: %s; a configuration's objective is the mean over seeds %s",
+            added,
+            f"the complete trial(s) {continued} are queued again to train them" if continued else "no complete trial",
+            spec.seeds,
+        )
     args = [*(["--config", config] if config else []), *overrides]
     ctx = TrialContext(
         args,
@@ -79,8 +96,13 @@ def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, 
             if not waiting(study) and used(study) >= spec.trials:
                 return
             trial = study.ask()
+            drawn = CONFIG_ID not in trial.user_attrs  # by the sampler, not queued again by the sweep
             config_id = claim(trial)
             params = suggest(trial, spec)
+            before = drawn_before(study, trial) if drawn else None
+            if before is not None:
+                _tell_drawn_again(study, trial, before)
+                continue
         log.info("trial %d (configuration %d): %s", trial.number, config_id, params)
         try:
             runs, pruned = run_configuration(ctx, trial._trial_id, config_id, params, devices)
@@ -100,6 +122,15 @@ def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, 
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             write_table(study, folder, spec, ctx.monitor)
         log.info("trial %d: %s", trial.number, "pruned" if pruned is not None else values)
+
+
+def _tell_drawn_again(study: Any, trial: Any, before: Any) -> None:
+    """A configuration the sampler drew again is not trained again: the trial is failed, naming the earlier one
+    (whose runs and value stand; the sampler learns nothing twice)."""
+    optuna = optuna_module()
+    trial.set_user_attr(SAME_AS, before.number)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    log.info("trial %d drew the configuration of trial %d again: not trained twice", trial.number, before.number)
 
 
 def suggest(trial: Any, spec: SweepSpec) -> Dict[str, Any]:

@@ -16,8 +16,9 @@ from typing import Any, Dict, List, Optional
 from utils.errors import ConfigError, first_line
 from utils.sweep.journal import repair_journal
 
-# trial user attributes: who runs it, which configuration, whether a later trial took it over
-HOST, PID, CONFIG_ID, REQUEUED = "host", "pid", "config_id", "requeued"
+# trial user attributes: who runs it, which configuration, whether a later trial took it over, which earlier
+# trial already had its configuration (a sampler drew it again)
+HOST, PID, CONFIG_ID, REQUEUED, SAME_AS = "host", "pid", "config_id", "requeued", "same_as"
 # the pip package of each database driver SQLAlchemy imports (by module name)
 DRIVERS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]", "pymysql": "PyMySQL", "MySQLdb": "mysqlclient"}
 
@@ -116,7 +117,7 @@ def space_distributions(space: List[Any]) -> Dict[str, Any]:
 
 def open_study(spec: Any, url: str, direction: str) -> Any:
     """The study named after the sweep, created or loaded (the same command continues it): ConfigError when the
-    loaded study was made for another direction or another space."""
+    loaded study was made for another direction."""
     optuna = optuna_module()
     sampler = {
         "grid": lambda: _grid_sampler(optuna)(
@@ -134,17 +135,10 @@ def open_study(spec: Any, url: str, direction: str) -> Any:
         pruner=pruner,
         load_if_exists=True,
     )
-    space = space_distributions(spec.space)
-    for trial in study.get_trials(deepcopy=False):
-        if trial.distributions and trial.distributions != space:
-            raise ConfigError(
-                f"the study '{spec.name}' in {shown_url(url)} was made for another space ({sorted(trial.distributions)} "
-                f"as trial {trial.number} tried them); a changed sweep needs a new name (the file's) or another storage"
-            )
-    if study.direction.name.lower() != direction:
+    if study.direction.name.lower() != direction:  # what else changed since it began: changes.py
         raise ConfigError(
             f"the study '{spec.name}' in {shown_url(url)} was made to {study.direction.name.lower()}, this sweep's "
-            f"eval.monitor to {direction}; use another storage or the same eval.monitor"
+            f"eval.monitor to {direction}; use the same eval.monitor, or run this sweep under another experiment.name"
         )
     return study
 
@@ -199,9 +193,40 @@ def claim(trial: Any) -> int:
     return config_id
 
 
+def configuration(trial: Any) -> int:
+    """The trial's configuration number: its own, or the one of the trial it carries on (queued again)."""
+    return int(trial.user_attrs.get(CONFIG_ID, trial.number))
+
+
+def carried_on(trials: List[Any]) -> Dict[int, int]:
+    """``{trial number: the later trial that carries its configuration on}`` (queued again after a crash, or to
+    train added seeds): that later trial's runs and value are the configuration's."""
+    latest = {configuration(t): t.number for t in trials}
+    return {t.number: latest[configuration(t)] for t in trials if latest[configuration(t)] != t.number}
+
+
 def used(study: Any) -> int:
-    """Trials that count against ``trials``: all but the failed ones whose configuration was queued again."""
-    return sum(1 for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(REQUEUED))
+    """Configurations the study has tried or is trying, which count against ``trials`` (once each)."""
+    return len({configuration(t) for t in study.get_trials(deepcopy=False)})
+
+
+def continue_trials(study: Any) -> List[int]:
+    """Queue each finished configuration again (its parameters, its number), to train seeds added since it
+    finished: its runs of the other seeds are found done. Returns the numbers of the trials queued again."""
+    optuna = optuna_module()
+    trials = study.get_trials(deepcopy=False)
+    later = carried_on(trials)
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.number not in later]
+    for trial in done:
+        study.enqueue_trial(trial.params, user_attrs={CONFIG_ID: configuration(trial)})
+    return [t.number for t in done]
+
+
+def drawn_before(study: Any, trial: Any) -> Optional[Any]:
+    """The latest other trial with ``trial``'s parameters, if any: a sampler may draw a configuration again (a
+    random or TPE one, or a grid whose points are all taken when workers ask at once)."""
+    same = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number and t.params == trial.params]
+    return same[-1] if same else None
 
 
 def waiting(study: Any) -> bool:

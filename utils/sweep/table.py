@@ -9,17 +9,18 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from utils.atomic_write import write_text
-from utils.sweep.study import CONFIG_ID, REQUEUED
+from utils.sweep.study import REQUEUED, SAME_AS, carried_on, configuration
 
 ADVICE = "free space or make the sweep's folder writable"
 
 
 def trial_rows(study: Any, keys: List[str]) -> List[Dict[str, Any]]:
     rows = []
-    for trial in study.get_trials(deepcopy=False):
+    trials = study.get_trials(deepcopy=False)
+    later = carried_on(trials)
+    for trial in trials:
         attrs = trial.user_attrs
-        state = trial.state.name.lower() + (" (queued again)" if attrs.get(REQUEUED) else "")
-        row = {"trial": trial.number, "configuration": attrs.get(CONFIG_ID, trial.number), "state": state}
+        row = {"trial": trial.number, "configuration": configuration(trial), "state": _state(trial, later)}
         row["value"] = "" if trial.value is None else f"{trial.value:.6g}"
         row.update({key: _shown(trial.params.get(key, "")) for key in keys})
         row["runs"] = " ".join(attrs.get("runs", []))
@@ -39,15 +40,34 @@ def write_table(study: Any, folder: Path, spec: Any, monitor: str) -> str:
     write_text(folder / "trials.csv", buffer.getvalue(), ADVICE)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
-    done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    if done:
-        best = study.best_trial
+    best = best_trial(study)
+    if best is not None:
         lines.append(
             f"\nsweep {spec.name}: best {monitor}={best.value:.6g} in trial {best.number} ({_params(best.params)})"
         )
     text = "\n".join(lines) + "\n"
     write_text(folder / "trials.md", text, ADVICE)
     return text
+
+
+def best_trial(study: Any) -> Any:
+    """The best complete trial whose configuration no later trial carries on (that one holds all its seeds)."""
+    trials = study.get_trials(deepcopy=False)
+    later = carried_on(trials)
+    done = [t for t in trials if t.state.name == "COMPLETE" and t.number not in later]
+    if not done:
+        return None
+    pick = max if study.direction.name == "MAXIMIZE" else min
+    return pick(done, key=lambda t: t.value)
+
+
+def _state(trial: Any, later: Dict[int, int]) -> str:
+    state, attrs = trial.state.name.lower(), trial.user_attrs
+    if attrs.get(REQUEUED):
+        return f"{state} (queued again)"
+    if SAME_AS in attrs:
+        return f"{state} (same as trial {attrs[SAME_AS]})"
+    return f"{state} (continued in trial {later[trial.number]})" if trial.number in later else state
 
 
 def _shown(value: Any) -> str:
