@@ -191,11 +191,11 @@ def test_a_loader_worker_fills_a_cache_that_holds_the_split_and_the_main_process
     dataset[0]  # in the main process: that one shard, no thread (the workers are forked from here)
     assert len(list((tmp_path / "cache").glob("*.tar"))) == 1
     assert not [t for t in threading.enumerate() if t.name == "shard-fill"]
-    (tmp_path / "cache" / ".x.tar.999999999.part").write_bytes(b"left by a dead process")
-    (tmp_path / "cache" / f".y.tar.{os.getpid()}.part").write_bytes(b"a live download")
+    (tmp_path / "cache" / f".{'0' * 20}-train-x.tar.999999999.part").write_bytes(b"left by a dead process")
+    (tmp_path / "cache" / f".{'0' * 20}-train-y.tar.{os.getpid()}.part").write_bytes(b"a live download")
     loader = torch.utils.data.DataLoader(FirstReadThenWait(dataset), num_workers=1, batch_size=None)
     assert list(loader) == [[True, len(dataset.index.shards)]]  # one read in the worker: every shard arrives
-    assert sorted(p.name.split(".")[1] for p in (tmp_path / "cache").glob(".*.part")) == ["y"]
+    assert [p.name.split(".")[1] for p in (tmp_path / "cache").glob(".*.part")] == [f"{'0' * 20}-train-y"]
     small = {**args, "cache_dir": str(tmp_path / "small"), "cache_limit": dataset.index.shards[0].bytes * 3}
     split_larger = build_dataset(DataConfig(name="shards", root=url, args=small), "train")
     assert list(torch.utils.data.DataLoader(FirstReadThenWait(split_larger), num_workers=1, batch_size=None)) == [

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -31,6 +32,8 @@ from utils.file_hash import file_digest
 log = logging.getLogger(__name__)
 STALE_S = 600.0  # a cached shard unused this long makes room for another
 FULL_RECHECK_S = 10.0  # how long a process trusts "the cache is full" before looking again
+CACHED = re.compile(r"[0-9a-f]{20}-[^/]+\.tar")  # the name of a shard this cache wrote (``ShardCache.file``)
+DOWNLOAD = re.compile(r"\.([0-9a-f]{20}-[^/]+\.tar)\.([0-9]+)\.part")  # one on its way, by the process it names
 
 
 class ShardCache:
@@ -46,9 +49,12 @@ class ShardCache:
         return self.folder / f"{shard.sha256[:20]}-{split}-{shard.name}"
 
     def get(self, shard: Shard, split: str, if_room: bool = False) -> Optional[Path]:
-        """The cached copy of ``shard``; None when ``if_room`` and it does not fit; a ValueError when what
-        arrived does not match its checksum."""
+        """The cached copy of ``shard``; None when ``if_room`` and it does not fit, or when its name would not be
+        one the cache keeps (``CACHED``: a shard or split name pack never writes); a ValueError when what arrived
+        does not match its checksum."""
         path = self.file(shard, split)
+        if not CACHED.fullmatch(path.name) or path.parent != self.folder:  # then it could never be evicted
+            return None
         if self._touch(path):
             return path
         if if_room and not self._room_for(shard.bytes):
@@ -92,14 +98,17 @@ class ShardCache:
         never ``keep``) until ``room`` more bytes fit the limit; whether they do."""
         files = []
         for entry in os.scandir(self.folder):
-            if entry.name.endswith(".part") and _writer_gone(entry.name):
-                Path(entry.path).unlink(missing_ok=True)  # left by a process that died mid-download
-            if entry.name.endswith(".tar") and not entry.name.startswith("."):
-                try:
-                    stat = entry.stat()
-                except FileNotFoundError:  # evicted by another process meanwhile
+            try:
+                if not entry.is_file(follow_symlinks=False):  # a folder or a link is never the cache's
                     continue
-                files.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+                download = DOWNLOAD.fullmatch(entry.name)
+                if download is not None and _writer_gone(int(download.group(2))):
+                    Path(entry.path).unlink(missing_ok=True)  # left by a process that died mid-download
+                if CACHED.fullmatch(entry.name):
+                    stat = entry.stat(follow_symlinks=False)
+                    files.append((stat.st_mtime, stat.st_size, Path(entry.path)))
+            except FileNotFoundError:  # evicted by another process meanwhile
+                continue
         total = sum(size for _, size, _ in files)
         for used, size, path in sorted(files):
             if total + room <= self.limit or (older_than is not None and used >= older_than):
@@ -110,11 +119,11 @@ class ShardCache:
         return total + room <= self.limit
 
 
-def _writer_gone(part: str) -> bool:
+def _writer_gone(pid: int) -> bool:
     """Whether the process named in a download's temporary file (``.<name>.<pid>.part``) has ended."""
     try:
-        os.kill(int(part.rsplit(".", 2)[-2]), 0)
-    except ValueError:
+        os.kill(pid, 0)
+    except (ValueError, OverflowError):  # no process could have that number
         return False
     except ProcessLookupError:
         return True
