@@ -18,6 +18,7 @@ from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.config import Config
 from utils.config_rules import compile_options
 from utils.data.dali import check_dali
+from utils.data.loader import check_data_folders
 from utils.distributed.fsdp import check_fsdp_combination
 from utils.distributed.ops import decided_by_rank0
 from utils.distributed.process_group import DistInfo
@@ -98,6 +99,8 @@ def plan_start(cfg: Config, info: DistInfo, mode: str) -> StartPlan:
     """Every rule of the config that needs no data and no folder, once: a bad combination is one error line
     before anything is written (``--mode train`` with ``dist.mode=fsdp`` casts through the wrapper)."""
     training = mode == "train"
+    if mode in ("train", "test"):  # the folders the data writes into (a shard cache): a bad one is bad input too
+        check_data_folders(cfg.data)
     policy = resolve_policy(cfg.amp, info.device, training and cfg.dist.mode == "fsdp")
     compiling = compile_options(cfg.train.compile) if training else None
     if training:

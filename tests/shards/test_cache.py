@@ -1,5 +1,5 @@
 """The shard cache (``utils/data/shards/cache.py``) on local files standing for a remote store: what it keeps
-within its limit, and that it deletes only files it wrote."""
+within its limit, that it deletes only files it wrote, and the folders it refuses before a run starts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
+import main
+from tests.fixtures.outputs import one_error, read_only
 from utils.data.shards.cache import ShardCache
 from utils.data.shards.index import Shard
+from utils.data.shards.reader import checked_cache_folder
 from utils.data.shards.store import LocalStore
+from utils.errors import ConfigError
 from utils.file_hash import file_digest
 
 
@@ -69,3 +73,39 @@ def test_the_cache_deletes_only_files_it_wrote_whatever_else_its_folder_holds(tm
     assert not dead.exists()
     odd = Shard("0/../../x.tar", 1, shards[0].sha256, 1000)  # a name the cache would not keep: read by range
     assert cache.get(odd, "s", if_room=True) is None and not (tmp_path / "x.tar").exists()
+
+
+def test_a_cache_folder_the_cache_cannot_write_is_one_line_before_any_run_folder(tmp_path, capsys, monkeypatch):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    run = tmp_path / "out" / "apps" / "run_001"  # an earlier run, which latest names
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("{}")
+    os.symlink("run_001", run.parent / "latest")
+    root = "s3://bucket/prefix"  # nothing is read from it: the folder is checked first
+    with read_only(tmp_path / "ro") as ro:
+        cases = [
+            (
+                afile,
+                f"data.args.cache_dir '{afile}' is a file; give data.args.cache_dir a folder the shard cache can write",
+            ),
+            (afile / "sub", f"lies under the file '{afile}'"),
+            (ro, f"data.args.cache_dir '{ro}' is not writable ("),
+            (ro / "sub", f"cannot be made: '{ro}' is not writable ("),
+            (run / "cache", f"lies inside the run folder '{run}', whose files are the run's own"),
+        ]
+        for cache_dir, named in cases:
+            with pytest.raises(ConfigError) as err:
+                checked_cache_folder(root, str(cache_dir))
+            assert named in str(err.value), str(err.value)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(afile))  # the default folder: named, with the key that moves it
+    with pytest.raises(ConfigError, match="the shard cache folder '.*' lies under the file .* set data.args.cache_dir"):
+        checked_cache_folder(root, None)
+    assert checked_cache_folder(root, str(tmp_path)) == tmp_path  # a folder holding other files: they are left alone
+
+    before = sorted(p.name for p in run.parent.iterdir())
+    args = ["data.name=shards", f"data.root={root}", f"data.args={{cache_dir: '{afile}'}}"]
+    assert main.main([*args, f"experiment.output_root={tmp_path / 'out'}", "experiment.name=apps"]) == 2
+    assert one_error(capsys).startswith(f"error: data.args.cache_dir '{afile}' is a file;")
+    assert sorted(p.name for p in run.parent.iterdir()) == before and os.readlink(run.parent / "latest") == "run_001"
+    assert afile.read_text() == "mine"

@@ -48,6 +48,14 @@ def build_dataset(cfg: DataConfig, split: str, classes: Optional[Sequence[Any]] 
     return dataset
 
 
+def check_data_folders(cfg: DataConfig) -> None:
+    """The folders the configured dataset would write into (the shard cache), checked before a run folder is made:
+    a dataset names them with a static ``check_folders(root, args)`` that raises a UserError."""
+    check = getattr(DATASETS.get(cfg.name), "check_folders", None)
+    if check is not None:
+        check(cfg.root, dict(cfg.args))
+
+
 def with_process_batch(cfg: DataConfig, world_size: int) -> DataConfig:
     """``cfg`` with ``batch_size`` derived from ``data.global_batch_size`` and the world size (``cfg`` itself when unset)."""
     total = cfg.global_batch_size

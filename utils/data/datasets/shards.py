@@ -28,7 +28,8 @@ from utils.data.masks import MaskBatchCollate, PairPipeline
 from utils.data.samplers import WindowOrder
 from utils.data.shards import decode
 from utils.data.shards.clips import ShardClips
-from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, checked_cache_folder, open_split
+from utils.data.shards.store import is_s3
 from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
@@ -120,6 +121,12 @@ class Shards(Dataset):
             self.collate_fn = self._collate
         self._first_of_shape: Dict[Tuple[int, ...], str] = {}
         self.shuffle_window = shuffle_window
+
+    @staticmethod
+    def check_folders(root: Optional[str], args: Dict[str, Any]) -> None:
+        """Before a run folder is made (``utils/start.py``): the folder remote shards would be cached in."""
+        if root is not None and is_s3(root):
+            checked_cache_folder(root, args.get("cache_dir"))
 
     def window_order(self) -> Optional[WindowOrder]:
         """With ``shuffle_window=W``: the training order takes the shards in a seeded order and shuffles the

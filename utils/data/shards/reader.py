@@ -13,7 +13,9 @@ from utils.data.shards.fill import start_fill
 from utils.data.shards.index import INDEX, Index, Shard, parse_index
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import LocalStore, Store, is_s3, open_store
-from utils.errors import DataError
+from utils.errors import ConfigError, DataError
+from utils.run_folder import run_holding
+from utils.writable import why_not_writable
 
 DEFAULT_CACHE_LIMIT = "10GB"
 
@@ -34,6 +36,24 @@ def cache_folder(root: str, cache_dir: Optional[str]) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "regtrain-shards" / root[len("s3://") :]
 
 
+def checked_cache_folder(root: str, cache_dir: Optional[str]) -> Path:
+    """``cache_folder``; a ConfigError, before anything is made, when the cache could not write its files there
+    (a file, a folder it may not write) or would write them into a run folder, whose files are the run's own.
+    Other files in it are no error: the cache leaves them as they are (``cache.py``)."""
+    folder = cache_folder(root, cache_dir)
+    named = f"data.args.cache_dir '{cache_dir}'" if cache_dir else f"the shard cache folder '{folder}'"
+    problem = why_not_writable(folder)
+    if problem is not None:
+        fix = "give data.args.cache_dir a folder" if cache_dir else "set data.args.cache_dir to a folder"
+        raise ConfigError(f"{named} {problem}; {fix} the shard cache can write (one of its own is best)")
+    run = run_holding(folder)
+    if run is not None:
+        raise ConfigError(
+            f"{named} lies inside the run folder '{run}', whose files are the run's own; give data.args.cache_dir a folder outside every run"
+        )
+    return folder
+
+
 def open_split(
     root: str,
     split: str,
@@ -47,7 +67,7 @@ def open_split(
     limit = parse_size(cache_limit, "data.args.cache_limit")
     store = open_store(root)
     index = load_index(store, split)
-    cache = ShardCache(cache_folder(root, cache_dir), limit, store.download, evict_lru) if is_s3(root) else None
+    cache = ShardCache(checked_cache_folder(root, cache_dir), limit, store.download, evict_lru) if is_s3(root) else None
     if cache is None:  # a missing local shard now, not when the epoch first reads it
         assert isinstance(store, LocalStore)
         missing = [shard.name for shard in index.shards if not store.path(f"{split}/{shard.name}").is_file()]
