@@ -226,19 +226,25 @@ def run_holding(path: Path) -> Optional[Path]:
     return None
 
 
+def place_in_run(path: Path) -> Optional[str]:
+    """Where ``path`` lies in the run folder it is or lies inside (``run_holding``), worded to follow its name: ``is a
+    run folder``, ``is the run folder 'R'`` (through a link), ``lies inside the run folder 'R'``; None outside every run."""
+    run = run_holding(path)
+    if run is None:
+        return None
+    given = Path(path).expanduser()
+    if run != given.resolve():
+        return f"lies inside the run folder '{run}'"
+    return "is a run folder" if run == given.absolute() else f"is the run folder '{run}'"
+
+
 def named(path: Path) -> RunFolder:
     """The folder ``--output`` names (created when missing): a predict or export run writes there. ConfigError,
     before anything is written, when it is or lies inside a run folder (``run_holding``: a run's records are
     never written by another mode), has or would create a folder of a name the layout keeps (``RESERVED``),
     or exists and is not empty (no earlier output mixes with the new files)."""
-    run = run_holding(path)
-    if run is not None:
-        given = Path(path).expanduser()
-        where = (
-            ("is a run folder" if run == given.absolute() else f"is the run folder '{run}'")
-            if run == given.resolve()
-            else f"lies inside the run folder '{run}'"
-        )
+    where = place_in_run(path)
+    if where is not None:
         raise ConfigError(
             f"--output '{path}' {where}; predict and export never write into a run: give a folder outside every run, or leave --output out (a new <experiment>/<mode>_NNN folder)"
         )
