@@ -157,10 +157,13 @@ def test_pack_needs_an_output_and_sizes_read_as_written(tmp_path, capsys):
     )
     with pytest.raises(ConfigError, match="data.args.cache_limit"):
         parse_size("lots", "data.args.cache_limit")
-    data = make_digit_folder(tmp_path / "digits")  # packing into the data itself (or any folder in use) is refused
-    assert main.main(["--mode", "pack", "--output", str(data), "data.name=image_folder", f"data.root={data}"]) == 2
-    assert errors(capsys) == [f"error: --output '{data}' is not empty; pack into a new or empty folder (or S3 prefix)"]
-    assert not list(data.rglob("*.tar"))
+    data = make_digit_folder(tmp_path / "digits")  # packing into a folder in use is refused
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "notes.txt").write_text("mine")
+    assert main.main(["--mode", "pack", "--output", str(used), "data.name=image_folder", f"data.root={data}"]) == 2
+    assert errors(capsys) == [f"error: --output '{used}' is not empty; pack into a new or empty folder (or S3 prefix)"]
+    assert [p.name for p in used.iterdir()] == ["notes.txt"]
 
 
 def test_video_frame_folders_pack_into_the_same_clips(tmp_path, capsys):

@@ -22,9 +22,11 @@ from utils.data.shards.sizes import parse_size
 from utils.data.shards.sources import classes_of, packed_keys, samples_of, task_of
 from utils.data.shards.store import Store, is_s3, open_store
 from utils.data.shards.writer import SplitWriter
-from utils.errors import DataError
+from utils.errors import ConfigError, DataError, OutputError
 from utils.log import progress
 from utils.registry import DATASETS
+from utils.run_folder import place_in_run
+from utils.writable import why_not_writable
 
 log = logging.getLogger(__name__)
 DEFAULT_SHARD_SIZE = "64MB"
@@ -61,9 +63,38 @@ def _publish(store: Store, folder: Path, split: str, index: Any) -> None:
     store.upload(folder / INDEX, f"{split}/{INDEX}")  # last: an index names only shards already there
 
 
+def _within(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies inside it: local paths with links resolved, S3 URLs by their prefix."""
+    if is_s3(path) or is_s3(root):
+        return is_s3(path) and is_s3(root) and f"{path.rstrip('/')}/".startswith(f"{root.rstrip('/')}/")
+    return Path(path).expanduser().resolve().is_relative_to(Path(root).expanduser().resolve())
+
+
+def check_output(output: str, data_root: Optional[str]) -> None:
+    """A UserError, before anything is read or written, for an ``--output`` that is not pack's to write: inside the
+    data being packed (its new folders would be read as part of it: a split, a class), inside a run folder (whose
+    files are the run's own), or a folder it cannot write."""
+    if data_root is not None and _within(output, data_root):
+        raise ConfigError(
+            f"--output '{output}' is or lies inside data.root '{data_root}', the data being packed, which would read "
+            "its new folders as data; give a folder outside it"
+        )
+    if is_s3(output):
+        return
+    where = place_in_run(Path(output))
+    if where is not None:
+        raise ConfigError(
+            f"--output '{output}' {where}; --mode pack never writes into a run: give a folder outside every run"
+        )
+    problem = why_not_writable(Path(output))
+    if problem is not None:
+        raise OutputError(f"--output '{output}' {problem}; give --mode pack a new or empty folder it can write")
+
+
 def pack(cfg: Config, output: str, shard_size: Optional[str]) -> Dict[str, Any]:
     """Packs every split of ``cfg``'s dataset into ``output``; per split: samples, shards, bytes, seconds."""
     size = parse_size(shard_size or DEFAULT_SHARD_SIZE, "--shard-size")
+    check_output(output, cfg.data.root)
     store = open_store(output)
     if is_s3(output):
         store.check_bucket()  # type: ignore[attr-defined]  # a missing bucket or refused credentials: before any work

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from utils.data.shards.index import INDEX, Index, Shard
+from utils.errors import OutputError
 from utils.file_hash import file_digest
 
 
@@ -28,6 +30,10 @@ class SplitWriter:
     def add(self, members: Dict[str, bytes], entry: Dict[str, Any], position: int) -> None:
         """One sample: its members (``ext -> bytes``), its index entry (key, label or mask member, ...) and its
         place in the index (the dataset's order, whatever order the shards are written in)."""
+        with _written(self.folder):
+            self._add(members, entry, position)
+
+    def _add(self, members: Dict[str, bytes], entry: Dict[str, Any], position: int) -> None:
         if self._tar is not None and self._tar.offset >= self.shard_size:
             self._close_shard()
         if self._tar is None:
@@ -61,12 +67,22 @@ class SplitWriter:
 
     def close(self, task: str, dataset: str, classes: Optional[List[Any]]) -> Index:
         """Finishes the last shard and writes the split's index; the index."""
-        if self._tar is not None:
-            self._close_shard()
-        samples = [sample for _, sample in sorted(zip(self.positions, self.samples), key=lambda pair: pair[0])]
-        index = Index(self.split, task, dataset, classes, self.shards, samples)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / (INDEX + ".tmp")
-        tmp.write_text(index.to_json())
-        os.replace(tmp, self.folder / INDEX)
+        with _written(self.folder):
+            if self._tar is not None:
+                self._close_shard()
+            samples = [sample for _, sample in sorted(zip(self.positions, self.samples), key=lambda pair: pair[0])]
+            index = Index(self.split, task, dataset, classes, self.shards, samples)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = self.folder / (INDEX + ".tmp")
+            tmp.write_text(index.to_json())
+            os.replace(tmp, self.folder / INDEX)
         return index
+
+
+@contextlib.contextmanager
+def _written(folder: Path) -> Iterator[None]:
+    """An OSError while writing into ``folder`` (a full disk, a folder pack may not write) as one error line naming it."""
+    try:
+        yield
+    except OSError as err:
+        raise OutputError.writing(folder, err, "pack again into a new or empty --output") from err
