@@ -10,7 +10,7 @@ import pytest
 
 import main
 from tests.fixtures.outputs import one_error, read_only
-from utils.data.shards.cache import ShardCache
+from utils.data.shards.cache import ShardCache, ShardMismatch
 from utils.data.shards.index import Shard
 from utils.data.shards.reader import checked_cache_folder
 from utils.data.shards.store import LocalStore
@@ -40,7 +40,7 @@ def test_the_cache_keeps_the_most_recently_used_shards_within_its_limit(tmp_path
     assert cache.get(shards[0], "s", if_room=True) is None  # full of shards in use: the reader reads by range
     assert cache.get(shards[3], "s", if_room=True) is not None  # a cached one is used as it is
     bad = Shard("0.tar", 1, "0" * 64, 1000)
-    with pytest.raises(ValueError):
+    with pytest.raises(ShardMismatch):
         cache.get(bad, "s")
 
 

@@ -36,6 +36,10 @@ CACHED = re.compile(r"[0-9a-f]{20}-[^/]+\.tar")  # the name of a shard this cach
 DOWNLOAD = re.compile(r"\.([0-9a-f]{20}-[^/]+\.tar)\.([0-9]+)\.part")  # one on its way, by the process it names
 
 
+class ShardMismatch(ValueError):
+    """A fetched shard whose bytes do not match the sha256 its index gives (corrupt, or changed since packing)."""
+
+
 class ShardCache:
     """``get(shard)``: the path of a verified local copy, fetched by ``fetch(name, dest)`` on a miss."""
 
@@ -50,8 +54,8 @@ class ShardCache:
 
     def get(self, shard: Shard, split: str, if_room: bool = False) -> Optional[Path]:
         """The cached copy of ``shard``; None when ``if_room`` and it does not fit, or when its name would not be
-        one the cache keeps (``CACHED``: a shard or split name pack never writes); a ValueError when what arrived
-        does not match its checksum."""
+        one the cache keeps (``CACHED``: a shard or split name pack never writes); a ShardMismatch when what arrived
+        does not match its checksum (the store's own errors pass through: a missing shard is not a corrupt one)."""
         path = self.file(shard, split)
         if not CACHED.fullmatch(path.name) or path.parent != self.folder:  # then it could never be evicted
             return None
@@ -67,7 +71,7 @@ class ShardCache:
             try:
                 self.fetch(f"{split}/{shard.name}", tmp)
                 if file_digest(tmp) != shard.sha256:
-                    raise ValueError(shard.name)
+                    raise ShardMismatch(shard.name)
                 os.replace(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Union
 
 from utils.data.bad_samples import BadFile
-from utils.data.shards.cache import ShardCache
+from utils.data.shards.cache import ShardCache, ShardMismatch
 from utils.data.shards.fill import start_fill
 from utils.data.shards.index import INDEX, Index, Shard, parse_index
 from utils.data.shards.sizes import parse_size
@@ -105,7 +105,7 @@ class ShardReader:
         if shard.name not in self.bad:
             try:
                 return self.cache.get(shard, self.index.split, if_room=True)
-            except ValueError:
+            except ShardMismatch:
                 self.bad.add(shard.name)
         raise BadFile(
             f"shard '{self._shard_url(shard)}' does not match its sha256 in {INDEX} (corrupt or changed since packing); "
