@@ -94,7 +94,7 @@ class S3Store:
         self._retried(lambda: self.client.download_file(self.bucket, self.key(name), str(dest)), name)
 
     def upload(self, source: Path, name: str) -> None:
-        self._retried(lambda: self.client.upload_file(str(source), self.bucket, self.key(name)), name)
+        self._retried(lambda: self.client.upload_file(str(source), self.bucket, self.key(name)), name, writing=True)
 
     def is_empty(self) -> bool:
         """Whether no object lies under the prefix."""
@@ -106,7 +106,9 @@ class S3Store:
         """A one-line error now for a missing bucket or refused credentials (before packing)."""
         self._retried(lambda: self.client.head_bucket(Bucket=self.bucket), "")
 
-    def _retried(self, call: Callable[[], T], name: str) -> T:
+    def _retried(self, call: Callable[[], T], name: str, writing: bool = False) -> T:
+        """``call()``, tried again while the store may be restarting; the errors a user can fix as one line each,
+        worded for what the call does (``writing``: an upload, else a read)."""
         from boto3.exceptions import S3TransferFailedError, S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
         from s3transfer.exceptions import RetriesExceededError
@@ -120,7 +122,7 @@ class S3Store:
                     f"no credentials for {self.url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
                 ) from None
             except ClientError as err:
-                fatal = self._client_error(err, name)
+                fatal = self._client_error(err, name, writing)
                 if fatal is not None:
                     raise fatal from None
                 error = err
@@ -129,33 +131,53 @@ class S3Store:
             except (S3UploadFailedError, S3TransferFailedError, RetriesExceededError) as err:
                 # boto3's transfers wrap the error; a refusal that retrying cannot fix is one line now
                 cause = err.__cause__ or err.__context__
-                fatal = self._client_error(cause, name) if isinstance(cause, ClientError) else None
+                fatal = self._client_error(cause, name, writing) if isinstance(cause, ClientError) else None
                 if fatal is not None:
                     raise fatal from None
                 error = err
             if time.monotonic() + delay > deadline:
                 endpoint = os.environ.get("AWS_ENDPOINT_URL", "AWS")
                 raise DataError(
-                    f"S3 at {endpoint} failed for {RETRY_S:.0f} s on {self.url}/{name} ({error}); check the endpoint and try again"
+                    f"S3 at {endpoint} failed for {RETRY_S:.0f} s {'writing' if writing else 'reading'} {self.url}/{name} "
+                    f"({error}); check the endpoint and try again"
                 )
-            log.warning("S3 request for %s/%s failed (%s); retrying in %.1f s", self.url, name, error, delay)
+            log.warning(
+                "S3 %s %s/%s failed (%s); retrying in %.1f s",
+                "upload of" if writing else "read of",
+                self.url,
+                name,
+                error,
+                delay,
+            )
             time.sleep(delay)
             delay = min(delay * 2, LONGEST_WAIT_S)
 
-    def _client_error(self, err: Any, name: str) -> Optional[DataError]:
+    def _client_error(self, err: Any, name: str, writing: bool = False) -> Optional[DataError]:
         """The one-line error for a refusal a retry cannot fix; None for one worth retrying (5xx, throttling)."""
         code = str(err.response.get("Error", {}).get("Code", ""))
         status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if status >= 500 or code in ("SlowDown", "Throttling", "RequestTimeout"):
+            return None
+        if code == "NoSuchBucket" or (not name and status == 404):
+            return DataError(f"bucket '{self.bucket}' does not exist at {os.environ.get('AWS_ENDPOINT_URL', 'AWS')}")
+        if writing:  # the bucket answered pack's reads first: the credentials may not write, or the key is refused
+            fix = (
+                f"give credentials that may write to bucket '{self.bucket}' (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+                if code in CREDENTIALS or status == 403
+                else "give --output a prefix this store takes"
+            )
+            said = err.response.get("Error", {}).get("Message") or code
+            return DataError(
+                f"S3 refused writing {self.url}/{name} ({code}: {said}); {fix}, then pack again into a new or empty --output"
+            )
         if code in CREDENTIALS or status == 403:
             return DataError(
                 f"S3 refused the credentials for {self.url} ({code}); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
             )
-        if code == "NoSuchBucket" or (not name and status == 404):
-            return DataError(f"bucket '{self.bucket}' does not exist at {os.environ.get('AWS_ENDPOINT_URL', 'AWS')}")
         if code in ("NoSuchKey", "404") or status == 404:
             return DataError(
                 f"'{self.url}/{name}' does not exist: the prefix holds no packed data (pack it with --mode pack --output {self.url})"
             )
-        if status >= 500 or code in ("SlowDown", "Throttling", "RequestTimeout"):
-            return None
-        return DataError(f"S3 refused reading {self.url}/{name}: {code} {err}")
+        return DataError(
+            f"S3 refused reading {self.url}/{name} ({code}: {err}); check the S3 URL and the store's settings"
+        )
