@@ -17,8 +17,10 @@ from tests.apps.conftest import folder_overrides, make_digit_folder
 from tests.fixtures.seaweed import READ_ONLY
 from utils.config import DataConfig
 from utils.data import build_dataset
+from utils.data.predict_shards import packed_split
 from utils.data.shards import s3
 from utils.data.shards.s3 import S3Store
+from utils.errors import DataError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -73,6 +75,54 @@ def test_pack_to_s3_and_train_through_a_quarter_size_cache_as_from_local_shards(
     assert [(r["prediction"], r["score"]) for r in rows["s3"]] == [(r["prediction"], r["score"]) for r in rows["files"]]
     assert main.main(["--mode", "predict", "--checkpoint", best, "--input", f"s3://{url.split('/')[2]}"]) == 2
     assert "names a bucket; name a packed split: s3://bucket/prefix/<split>" in capsys.readouterr().err
+    afile = tmp_path / "afile"  # a cache folder predict cannot use: one line, and its folder is taken back
+    afile.write_text("mine")
+    experiment = tmp_path / "out" / "apps"
+    before = sorted(p.name for p in experiment.iterdir())
+    bad = [f"data.args.cache_dir={afile}"]
+    assert main.main(["--mode", "predict", "--checkpoint", best, "--input", f"{url}/test", *bad]) == 2
+    assert errors(capsys)[0].startswith(f"error: data.args.cache_dir '{afile}' is a file;")
+    assert sorted(p.name for p in experiment.iterdir()) == before and afile.read_text() == "mine"
+
+
+def test_a_wrong_root_input_or_missing_shard_gets_the_advice_a_folder_gets(tmp_path, capsys, s3_env):
+    url = f"s3://{s3_env.bucket()}/a"
+    packed(tmp_path, capsys, url)
+    local, bucket = tmp_path / "local", url.split("/")[2]  # the same packed data in a folder
+    for item in s3_env.client().list_objects_v2(Bucket=bucket, Prefix="a/")["Contents"]:
+        (local / item["Key"][2:]).parent.mkdir(parents=True, exist_ok=True)
+        s3_env.client().download_file(bucket, item["Key"], str(local / item["Key"][2:]))
+
+    def said(root: str, split: str) -> str:
+        args = {"channels": 1, "cache_dir": str(tmp_path / "cache")}
+        with pytest.raises(DataError) as err:
+            build_dataset(DataConfig(name="shards", root=root, args=args), split)
+        return str(err.value)
+
+    def in_s3(message: str) -> str:  # the local message, in S3's words
+        return message.replace(str(local), url).replace("folder", "prefix").replace("a file", "an object")
+
+    for place, split in (("/train", "train"), ("/train/index.json", "train"), ("", "nosuch")):
+        assert said(url + place, split) == in_s3(said(f"{local}{place}", split))
+
+    def refused(spec: str) -> str:
+        with pytest.raises(DataError) as err:
+            packed_split(spec)
+        return str(err.value)
+
+    for place in ("", "/train/index.json", "/train/shard-000000.tar"):
+        assert refused(url + place) == in_s3(refused(f"{local}{place}"))
+    assert packed_split(f"{url}/train") == (url, "train")
+    with pytest.raises(DataError, match="holds no packed split .*; name a split --mode pack wrote"):
+        packed_split(f"{url}/nosuch")
+    s3_env.client().delete_object(Bucket=bucket, Key="a/val/shard-000001.tar")
+    shards = build_dataset(
+        DataConfig(name="shards", root=url, args={"channels": 1, "cache_dir": str(tmp_path / "c")}), "val"
+    )
+    with pytest.raises(
+        DataError, match=f"^shard '{url}/val/shard-000001.tar' is missing; restore it or pack the data again$"
+    ):
+        [shards[at] for at in range(len(shards))]
 
 
 def test_a_corrupt_shard_in_s3_is_one_error_line_naming_it(tmp_path, capsys, s3_env):

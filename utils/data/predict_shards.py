@@ -19,29 +19,39 @@ from utils.data.shards import decode
 from utils.data.shards.clips import read_frames, video_names
 from utils.data.shards.index import INDEX
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, ShardReader, open_split
-from utils.data.shards.store import is_s3
+from utils.data.shards.store import is_s3, open_store, words
 from utils.errors import DataError
 
 
 def packed_split(spec: Optional[str]) -> Optional[Tuple[str, str]]:
     """``(root, split)`` where ``spec`` names a packed split, else None (files, folders, globs); a DataError for a
-    folder of packed splits or a bucket alone, naming the split to give."""
+    file of a packed split, a folder (or prefix) of packed splits, or a bucket alone, naming what to give. An S3
+    ``spec`` names a packed split or is refused: S3 holds no other input."""
     if not spec:
         return None
     if is_s3(spec):
-        root, _, split = spec.rstrip("/").rpartition("/")
+        url = spec.rstrip("/")
+        root, _, split = url.rpartition("/")
         if len(root) <= len("s3://"):
             raise DataError(f"--input '{spec}' names a bucket; name a packed split: s3://bucket/prefix/<split>")
+    else:
+        path = Path(spec).expanduser()
+        url, root, split = str(path), str(path.parent), path.name
+    store = open_store(url)
+    if store.has(INDEX):
         return root, split
-    path = Path(spec).expanduser()
-    if (path / INDEX).is_file():
-        return str(path.parent), path.name
-    if path.is_file() and (path.parent / INDEX).is_file():  # the index or a shard of a packed split
-        raise DataError(f"--input '{spec}' is a file of a packed split; name the split's folder: --input {path.parent}")
-    splits = sorted(index.parent.name for index in path.glob(f"*/{INDEX}")) if path.is_dir() else []
+    folder, a_file = words(store)
+    if store.has("") and open_store(root).has(INDEX):  # the index or a shard of a packed split
+        raise DataError(f"--input '{spec}' is {a_file} of a packed split; name the split's {folder}: --input {root}")
+    splits = store.splits()
     if splits:
         example = "test" if "test" in splits else splits[0]
-        raise DataError(f"--input '{spec}' holds the packed splits {splits}; name one: --input {path / example}")
+        raise DataError(f"--input '{spec}' holds the packed splits {splits}; name one: --input {url}/{example}")
+    if is_s3(spec):
+        raise DataError(
+            f"--input '{spec}' holds no packed split (no {INDEX} under it); name a split --mode pack wrote: "
+            "s3://bucket/prefix/<split>"
+        )
     return None
 
 

@@ -12,8 +12,10 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, List, Optional, TypeVar
 
+from utils.data.shards.index import INDEX
+from utils.data.shards.store import missing_index
 from utils.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,23 @@ class S3Store:
         listed = self._retried(lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1), "")
         return not listed.get("KeyCount", 0)
 
+    def has(self, name: str) -> bool:
+        """Whether the object ``name`` exists (``""``: whether the prefix itself names an object)."""
+        key = self.key(name) if name else self.prefix
+        if not key:
+            return False
+        listed = self._retried(lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1), "")
+        return any(item["Key"] == key for item in listed.get("Contents", []))  # the key itself sorts first
+
+    def splits(self) -> List[str]:
+        """The packed splits right under the prefix: those of its first 100 sub-prefixes that hold an index."""
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        listed = self._retried(
+            lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, Delimiter="/", MaxKeys=100), ""
+        )
+        names = [entry["Prefix"][len(prefix) :].rstrip("/") for entry in listed.get("CommonPrefixes", [])]
+        return sorted(name for name in names if self.has(f"{name}/{INDEX}"))
+
     def check_bucket(self) -> None:
         """A one-line error now for a missing bucket or refused credentials (before packing)."""
         self._retried(lambda: self.client.head_bucket(Bucket=self.bucket), "")
@@ -175,9 +194,9 @@ class S3Store:
                 f"S3 refused the credentials for {self.url} ({code}); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
             )
         if code in ("NoSuchKey", "404") or status == 404:
-            return DataError(
-                f"'{self.url}/{name}' does not exist: the prefix holds no packed data (pack it with --mode pack --output {self.url})"
-            )
+            if name.split("/")[-1] == INDEX:  # the advice a folder gets: the prefix above a split's, another split
+                return DataError(missing_index(self, name))
+            return DataError(f"shard '{self.url}/{name}' is missing; restore it or pack the data again")
         return DataError(
             f"S3 refused reading {self.url}/{name} ({code}: {err}); check the S3 URL and the store's settings"
         )

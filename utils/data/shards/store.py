@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Protocol
+from typing import List, Protocol, Tuple
 
 from utils.data.shards.index import INDEX
 from utils.errors import DataError
@@ -26,6 +26,10 @@ class Store(Protocol):
 
     def is_empty(self) -> bool: ...
 
+    def has(self, name: str) -> bool: ...
+
+    def splits(self) -> List[str]: ...
+
 
 class LocalStore:
     """A folder; its shards are read in place (no cache)."""
@@ -41,21 +45,15 @@ class LocalStore:
         try:
             return self.path(name).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
-            raise DataError(self._missing(name)) from None
+            raise DataError(missing_index(self, name)) from None
 
-    def _missing(self, name: str) -> str:
-        """Why ``name`` is not there, and what to give instead: the folder above a split's, or another split."""
-        if self.root.is_file():
-            return f"data.root '{self.root}' is a file; give the folder --mode pack wrote (it holds <split>/{INDEX})"
-        if (self.root / INDEX).is_file():
-            return (
-                f"'{self.root}' is the folder of one packed split; data.root is the folder above it: {self.root.parent}"
-            )
-        splits = sorted(index.parent.name for index in self.root.glob(f"*/{INDEX}")) if self.root.is_dir() else []
-        if splits:
-            split = name.split("/")[0]
-            return f"'{self.root}' holds the packed splits {splits}, not '{split}'; check data.test_split, or pack that split"
-        return f"'{self.path(name)}' does not exist: data.root must be a folder written by --mode pack"
+    def has(self, name: str) -> bool:
+        """Whether the file ``name`` exists (``""``: whether the root itself is a file)."""
+        return self.path(name).is_file()
+
+    def splits(self) -> List[str]:
+        """The packed splits in the folder: its folders holding an index."""
+        return sorted(index.parent.name for index in self.root.glob(f"*/{INDEX}")) if self.root.is_dir() else []
 
     def read_range(self, name: str, start: int, end: int) -> bytes:
         with open(self.path(name), "rb") as fh:
@@ -74,6 +72,28 @@ class LocalStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.resolve() != target.resolve():
             shutil.copyfile(source, target)
+
+
+def words(store: Store) -> Tuple[str, str]:
+    """What the store's places are called: ``("folder", "a file")``, or ``("prefix", "an object")`` in S3."""
+    return ("prefix", "an object") if is_s3(store.url) else ("folder", "a file")
+
+
+def missing_index(store: Store, name: str) -> str:
+    """Why the index ``<split>/index.json`` is not in ``store``, and what to give instead: the folder (or prefix)
+    above a split's, another split, or one that --mode pack wrote; the same advice for a folder and for S3."""
+    folder, a_file = words(store)
+    url = store.url.rstrip("/")
+    if store.has(""):
+        return f"data.root '{url}' is {a_file}; give the {folder} --mode pack wrote (it holds <split>/{INDEX})"
+    if store.has(INDEX):
+        above = str(Path(url).parent) if folder == "folder" else url.rpartition("/")[0]
+        return f"'{url}' is the {folder} of one packed split; data.root is the {folder} above it: {above}"
+    splits = store.splits()
+    if splits:
+        split = name.split("/")[0]
+        return f"'{url}' holds the packed splits {splits}, not '{split}'; check data.test_split, or pack that split"
+    return f"'{url}/{name}' does not exist: data.root must be a {folder} written by --mode pack"
 
 
 def is_s3(root: str) -> bool:
