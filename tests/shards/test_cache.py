@@ -102,6 +102,8 @@ def test_a_cache_folder_the_cache_cannot_write_is_one_line_before_any_run_folder
     with pytest.raises(ConfigError, match="the shard cache folder '.*' lies under the file .* set data.args.cache_dir"):
         checked_cache_folder(root, None)
     assert checked_cache_folder(root, str(tmp_path)) == tmp_path  # a folder holding other files: they are left alone
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    assert checked_cache_folder("s3://b/../../x/./y", None) == tmp_path / "home" / "regtrain-shards" / "b" / "x" / "y"
 
     before = sorted(p.name for p in run.parent.iterdir())
     args = ["data.name=shards", f"data.root={root}", f"data.args={{cache_dir: '{afile}'}}"]

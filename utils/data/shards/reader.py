@@ -30,10 +30,12 @@ def load_index(store: Store, split: str) -> Index:
 
 
 def cache_folder(root: str, cache_dir: Optional[str]) -> Path:
-    """``cache_dir``, else ``$XDG_CACHE_HOME`` (``~/.cache``) ``/regtrain-shards/<bucket>/<prefix>``."""
+    """``cache_dir``, else ``$XDG_CACHE_HOME`` (``~/.cache``) ``/regtrain-shards/<bucket>/<prefix>``, inside that folder
+    whatever the prefix holds (``..`` in an S3 key is a name, not a way up)."""
     if cache_dir:
         return Path(cache_dir).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "regtrain-shards" / root[len("s3://") :]
+    parts = [part for part in root[len("s3://") :].split("/") if part not in ("", ".", "..")]
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "regtrain-shards" / Path(*parts)
 
 
 def checked_cache_folder(root: str, cache_dir: Optional[str]) -> Path:
