@@ -4,7 +4,9 @@ Each split (train, val and ``data.test_split``) is built as training would build
 without transforms, and written by ``utils/data/shards/writer.py``: the stored file
 bytes of each sample in tar shards of about ``--shard-size`` bytes, and ``index.json``.
 An S3 output is written to a temporary folder first and uploaded shard by shard, the
-index last, so a prefix with an index is complete.
+index last, so a prefix with an index is complete. ``--output`` is refused before anything is
+read when it is not empty, lies inside the data being packed or inside a run folder, or cannot be
+written (``check_output``).
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ that was packed: ``image_folder`` and in-memory datasets (classification), or
 ``image_mask_folder`` (SOD), with the same arguments (``channels``, ``image_size``;
 ``size``, ``multi_scale``, ``size_divisor``), or ``video_frames_folder`` (clips: ``clip_len``,
 ``frame_stride``, ``num_clips``, ``pad_short``). Remote shards are cached whole under
-``cache_dir`` up to ``cache_limit`` bytes (least recently used evicted first); ``shuffle_window``
-makes the training order shard-aware (``window_order``).
+``cache_dir`` up to ``cache_limit`` bytes (least recently used evicted first; only the cache's own
+files count and are ever deleted, so other files in ``cache_dir`` are left alone; a ``cache_dir`` it
+cannot write is one error line before a run folder is made); ``shuffle_window`` makes the training
+order shard-aware (``window_order``).
 """
 
 from __future__ import annotations
