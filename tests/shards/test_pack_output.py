@@ -20,6 +20,7 @@ def snapshot(folder: Path) -> Dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # packs until a small disk is full: about 3 s
 def test_an_output_inside_the_data_or_a_run_or_unwritable_is_one_line_and_nothing_is_written(tmp_path, capsys):
     data = make_digit_folder(tmp_path / "digits")
     os.symlink(data / "train", tmp_path / "link")  # the data through a link
