@@ -35,3 +35,27 @@ def test_a_long_tag_keeps_the_parts_that_fit_and_hashes_every_value():
     first, second = tag(0, MANY, 0), tag(0, other, 0)
     assert first.startswith("t000_key_00=0_key_01=1_") and first != second
     assert first.rsplit("_", 2)[0] == second.rsplit("_", 2)[0]  # the same readable prefix, another hash
+
+
+def test_a_run_under_the_trials_tag_but_of_another_configuration_is_refused(tmp_path):
+    """Another sweep of the experiment (or this one over another base config) gave a run the same tag: counting it
+    for this trial would mix two configurations; an inert difference (where the run wrote) does not count."""
+    from utils.engine.output_files import write_config
+    from utils.errors import ConfigError
+    from utils.sweep.driver import default_build
+    from utils.sweep.trial_runs import same_configuration
+
+    build = default_build(None, ["train.epochs=2", f"experiment.output_root={tmp_path}"])
+    trial = build(["optim.lr=0.01", "seed=1"])
+    folder = tmp_path / "run_001_t000_lr=0.01_seed=1"
+    folder.mkdir()
+    saved = load_config(None, ["train.epochs=2", "optim.lr=0.01", "seed=1", "experiment.run_tag=t000_lr=0.01_seed=1"])
+    write_config(saved, folder / "config.yaml", "")
+    same_configuration(folder, trial)  # the same (configuration, seed): counted
+    other = load_config(None, ["train.epochs=3", "optim.lr=0.01", "seed=1", "experiment.output_root=/elsewhere"])
+    write_config(other, folder / "config.yaml", "")
+    with pytest.raises(
+        ConfigError,
+        match=r"has this trial's tag but was trained with another configuration \(train.epochs 3 -> 2; run -> trial\)",
+    ):
+        same_configuration(folder, trial)

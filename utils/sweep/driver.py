@@ -79,6 +79,7 @@ def run_sweep(sweep: str, config: Optional[str], overrides: List[str], build: Ca
         base.train.epochs,
         spec.pruner,
         dict(os.environ),
+        build,
     )
     lock = threading.Lock()
     with ThreadPoolExecutor(spec.parallel) as pool:  # a worker's error is raised here, with its traceback

@@ -17,10 +17,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from utils.compare.collect import METRICS
-from utils.config import RUN_TAG_MAX
+from utils.config import RUN_TAG_MAX, Config, to_dict
+from utils.errors import ConfigError, name_list
 from utils.log import read_rows
 from utils.run_folder import numbered
 from utils.sweep import pruning
@@ -44,6 +45,7 @@ class TrialContext:
     epochs: int
     pruner: str = "none"
     env: Dict[str, str] = field(default_factory=dict)
+    build: Optional[Callable[[List[str]], Config]] = None  # a trial's resolved config from its overrides
 
 
 @dataclass
@@ -87,6 +89,8 @@ def run_configuration(
     for index, seed in enumerate(ctx.seeds):
         name = tag(config_id, params, seed)
         folder = find_run(ctx.experiment, name)
+        if folder is not None and ctx.build is not None:
+            same_configuration(folder, ctx.build([*[override(k, v) for k, v in params.items()], f"seed={seed}"]))
         if folder is None or not has_test_row(folder):
             args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
             args += [*ctx.base_args, *[override(k, v) for k, v in params.items()], f"seed={seed}"]
@@ -155,6 +159,23 @@ def find_run(experiment: Path, name: str) -> Optional[Path]:
     the runs: run_1000 after run_999), if any."""
     found = [run.path for run in numbered(experiment) if run.path.name.split("_", 2)[2:] == [name]]
     return found[-1] if found else None
+
+
+def same_configuration(folder: Path, trial: Config) -> None:
+    """ConfigError when the run found under the trial's tag was trained with another configuration (a key that
+    changes results, not an inert one): another sweep of the experiment, or this one over another base config,
+    whose tag is the same. Counting it for this trial would mix two configurations under one."""
+    from utils.checkpoint.guard import setting_changes
+    from utils.compare.collect import read_config
+
+    saved = read_config(folder / "config.yaml") if (folder / "config.yaml").is_file() else {}
+    differ = [str(c) for c in setting_changes(saved, to_dict(trial)) if c.rule != "inert"]
+    if differ:
+        raise ConfigError(
+            f"run '{folder}' has this trial's tag but was trained with another configuration ({name_list(differ, show=4)}; "
+            "run -> trial): a run counts only for its own configuration and seed; give this sweep another "
+            "experiment.name (or move that run away)"
+        )
 
 
 def has_checkpoint(folder: Path) -> bool:
