@@ -19,6 +19,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_home(tmp_path_factory) -> None:
+    """The shard cache's default folder (``$XDG_CACHE_HOME/regtrain-shards``) in the session's temporary folder:
+    no test writes into the user's home. Child processes inherit it."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
+
+
 @pytest.fixture
 def out_root(tmp_path: Path) -> Path:
     """An output root for one test's runs."""

@@ -45,7 +45,7 @@ def test_digits_pack_into_several_shards_reads_back_the_same_items(tmp_path, cap
     out = pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
     assert out.startswith("pack: train 1257 samples in ") and "val 180" in out and "test 360" in out
     index = json.loads((tmp_path / "p" / "train" / "index.json").read_text())
-    assert index["version"] == 1 and index["task"] == "classification" and len(index["shards"]) > 5
+    assert index["version"] == 2 and index["task"] == "classification" and len(index["shards"]) > 5
     for split in ("train", "val", "test"):
         original = build_dataset(DataConfig(name="digits"), split)
         packed = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), split)
@@ -57,11 +57,12 @@ def test_digits_pack_into_several_shards_reads_back_the_same_items(tmp_path, cap
 def test_image_folder_pack_keeps_each_files_bytes_and_gives_the_same_items(tmp_path, capsys):
     data = make_digit_folder(tmp_path / "data")
     pack(capsys, tmp_path / "p", "data.name=image_folder", f"data.root={data}", "data.args={channels: 1}")
-    index = json.loads((tmp_path / "p" / "val" / "index.json").read_text())
-    with tarfile.open(tmp_path / "p" / "val" / index["shards"][0]["name"]) as tar:  # a plain tar (WebDataset layout)
-        for sample in index["samples"]:
-            stored = tar.extractfile(sample["image"]).read()
-            assert stored == (data / "val" / sample["key"]).read_bytes()  # the PNG as it was, not decoded
+    val = load_split(tmp_path / "p" / "val")
+    with tarfile.open(tmp_path / "p" / "val" / val.shards[0].name) as tar:  # a plain tar (WebDataset layout)
+        names = {member.offset_data: member.name for member in tar.getmembers()}
+        for at in range(len(val)):
+            stored = tar.extractfile(names[int(val.spans(at)[0]["offset"])]).read()
+            assert stored == (data / "val" / val.key(at)).read_bytes()  # the PNG as it was, not decoded
     for split in ("train", "val", "test"):
         args = {"channels": 1}
         original = build_dataset(DataConfig(name="image_folder", root=str(data), args=args), split)
@@ -70,11 +71,10 @@ def test_image_folder_pack_keeps_each_files_bytes_and_gives_the_same_items(tmp_p
         same_items(original, packed, len(original))
     # the folder's training order is class by class; its shards are written in a seeded shuffle (the index
     # keeps the folder's order, checked above), so the first shard holds every class and the others mixed
-    train = json.loads((tmp_path / "p" / "train" / "index.json").read_text())
-    order = sorted(
-        range(len(train["samples"])), key=lambda i: train["samples"][i]["members"][train["samples"][i]["image"]][0]
-    )
-    written = [train["samples"][i]["label"] for i in order if train["samples"][i]["shard"] == 0]
+    train = load_split(tmp_path / "p" / "train")
+    first = train.samples["shard"] == 0
+    order = np.argsort(train.members["offset"][train.samples["member"][first]])
+    written = train.samples["label"][first][order].tolist()
     assert sorted(set(written)) == [0, 1, 2] and written != sorted(written)
     # the training transforms, with the same random draws (crops and flips on uint8, as image_folder)
     crop = [{"name": "RandomResizedCrop", "size": 6}, {"name": "RandomHorizontalFlip"}]
@@ -101,10 +101,7 @@ def test_sod_pack_gives_the_same_images_masks_and_names(tmp_path, capsys):
         assert packed.sample_keys() == original.sample_keys()
         same_items(original, packed, len(original))
     # eval.save_predictions names each saliency map after its stem: a stem that is a path is refused on load
-    index_file = tmp_path / "p" / "test" / "index.json"
-    index = json.loads(index_file.read_text())
-    index["samples"][1]["stem"] = "../../evil"
-    index_file.write_text(json.dumps(index))
+    craft(tmp_path / "p" / "test", lambda a, h: set_text(a, "stems", "stem", 1, "../../evil"))
     with pytest.raises(DataError, match=r"at sample 1 \(stem '../../evil' is not a plain file name\)"):
         build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args={"size": 24}), "test")
 
@@ -116,10 +113,12 @@ def test_a_corrupt_shard_stops_with_its_name_or_is_skipped(tmp_path, capsys):
     raw[600] ^= 0xFF
     shard.write_bytes(bytes(raw))
     stop = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
+    index = stop.index
     hit = next(  # the sample whose stored bytes hold offset 600
         i
-        for i, s in enumerate(stop.index.samples)
-        if s["shard"] == 0 and any(o <= 600 < o + n for o, n, _ in s["members"].values())
+        for i in range(len(index))
+        if index.samples["shard"][i] == 0
+        and any(o <= 600 < o + n for o, n in index.spans(i)[["offset", "size"]].tolist())
     )
     with pytest.raises(
         DataError, match=f"shard-000000.tar' does not match its checksums in index.json at sample '{hit}'"
@@ -139,10 +138,14 @@ def test_index_errors_are_one_line_before_training(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("error: '") and "written by --mode pack" in err[0]
     pack(capsys, tmp_path / "p", "data.name=digits")
     index = tmp_path / "p" / "train" / "index.json"
-    index.write_text(index.read_text().replace('"version":1', '"version":0'))
+    index.write_text(index.read_text().replace('"version":2', '"version":1'))
     assert main.main(run) == 2
     err = errors(capsys)
-    assert len(err) == 1 and "format version 0, this framework reads version 1" in err[0]
+    assert (
+        len(err) == 1
+        and "format version 1 (a JSON entry per sample, before the compact index), this framework reads version 2"
+        in err[0]
+    )
 
 
 def test_pack_needs_an_output_and_sizes_read_as_written(tmp_path, capsys):
@@ -186,33 +189,82 @@ def test_video_frame_folders_pack_into_the_same_clips(tmp_path, capsys):
             assert torch.equal(x_a, x_b) and y_a == y_b
 
 
+def load_split(folder: Path):
+    """A packed split's index as the readers load it."""
+    from utils.data.shards.index import load
+
+    return load((folder / "index.json").read_bytes(), str(folder), lambda file: folder / file.name)
+
+
+def craft(folder: Path, change) -> None:
+    """``change(arrays, header)`` applied to a packed split's index (copies of its arrays, its JSON), written back."""
+    header = json.loads((folder / "index.json").read_text())
+    arrays = {name: np.load(folder / f"{name}.npy") for name in ("samples", "members", "keys", "stems")}
+    change(arrays, header)
+    for name, array in arrays.items():
+        np.save(folder / f"{name}.npy", array, allow_pickle=False)
+        header["arrays"][name]["bytes"] = (folder / f"{name}.npy").stat().st_size
+    (folder / "index.json").write_text(json.dumps(header))
+
+
+def set_text(arrays, table: str, field: str, at: int, text: str) -> None:
+    """Sample ``at``'s key (or stem) set to ``text``: the table's lines rebuilt, and every sample's offset."""
+    lines = bytes(arrays[table]).decode().split("\n")[:-1]
+    lines[at] = text
+    arrays[table] = np.frombuffer("".join(f"{line}\n" for line in lines).encode(), np.uint8)
+    arrays["samples"][field] = np.cumsum([0] + [len(line.encode()) + 1 for line in lines[:-1]])
+
+
+def set_field(array: str, field: str, at: int, value) -> object:
+    return lambda a, h: a[array][field].__setitem__(at, value)
+
+
 CRAFTED = [  # (what is changed in the test split's index, what the one line names)
-    (lambda i: i["samples"][3]["members"][i["samples"][3]["image"]].__setitem__(0, -100), "at sample 3 (member"),
-    (lambda i: i["samples"][3]["members"][i["samples"][3]["image"]].__setitem__(1, 10**12), "of a "),
-    (lambda i: i["samples"][5].__setitem__("shard", 99), "at sample 5 (shard 99 of"),
-    (lambda i: i["samples"][5].pop("members"), "at sample 5 (no members)"),
-    (lambda i: i["samples"][7].__setitem__("label", 57), "at sample 7 (label 57 of 10 classes)"),
-    (lambda i: i["samples"][7].__setitem__("label", "x"), "at sample 7 (label 'x'"),
-    (lambda i: i["samples"][8].__setitem__("image", "elsewhere.npy"), "its image 'elsewhere.npy' is not among"),
-    (lambda i: i["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+    (set_field("members", "offset", 3, 2**63), "at sample 3 (a member spans bytes 9223372036854775808 .."),
+    (set_field("members", "size", 3, 10**12), "-byte shard"),
+    (set_field("samples", "shard", 5, 99), "at sample 5 (shard 99 of"),
+    (set_field("samples", "count", 5, 0), "at sample 5 (0 member(s) where a classification sample has 1)"),
+    (set_field("samples", "member", 6, 0), "at sample 6 (its members are not the rows after the previous sample's)"),
+    (set_field("samples", "label", 7, 57), "at sample 7 (label 57 of 10 classes)"),
+    (set_field("samples", "label", 7, -1), "at sample 7 (label -1 of 10 classes)"),
+    (set_field("members", "ext", 8, 9), "at sample 8 (a member's extension 9 of 1)"),
+    (lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+    (
+        lambda a, h: h["arrays"]["keys"].__setitem__("name", "../keys.npy"),
+        "inconsistent (task, sample counts or arrays)",
+    ),
+    (lambda a, h: h["extensions"].__setitem__(0, "../npy"), "lists the extension '../npy', not a plain one"),
+    (lambda a, h: a.__setitem__("keys", a["keys"][:-1]), "at sample 0 (its keys are not one line per sample)"),
     # predict names a saliency map after its sample's key: a key that leaves the folder is refused on load
-    (lambda i: i["samples"][2].__setitem__("key", "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),
-    (lambda i: i["samples"][2].__setitem__("key", "/tmp/abs.png"), "at sample 2 (key '/tmp/abs.png' is not a relative"),
-    (lambda i: i["samples"][2].__setitem__("key", ""), "at sample 2 (key '' is not"),
+    (lambda a, h: set_text(a, "keys", "key", 2, "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),
+    (lambda a, h: set_text(a, "keys", "key", 2, "/tmp/abs.png"), "at sample 2 (key '/tmp/abs.png' is not a relative"),
+    (lambda a, h: set_text(a, "keys", "key", 2, "a/../../b"), "at sample 2 (key 'a/../../b' is not a relative"),
+    (lambda a, h: set_text(a, "keys", "key", 2, ""), "at sample 2 (key '' is not"),
 ]
 
 
 def test_a_crafted_or_damaged_index_is_one_line_naming_the_sample_before_any_read(tmp_path, capsys):
     pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
-    path = tmp_path / "p" / "test" / "index.json"
-    good = path.read_text()
+    folder = tmp_path / "p" / "test"
+    good = {path.name: path.read_bytes() for path in folder.glob("*.*") if not path.name.endswith(".tar")}
     for change, named in CRAFTED:
-        index = json.loads(good)
-        change(index)
-        path.write_text(json.dumps(index))
+        craft(folder, change)
         with pytest.raises(DataError, match="shard index '.*' ") as err:
             build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
-        assert named in str(err.value) and str(err.value).endswith("pack the data again"), str(err.value)
+        assert named in str(err.value) and str(err.value).endswith("pack the data again (--mode pack)"), str(err.value)
+        for name, data in good.items():
+            (folder / name).write_bytes(data)
+
+
+def test_any_number_of_workers_packs_the_same_bytes(tmp_path, capsys):
+    """--workers K writes the same shards, index and checksums for every K (the plan fixes each shard)."""
+    data = make_digit_folder(tmp_path / "digits")
+    for workers in (1, 3):
+        args = ["data.name=image_folder", f"data.root={data}", "--shard-size", "3KB", "--workers", str(workers)]
+        pack(capsys, tmp_path / f"p{workers}", *args)
+    one = {p.relative_to(tmp_path / "p1"): p.read_bytes() for p in (tmp_path / "p1").rglob("*") if p.is_file()}
+    three = {p.relative_to(tmp_path / "p3"): p.read_bytes() for p in (tmp_path / "p3").rglob("*") if p.is_file()}
+    assert one == three and sum(1 for p in one if p.suffix == ".tar") > 6
 
 
 def test_a_wrong_data_root_or_a_missing_shard_is_one_line_naming_the_fix_before_any_read(tmp_path, capsys):

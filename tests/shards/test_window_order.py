@@ -79,7 +79,7 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     window = dataset.window_order()
     assert window.window == 2 and sorted(i for group in window.groups for i in group) == list(range(len(dataset)))
     assert all(
-        dataset.index.samples[i]["shard"] == dataset.index.samples[group[0]]["shard"]
+        dataset.index.samples["shard"][i] == dataset.index.samples["shard"][group[0]]
         for group in window.groups
         for i in group
     )
@@ -97,7 +97,8 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     ]
     keys = [int(key) for row in rows for key in row["keys"]]
     assert len(keys) == len(set(keys)) == len(dataset) // 64 * 64  # each sample once, the last part batch dropped
-    shard = {int(s["key"]): s["shard"] for s in dataset.index.samples}  # the keys of in-memory data: indices
+    # the keys of in-memory data: indices
+    shard = {int(dataset.index.key(at)): int(dataset.index.samples["shard"][at]) for at in range(len(dataset))}
     spans = [len({shard[int(k)] for k in row["keys"]}) for row in rows]
     assert max(spans) <= 4  # a global batch of 64 lies in one window of 2 shards, or across two windows
     assert len({shard[k] for k in keys[:64]}) <= 4 < len(dataset.index.shards)

@@ -60,13 +60,13 @@ class ShardImages:
 
     def __init__(self, reader: ShardReader) -> None:
         self.reader = reader
-        samples = reader.index.samples
-        self.paths = [f"{reader.where}:{sample['key']}" for sample in samples]
-        self.relative = [Path(str(sample["key"])) for sample in samples]
+        keys = [reader.index.key(at) for at in range(len(reader.index))]
+        self.paths = [f"{reader.where}:{key}" for key in keys]
+        self.relative = [Path(key) for key in keys]
 
     def pixels(self, index: int, channels: int) -> torch.Tensor:
-        name = self.reader.index.samples[index]["image"]  # its mask, if packed, is not read
-        return decode.pixels(self.reader.members(index, [name])[name], name, self.paths[index], channels)
+        ext = self.reader.index.ext(self.reader.index.spans(index)[0])  # the image; its mask, if packed, is not read
+        return decode.pixels(self.reader.members(index, [0])[0], ext, self.paths[index], channels)
 
 
 class ShardVideos:
@@ -77,7 +77,7 @@ class ShardVideos:
         self.paths = video_names(reader)
 
     def frame_counts(self) -> List[int]:
-        return [len(sample["frames"]) for sample in self.reader.index.samples]
+        return self.reader.index.samples["count"].tolist()
 
     def read(self, video: int, indices: List[int]) -> torch.Tensor:
         return read_frames(self.reader, video, indices)

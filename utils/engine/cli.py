@@ -23,6 +23,7 @@ MODE_OPTIONS = {
     "input": ("predict",),
     "output": ("predict", "export", "compare", "pack"),
     "shard_size": ("pack",),
+    "workers": ("pack",),
     "format": ("export",),
     "resume": ("train",),
     "resume_force": ("train",),
@@ -60,6 +61,11 @@ def command_line(argv: Optional[List[str]], description: str) -> argparse.Namesp
         help="predict, export, compare: the folder to write (default: output/<experiment>/<mode>_NNN); pack: a folder or s3://bucket/prefix",
     )
     parser.add_argument("--shard-size", help="pack: bytes per shard, e.g. 64MB (the default)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="pack: processes writing shards (default: the usable cores); any count packs the same bytes",
+    )
     parser.add_argument(
         "--format",
         choices=EXPORT_FORMATS,

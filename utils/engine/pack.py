@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from utils.config import Config
-from utils.data.shards.index import INDEX
+from utils.data.shards.index import INDEX, Shard
+from utils.data.shards.pack_split import SplitJob, pack_split
 from utils.data.shards.sizes import parse_size
-from utils.data.shards.sources import classes_of, packed_keys, samples_of, task_of
+from utils.data.shards.sources import PackSource, classes_of
 from utils.data.shards.store import Store, is_s3, open_store
-from utils.data.shards.writer import SplitWriter
 from utils.errors import ConfigError, DataError, OutputError
-from utils.log import progress
 from utils.registry import DATASETS
 from utils.run_folder import place_in_run
 from utils.writable import why_not_writable
@@ -45,24 +45,6 @@ def _build(cfg: Config, split: str, classes: Optional[List[Any]]) -> Any:
     if classes is not None and "classes" not in args and takes_classes:
         args["classes"] = list(classes)
     return DATASETS.build(cfg.data.name, split=split, root=cfg.data.root, transform=None, **args)
-
-
-def _pack_split(dataset: Any, name: str, folder: Path, shard_size: int) -> Any:
-    """The training split's samples go into the shards in a seeded shuffle (the index keeps the dataset's order):
-    a folder's order is class by class, and a shard-window order (``data.args.shuffle_window``) would otherwise
-    see few classes in each window. The other splits keep the dataset's order, which evaluation reads."""
-    writer = SplitWriter(folder, folder.name, shard_size)
-    keys = packed_keys(dataset)
-    samples = samples_of(dataset, name, keys, shuffled=folder.name == "train")
-    for position, (members, entry) in progress(samples, len(keys), f"pack {folder.name}", True):
-        writer.add(members, entry, position)
-    return writer.close(task_of(dataset), name, classes_of(dataset))
-
-
-def _publish(store: Store, folder: Path, split: str, index: Any) -> None:
-    for shard in index.shards:
-        store.upload(folder / shard.name, f"{split}/{shard.name}")
-    store.upload(folder / INDEX, f"{split}/{INDEX}")  # last: an index names only shards already there
 
 
 def _within(path: str, root: str) -> bool:
@@ -93,7 +75,7 @@ def check_output(output: str, data_root: Optional[str]) -> None:
         raise OutputError(f"--output '{output}' {problem}; give --mode pack a new or empty folder it can write")
 
 
-def pack(cfg: Config, output: str, shard_size: Optional[str]) -> Dict[str, Any]:
+def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[int] = None) -> Dict[str, Any]:
     """Packs every split of ``cfg``'s dataset into ``output``; per split: samples, shards, bytes, seconds."""
     size = parse_size(shard_size or DEFAULT_SHARD_SIZE, "--shard-size")
     check_output(output, cfg.data.root)
@@ -116,22 +98,42 @@ def pack(cfg: Config, output: str, shard_size: Optional[str]) -> Dict[str, Any]:
                 continue
             classes = classes_of(dataset) if split == "train" else classes
             folder = (Path(tmp) if is_s3(output) else Path(store.url)) / split  # type: ignore[attr-defined]
-            index = _pack_split(dataset, cfg.data.name, folder, size)
-            if is_s3(output):
-                _publish(store, folder, split, index)
-            total = sum(shard.bytes for shard in index.shards)
-            results[split] = {"samples": len(index.samples), "shards": len(index.shards), "bytes": total}
+            job = SplitJob(PackSource(dataset, cfg.data.name), folder, upload=_uploader(store, split))
+            header, _ = pack_split(job, size, workers or usable_cores(), split == "train", True)
+            if is_s3(output):  # the shards went up as they were written; the index last: it names only shards there
+                for file in (*header.arrays.values(), Shard(INDEX, 0, "", 0)):
+                    store.upload(folder / file.name, f"{split}/{file.name}")
+            total = sum(shard.bytes for shard in header.shards)
+            results[split] = {"samples": header.count, "shards": len(header.shards), "bytes": total}
             log.info(
                 "packed %s: %d samples in %d shard(s), %.1f MB, %.1f s -> %s/%s",
                 split,
-                len(index.samples),
-                len(index.shards),
+                header.count,
+                len(header.shards),
                 total / 1e6,
                 time.perf_counter() - start,
                 store.url,
                 split,
             )
     return results
+
+
+def _uploader(store: Store, split: str) -> Optional[Callable[[Path], None]]:
+    """For an S3 output: put a written shard into the prefix and remove the local copy (the disk holds a shard
+    per writer, not the split)."""
+    if not is_s3(store.url):
+        return None
+
+    def upload(path: Path) -> None:
+        store.upload(path, f"{split}/{path.name}")
+        path.unlink()
+
+    return upload
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, as the container or scheduler set it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def pack_command(args: Any) -> int:
@@ -141,7 +143,9 @@ def pack_command(args: Any) -> int:
 
     setup_logging(None, 0)
     cfg = resolve_config(args, None)
-    results = pack(cfg, args.output, args.shard_size)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be 1 or more (processes writing shards), got {args.workers}")
+    results = pack(cfg, args.output, args.shard_size, args.workers)
     parts = [f"{split} {r['samples']} samples in {r['shards']} shard(s)" for split, r in results.items()]
     print(f"pack: {', '.join(parts)} -> {args.output}", flush=True)
     return 0

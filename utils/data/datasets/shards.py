@@ -114,7 +114,9 @@ class Shards(Dataset):
             self.clips = ShardClips(self.reader, transform, clip)
         elif index.task == "sod":
             self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
-            paths = {s["stem"]: f"{self.where}:{s['key']}" for s in index.samples}  # what the mixed-size error names
+            paths = {
+                index.stem(at): f"{self.where}:{index.key(at)}" for at in range(len(index))
+            }  # the mixed-size error
             self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor, paths)
         else:
             from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
@@ -137,27 +139,26 @@ class Shards(Dataset):
         if not self.shuffle_window:
             return None
         groups: List[List[int]] = [[] for _ in self.index.shards]
-        for at, sample in enumerate(self.index.samples):  # a training item is a sample (a whole video for clips)
-            groups[sample["shard"]].append(at)
+        for at, shard in enumerate(self.index.samples["shard"].tolist()):  # an item is a sample (a video for clips)
+            groups[shard].append(at)
         return WindowOrder([group for group in groups if group], int(self.shuffle_window))
 
     def __len__(self) -> int:
-        return len(self.clips) if self.clips is not None else len(self.index.samples)
+        return len(self.clips) if self.clips is not None else len(self.index)
 
     def sample_keys(self) -> List[str]:
         """The keys of the packed dataset (its relative paths, or indices for in-memory data)."""
         if self.clips is not None:
             return self.clips.sample_keys()
-        return [str(sample["key"]) for sample in self.index.samples]
+        return [self.index.key(at) for at in range(len(self.index))]
 
     def _read(self, at: int) -> Tuple[torch.Tensor, Any, str]:
-        sample = self.index.samples[at]
         members = self.reader.members(at)
-        where = f"{self.where}:{sample['key']}"
-        image = decode.pixels(members[sample["image"]], sample["image"], where, self.channels)
+        where = f"{self.where}:{self.index.key(at)}"
+        image = decode.pixels(members[0], self.index.ext(self.index.spans(at)[0]), where, self.channels)
         if self.index.task == "sod":
-            return as_float(image), decode.mask(members[sample["mask"]], where), sample["stem"]
-        return image, sample["label"], where
+            return as_float(image), decode.mask(members[1], where), self.index.stem(at)
+        return image, self.index.label(at), where
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, Any]:
         if self.clips is not None:
@@ -165,7 +166,7 @@ class Shards(Dataset):
         image, target, where = self.bad_samples.first_usable(index, len(self), self._read, self.where)
         if self.index.task == "sod":
             return self.pipeline(image, target, where)
-        if self.index.samples[0]["image"].endswith(".npy"):  # an in-memory dataset's tensor, as it gave it
+        if self.index.extensions == ["npy"]:  # an in-memory dataset's tensors, as it gave them
             return (image if self.transform is None else self.transform(image)), target
         picture = pixels_then_floats(image, self.resize, self.transform)  # as image_folder reads its files
         self._first_of_shape.setdefault(tuple(picture.shape), where)

@@ -63,20 +63,34 @@ class ShardCache:
             return path
         if if_room and not self._room_for(shard.bytes):
             return None
+        self._download(path, f"{split}/{shard.name}", shard.sha256)
+        self._evict(keep=path, older_than=None)
+        return path
+
+    def index_file(self, file: Shard, split: str) -> Path:
+        """A verified local copy of one of a split's index arrays (``file``: its name, checksum and size), which
+        every process of the machine maps: kept beside the shards, never evicted and not counted in the limit
+        (a few dozen bytes per sample)."""
+        path = self.folder / f"{file.sha256[:20]}-{split}-{file.name}"
+        if not path.is_file():
+            self._download(path, f"{split}/{file.name}", file.sha256)
+        return path
+
+    def _download(self, path: Path, name: str, sha256: str) -> None:
+        """``name`` of the store to ``path``, checked against ``sha256``: one download per file on this machine
+        (the others wait on its lock, then find it); a ShardMismatch when what arrived does not match."""
         with open(path.with_name(path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one download per shard on this machine
-            if self._touch(path):
-                return path
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.is_file():
+                return
             tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
             try:
-                self.fetch(f"{split}/{shard.name}", tmp)
-                if file_digest(tmp) != shard.sha256:
-                    raise ShardMismatch(shard.name)
+                self.fetch(name, tmp)
+                if file_digest(tmp) != sha256:
+                    raise ShardMismatch(name)
                 os.replace(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)
-        self._evict(keep=path, older_than=None)
-        return path
 
     @staticmethod
     def _touch(path: Path) -> bool:

@@ -14,17 +14,18 @@ from utils.data.shards.reader import ShardReader
 
 def video_names(reader: ShardReader) -> List[str]:
     """Each packed video as errors and predictions name it: ``<split url>:<video name>``."""
-    return [f"{reader.where}:{sample['key']}" for sample in reader.index.samples]
+    return [f"{reader.where}:{reader.index.key(at)}" for at in range(len(reader.index))]
 
 
 def read_frames(reader: ShardReader, video: int, indices: List[int]) -> torch.Tensor:
     """Frames ``indices`` of packed video ``video`` as ``read_clip`` reads them from its folder: ``[T, 3, H, W]`` float;
     each frame read once however often the clip repeats it."""
-    frames = reader.index.samples[video]["frames"]
-    wanted = [frames[i] for i in indices]
-    data = reader.members(video, sorted(set(wanted)))
-    where = f"{reader.where}:{reader.index.samples[video]['key']}"
-    return torch.stack([as_float(decode.pixels(data[name], name, f"{where}/{name}", 3)) for name in wanted])
+    wanted = sorted(set(indices))
+    data = dict(zip(wanted, reader.members(video, wanted)))
+    spans, where = reader.index.spans(video), f"{reader.where}:{reader.index.key(video)}"
+    ext = [reader.index.ext(spans[i]) for i in wanted]
+    frames = {i: as_float(decode.pixels(data[i], e, f"{where}/frame {i}", 3)) for i, e in zip(wanted, ext)}
+    return torch.stack([frames[i] for i in indices])
 
 
 class ShardClips(ClipDataset):
@@ -33,12 +34,12 @@ class ShardClips(ClipDataset):
     def __init__(self, reader: ShardReader, transform: Optional[Callable], clip: dict) -> None:
         super().__init__(reader.index.split, transform, **clip)
         self.reader = reader
-        samples = reader.index.samples
+        index = reader.index
         self.set_videos(
-            [s["label"] for s in samples],
-            [len(s["frames"]) for s in samples],
+            index.samples["label"].tolist(),
+            index.samples["count"].tolist(),
             video_names(reader),
-            [s["key"] for s in samples],
+            [index.key(at) for at in range(len(index))],
         )
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:

@@ -24,9 +24,10 @@ def open_bytes(data: bytes, where: str, kind: str = "image") -> Image.Image:
     return decode_image(io.BytesIO(data), f"{kind} '{where}'", "fix the original file and pack again")
 
 
-def pixels(data: bytes, member: str, where: str, channels: int) -> torch.Tensor:
-    """An image member as ``read_pixels`` gives a file: ``[channels, H, W]``, uint8 for 8-bit data."""
-    if member.endswith(".npy"):
+def pixels(data: bytes, ext: str, where: str, channels: int) -> torch.Tensor:
+    """An image member (of extension ``ext``) as ``read_pixels`` gives a file: ``[channels, H, W]``, uint8 for
+    8-bit data; an in-memory dataset's ``.npy`` tensor as it was."""
+    if ext == "npy":
         return load_npy(data, where)
     return to_channels(stored_values(open_bytes(data, where), where), channels)
 

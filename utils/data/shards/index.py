@@ -1,26 +1,51 @@
-"""The index of one packed split (``<root>/<split>/index.json``): what each shard and sample holds.
+"""The index of one packed split: ``<split>/index.json`` and the four arrays it names. The one module that
+knows the format (``--mode pack`` writes it through ``IndexArrays``; the readers load it with ``load``).
 
-``{"format": "regtrain-shards", "version": 1, "split", "task", "dataset", "classes",
-"shards": [{"name", "samples", "sha256", "bytes"}], "samples": [{"key", "shard",
-"members": {member name: [offset, size, sha256[:16]]}, "image": member name, "label" | "mask"}]}``; a video's
-entry names its ``frames`` (member names in frame order) instead of an ``image``.
-The offsets are those of the members' data inside the tar, so a sample is read by byte
-range without scanning the shard, and checked by its members' own checksums. Plain JSON: loading an index runs no code.
+``index.json`` holds what is per split and per shard, nothing per sample::
+
+    {"format": "regtrain-shards", "version": 2, "split", "task", "dataset", "classes", "samples": N,
+     "extensions": ["png", ...], "shards": [{"name", "samples", "sha256", "bytes"}],
+     "arrays": {"samples": {"name": "samples.npy", "sha256", "bytes"}, "members": ..., "keys": ..., "stems": ...}}
+
+The arrays are ``.npy`` files (numpy's documented format, read with ``allow_pickle=False``: no code runs)
+that every process maps read-only (``np.load(mmap_mode="r")``), so a node's ranks and loader workers share
+one copy through the page cache and no process holds a Python object per sample (MosaicML's MDS, LitData and
+FFCV keep their sample metadata the same way):
+
+- ``samples`` (N rows of ``SAMPLE``): the sample's shard, its members (``count`` rows of ``members`` from row
+  ``member``: the image, then the mask for SOD; a video's frames in order), its label (-1: none), and where
+  its key and stem start in ``keys`` and ``stems``;
+- ``members`` (one row per member, each sample's rows together, in sample order): the member's data span in
+  its shard (the tar member's data, read by byte range), the first 8 bytes of its SHA-256 (checked at each
+  read) and its extension (an index into ``extensions``);
+- ``keys``, ``stems``: UTF-8 bytes, each key (stem) followed by ``\\n``: the data's fingerprint (the SHA-256 of
+  its keys, ``utils/data/identity.py``) is the hash of ``keys`` as it is.
+
+Loading checks the whole index at once with numpy (``index_checks.py``), so a crafted or damaged index is
+one error line naming the sample before any read, at a cost that stays a few numpy passes at 10M samples.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
 
 from utils.data.input_shape import TASKS  # the tasks a split is packed for: eval.metric's names
 from utils.errors import DataError
-from utils.names_from_files import plain_name, relative_name
 
 FORMAT = "regtrain-shards"
-VERSION = 1
+VERSION = 2
 INDEX = "index.json"
+SAMPLE = np.dtype(
+    [("shard", "<u4"), ("count", "<u4"), ("member", "<u8"), ("label", "<i8"), ("key", "<u8"), ("stem", "<u8")]
+)
+MEMBER = np.dtype([("offset", "<u8"), ("size", "<u8"), ("digest", "<u8"), ("ext", "<u2")])
+ARRAYS = {"samples": SAMPLE, "members": MEMBER, "keys": np.dtype("u1"), "stems": np.dtype("u1")}
+REPACK = "pack the data again (--mode pack)"
 
 
 @dataclass(frozen=True)
@@ -34,92 +59,119 @@ class Shard:
 
 
 @dataclass(frozen=True)
-class Index:
-    """A split's index as read (see the module doc); ``samples`` are the JSON dicts themselves."""
+class Header:
+    """``index.json``: the split's facts, its shards and the array files (``{array: Shard-like file facts}``)."""
 
     split: str
     task: str
     dataset: str
     classes: Optional[List[Any]]
+    count: int  # samples
+    extensions: List[str]
     shards: List[Shard]
-    samples: List[Dict[str, Any]]
+    arrays: Dict[str, Shard]  # samples, members, keys, stems -> their file (``samples`` here: the row count)
 
     def to_json(self) -> str:
-        shards = [vars(shard) for shard in self.shards]
-        body = {"format": FORMAT, "version": VERSION, "split": self.split, "task": self.task}
-        body.update(dataset=self.dataset, classes=self.classes, shards=shards, samples=self.samples)
+        body: Dict[str, Any] = {"format": FORMAT, "version": VERSION, "split": self.split, "task": self.task}
+        body.update(dataset=self.dataset, classes=self.classes, samples=self.count, extensions=self.extensions)
+        body.update(shards=[vars(shard) for shard in self.shards])
+        body["arrays"] = {
+            name: {"name": f.name, "sha256": f.sha256, "bytes": f.bytes} for name, f in self.arrays.items()
+        }
         return json.dumps(body, separators=(",", ":"))
 
 
-def parse_index(text: bytes, where: str) -> Index:
-    """The index in ``text`` (read from ``where``); a DataError for another format or version, or a broken file."""
+def parse_header(text: bytes, where: str) -> Header:
+    """The header in ``text`` (read from ``where``); a DataError for another format or version, or a broken file."""
     try:
         body = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DataError(f"shard index '{where}' is not valid JSON ({err}); pack the data again (--mode pack)") from err
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise DataError(f"shard index '{where}' is not valid JSON ({err}); {REPACK}") from err
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise DataError(f"'{where}' is not a shard index of this framework; pack the data with --mode pack")
     if body.get("version") != VERSION:
+        older = " (a JSON entry per sample, before the compact index)" if body.get("version") == 1 else ""
         raise DataError(
-            f"shard index '{where}' has format version {body.get('version')!r}, this framework reads version {VERSION}; "
-            "pack the data again with --mode pack"
+            f"shard index '{where}' has format version {body.get('version')!r}{older}, this framework reads version "
+            f"{VERSION}; {REPACK}"
         )
     try:
-        shards = [Shard(s["name"], int(s["samples"]), s["sha256"], int(s["bytes"])) for s in body["shards"]]
-        index = Index(body["split"], body["task"], body["dataset"], body["classes"], shards, body["samples"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise DataError(f"shard index '{where}' lacks {err}; pack the data again (--mode pack)") from err
-    if index.task not in TASKS or sum(s.samples for s in shards) != len(index.samples):
-        raise DataError(f"shard index '{where}' is inconsistent (task or sample counts); pack the data again")
-    for shard in shards:
-        if not plain_name(shard.name):
-            raise DataError(
-                f"shard index '{where}' names the shard {shard.name!r}, not a file beside it; pack the data again"
-            )
-    for at, sample in enumerate(index.samples):
-        problem = _sample_problem(index, sample)
-        if problem:
-            raise DataError(f"shard index '{where}' is inconsistent at sample {at} ({problem}); pack the data again")
-    return index
-
-
-# the members each task's entry names: a name, or a list of them (a video's frames)
-NAMED = {"classification": ("image",), "sod": ("image", "mask"), "video": ("frames",)}
-
-
-def _sample_problem(index: Index, sample: Any) -> str:
-    """What is wrong with one sample's entry (its shard, members, byte spans, named members, label), or ''."""
-    if not isinstance(sample, dict) or "key" not in sample:
-        return "not an entry with a key"
-    if not relative_name(sample["key"]):  # predict names its masks by the keys: a key stays below its folder
-        return f"key {sample['key']!r} is not a relative path below the split (absolute, '..' or empty)"
-    shard = sample.get("shard")
-    if not isinstance(shard, int) or not 0 <= shard < len(index.shards):
-        return f"shard {shard!r} of {len(index.shards)}"
-    members = sample.get("members")
-    if not isinstance(members, dict) or not members:
-        return "no members"
-    for name, span in members.items():
-        if not (
-            plain_name(name) and isinstance(span, list) and len(span) == 3 and all(isinstance(v, int) for v in span[:2])
-        ):
-            return f"member {name!r}: {span!r}"
-        if span[0] < 0 or span[1] < 0 or span[0] + span[1] > index.shards[shard].bytes:
-            return f"member {name!r} spans bytes {span[0]} .. {span[0] + span[1]} of a {index.shards[shard].bytes}-byte shard"
-    for field in NAMED[index.task]:
-        named = sample.get(field)
-        names = named if field == "frames" and isinstance(named, list) else [named]
-        if not names or any(name not in members for name in names):
-            return f"its {field} {named!r} is not among its members"
-    if index.task == "sod":
-        # the saliency maps of eval.save_predictions are named by the stems
-        return "" if plain_name(sample.get("stem")) else f"stem {sample.get('stem')!r} is not a plain file name"
-    label, classes = sample.get("label"), index.classes
+        shards = [Shard(str(s["name"]), int(s["samples"]), str(s["sha256"]), int(s["bytes"])) for s in body["shards"]]
+        arrays = {
+            name: Shard(str(f["name"]), 0, str(f["sha256"]), int(f["bytes"])) for name, f in body["arrays"].items()
+        }
+        header = Header(
+            body["split"], body["task"], body["dataset"], body["classes"], int(body["samples"]), body["extensions"],
+            shards, arrays,
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise DataError(f"shard index '{where}' lacks {err}; {REPACK}") from err
+    named = all(arrays.get(name, Shard("", 0, "", 0)).name == f"{name}.npy" for name in ARRAYS)  # files beside it
     if (
-        not isinstance(label, int)
-        or isinstance(label, bool)
-        or label < 0
-        or (classes is not None and label >= len(classes))
+        header.task not in TASKS
+        or sum(s.samples for s in shards) != header.count
+        or set(arrays) != set(ARRAYS)
+        or not named
     ):
-        return f"label {label!r} of {len(classes) if classes is not None else '?'} classes"
-    return ""
+        raise DataError(f"shard index '{where}' is inconsistent (task, sample counts or arrays); {REPACK}")
+    return header
+
+
+class Index:
+    """A split's index as loaded: the header's facts and the mapped arrays (see the module doc)."""
+
+    def __init__(self, header: Header, arrays: Dict[str, np.ndarray]) -> None:
+        self.header = header
+        self.split, self.task, self.dataset = header.split, header.task, header.dataset
+        self.classes, self.shards, self.extensions = header.classes, header.shards, header.extensions
+        self.samples, self.members = arrays["samples"], arrays["members"]
+        self.keys, self.stems = arrays["keys"], arrays["stems"]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def key(self, at: int) -> str:
+        return _text(self.keys, self.samples, at, "key")
+
+    def stem(self, at: int) -> str:
+        return _text(self.stems, self.samples, at, "stem")
+
+    def label(self, at: int) -> int:
+        return int(self.samples["label"][at])
+
+    def spans(self, at: int) -> np.ndarray:
+        """Sample ``at``'s member rows (``MEMBER``), in order: the image (then the mask), or a video's frames."""
+        row = self.samples[at]
+        return self.members[int(row["member"]) : int(row["member"]) + int(row["count"])]
+
+    def ext(self, member: Any) -> str:
+        return self.extensions[int(member["ext"])]
+
+
+def _text(buffer: np.ndarray, samples: np.ndarray, at: int, field: str) -> str:
+    start = int(samples[field][at])
+    end = int(samples[field][at + 1]) - 1 if at + 1 < len(samples) else len(buffer) - 1
+    return bytes(buffer[start:end]).decode("utf-8", "surrogateescape")
+
+
+def load(text: bytes, where: str, path_of: Callable[[Shard], Path]) -> Index:
+    """The index whose ``index.json`` is ``text`` (read from ``where``), its arrays mapped from ``path_of(file)``
+    (the split's folder, or a verified copy of a remote one); checked whole before any sample is read."""
+    from utils.data.shards.index_checks import check_index
+
+    header = parse_header(text, where)
+    arrays = {}
+    for name, dtype in ARRAYS.items():
+        file = header.arrays[name]
+        path = path_of(file)
+        try:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            size = path.stat().st_size
+        except (OSError, ValueError) as err:
+            raise DataError(f"index array '{path}' of '{where}' cannot be read ({err}); {REPACK}") from err
+        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.ndim != 1 or size != file.bytes:
+            raise DataError(f"index array '{path}' of '{where}' is not the {name} array its index names; {REPACK}")
+        arrays[name] = array
+    index = Index(header, arrays)
+    check_index(index, where)
+    return index

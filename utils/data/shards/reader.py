@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Union
+from typing import List, Optional, Set, Union
+
+import numpy as np
 
 from utils.data.bad_samples import BadFile
 from utils.data.shards.cache import ShardCache, ShardMismatch
 from utils.data.shards.fill import start_fill
-from utils.data.shards.index import INDEX, Index, Shard, parse_index
+from utils.data.shards.index import INDEX, Index, Shard, load
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import LocalStore, Store, is_s3, open_store
 from utils.errors import ConfigError, DataError
@@ -20,10 +22,23 @@ from utils.writable import why_not_writable
 DEFAULT_CACHE_LIMIT = "10GB"
 
 
-def load_index(store: Store, split: str) -> Index:
-    """The split's index from ``store``; a one-line error when it is missing, of another version, or of another split."""
+def load_index(store: Store, split: str, cache: Optional[ShardCache]) -> Index:
+    """The split's index from ``store``, its arrays mapped in place (a folder) or from verified copies in ``cache``
+    (S3); a one-line error when it is missing, damaged, of another version, or of another split."""
     where = f"{store.url}/{split}/{INDEX}"
-    index = parse_index(store.read(f"{split}/{INDEX}"), where)
+
+    def path_of(file: Shard) -> Path:
+        if cache is None:
+            assert isinstance(store, LocalStore)
+            return store.path(f"{split}/{file.name}")
+        try:
+            return cache.index_file(file, split)
+        except ShardMismatch:
+            raise DataError(
+                f"index array '{store.url}/{split}/{file.name}' does not match its sha256 in {INDEX}; pack the data again"
+            ) from None
+
+    index = load(store.read(f"{split}/{INDEX}"), where, path_of)
     if index.split != split:
         raise DataError(f"shard index '{where}' is of split '{index.split}', not '{split}'; pack the data again")
     return index
@@ -68,8 +83,8 @@ def open_split(
     (``evict_lru``: for an order that reads shards window by window, ``cache.py``)."""
     limit = parse_size(cache_limit, "data.args.cache_limit")
     store = open_store(root)
-    index = load_index(store, split)
     cache = ShardCache(checked_cache_folder(root, cache_dir), limit, store.download, evict_lru) if is_s3(root) else None
+    index = load_index(store, split, cache)
     if cache is None:  # a missing local shard now, not when the epoch first reads it
         assert isinstance(store, LocalStore)
         missing = [shard.name for shard in index.shards if not store.path(f"{split}/{shard.name}").is_file()]
@@ -115,10 +130,11 @@ class ShardReader:
             skipped=f"a sample of the corrupt shard '{self._shard_url(shard)}'",
         )
 
-    def _checked(self, shard: Shard, out: Dict[str, bytes], spans: Dict[str, List], key: str) -> Dict[str, bytes]:
+    def _checked(self, shard: Shard, out: List[bytes], spans: np.ndarray, at: int) -> List[bytes]:
         """``out`` when each member matches its checksum; a BadFile naming the shard and the sample otherwise."""
-        for name, (_, _, digest) in spans.items():
-            if hashlib.sha256(out[name]).hexdigest()[:16] != digest:
+        for data, digest in zip(out, spans["digest"].tolist()):
+            if int.from_bytes(hashlib.sha256(data).digest()[:8], "little") != digest:
+                key = self.index.key(at)
                 raise BadFile(
                     f"shard '{self._shard_url(shard)}' does not match its checksums in {INDEX} at sample '{key}' "
                     "(corrupt or changed since packing); restore it or pack again",
@@ -126,29 +142,31 @@ class ShardReader:
                 )
         return out
 
-    def _ranged(self, shard: Shard, spans: Dict[str, List]) -> Dict[str, bytes]:
-        """The members in ``spans`` by one byte-range read of the remote shard."""
-        start = min(offset for offset, _, _ in spans.values())
-        end = max(offset + size for offset, size, _ in spans.values())
+    def _ranged(self, shard: Shard, spans: np.ndarray) -> List[bytes]:
+        """The members at ``spans`` by one byte-range read of the remote shard."""
+        offsets, sizes = spans["offset"].tolist(), spans["size"].tolist()
+        start, end = min(offsets), max(o + n for o, n in zip(offsets, sizes))
         data = self.store.read_range(f"{self.index.split}/{shard.name}", start, end)
-        return {name: data[offset - start : offset - start + size] for name, (offset, size, _) in spans.items()}
+        return [data[o - start : o - start + n] for o, n in zip(offsets, sizes)]
 
-    def members(self, at: int, names: Optional[List[str]] = None) -> Dict[str, bytes]:
-        """``member name -> bytes`` of sample ``at`` (only ``names``, when given: a clip's frames)."""
-        sample = self.index.samples[at]
-        spans = sample["members"] if names is None else {name: sample["members"][name] for name in names}
-        shard = self.index.shards[sample["shard"]]
+    def members(self, at: int, which: Optional[List[int]] = None) -> List[bytes]:
+        """The bytes of sample ``at``'s members, in order (only those numbered ``which``, when given: a clip's
+        frames): the image (then its mask), or a video's frames."""
+        spans = self.index.spans(at)
+        if which is not None:
+            spans = spans[which]
+        shard = self.index.shards[int(self.index.samples["shard"][at])]
         if self.cache is None:
             assert isinstance(self.store, LocalStore)
             path = self.store.path(f"{self.index.split}/{shard.name}")
             try:
-                return self._checked(shard, _read_spans(path, spans), spans, sample["key"])
+                return self._checked(shard, _read_spans(path, spans), spans, at)
             except FileNotFoundError:
                 raise DataError(f"shard '{path}' is missing; restore it or pack the data again") from None
         for _ in range(3):  # a cached shard evicted by another process between get() and open(): fetched again
             cached = self._cached(shard)
             if cached is None:  # the cache is full of shards in use
-                return self._checked(shard, self._ranged(shard, spans), spans, sample["key"])
+                return self._checked(shard, self._ranged(shard, spans), spans, at)
             try:
                 return _read_spans(cached, spans)  # checked whole when it arrived
             except FileNotFoundError:
@@ -156,11 +174,11 @@ class ShardReader:
         raise DataError(f"shard '{shard.name}' keeps disappearing from the cache; raise data.args.cache_limit")
 
 
-def _read_spans(path: Path, spans: Dict[str, List]) -> Dict[str, bytes]:
-    """The members at ``spans`` (``name -> [offset, size, digest]``) of the shard file at ``path``."""
+def _read_spans(path: Path, spans: np.ndarray) -> List[bytes]:
+    """The members at ``spans`` (rows of offset and size) of the shard file at ``path``."""
     with open(path, "rb") as fh:
-        out = {}
-        for name, (offset, size, _) in spans.items():
+        out = []
+        for offset, size in zip(spans["offset"].tolist(), spans["size"].tolist()):
             fh.seek(offset)
-            out[name] = fh.read(size)
+            out.append(fh.read(size))
         return out

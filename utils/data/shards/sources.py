@@ -1,17 +1,17 @@
 """What ``--mode pack`` stores of each sample of a dataset: the stored file bytes where there is a file.
 
 Folder datasets keep their files' bytes as they are (JPEG stays JPEG, not decoded; a video its
-frames, in the order the folder dataset reads them); a
-dataset that holds its samples in memory (digits, generated data) is stored as its
-untransformed tensor in ``.npy`` (``numpy.save``, ``allow_pickle=False``: lossless, and
-loading it runs no code).
+frames, in the order the folder dataset reads them; an image and its mask); a dataset that holds its
+samples in memory (digits, generated data) is stored as its untransformed tensor in ``.npy``
+(``numpy.save``, ``allow_pickle=False``: lossless, and loading it runs no code).
 """
 
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -19,10 +19,10 @@ import torch
 from utils.data.identity import sample_keys
 from utils.errors import DataError
 
-Sample = Tuple[Dict[str, bytes], Dict[str, Any]]  # members (ext -> bytes), index entry
+Member = Tuple[str, Union[Path, bytes]]  # (extension, the file it is stored in, or its bytes)
 
 
-def _ext(path: str) -> str:
+def _ext(path: Union[str, Path]) -> str:
     return Path(path).suffix.lower().lstrip(".") or "bin"
 
 
@@ -39,15 +39,6 @@ def task_of(dataset: Any) -> str:
     return "sod" if hasattr(dataset, "files") and hasattr(dataset, "pipeline") else "classification"
 
 
-def _video(dataset: Any, at: int, key: str) -> Sample:
-    from utils.data.datasets.video_frames_folder import list_frames  # the frame order the folder dataset reads
-
-    folder = dataset.folders[at]
-    members = {f"f{k:06d}.{_ext(name)}": (folder / name).read_bytes() for k, name in enumerate(list_frames(folder))}
-    entry = {"key": key, "name": dataset.names[at], "label": int(dataset.labels[at])}
-    return members, {**entry, "frames": list(members)}
-
-
 def classes_of(dataset: Any) -> Optional[List[Any]]:
     classes = getattr(dataset, "classes", None)
     return None if classes is None else list(classes)
@@ -61,39 +52,77 @@ def _files(dataset: Any) -> Optional[List[Tuple[str, int]]]:
     return None
 
 
-def sample_at(dataset: Any, name: str, at: int, key: str) -> Sample:
-    """Sample ``at`` of ``dataset`` (the registered dataset ``name``, built without transforms) as stored, under ``key``."""
-    task = task_of(dataset)
-    if task == "video":
-        return _video(dataset, at, key)
-    if task == "sod":
-        stem, image, mask = dataset.files[at]
-        members = {f"image.{_ext(str(image))}": Path(image).read_bytes()}
-        members[f"mask.{_ext(str(mask))}"] = Path(mask).read_bytes()
-        return members, {"key": key, "stem": stem, "image": next(iter(members)), "mask": list(members)[1]}
-    files = _files(dataset)
-    if files is not None:
-        path, label = files[at]
-        return {_ext(path): Path(path).read_bytes()}, {"key": key, "image": _ext(path), "label": int(label)}
-    image, label = dataset[at]  # in memory: the item as the dataset gives it untransformed
-    one_label = isinstance(label, (int, np.integer)) or (isinstance(label, torch.Tensor) and label.numel() == 1)
-    if not isinstance(image, torch.Tensor) or not one_label:
+class PackSource:
+    """The samples of ``dataset`` (the registered dataset ``name``, built without transforms) as pack stores them:
+    ``count`` samples with their ``keys()``, ``labels()``, ``stems()`` and each one's ``members(at)``."""
+
+    def __init__(self, dataset: Any, name: str) -> None:
+        self.dataset, self.name = dataset, name
+        self.task = task_of(dataset)
+        self.classes = classes_of(dataset)
+        self._files = _files(dataset) if self.task == "classification" else None
+        self.count = len(dataset.folders) if self.task == "video" else len(dataset)
+
+    def keys(self) -> List[str]:
+        """Each sample's key: each video's, for frame folders (not each clip's)."""
+        return list(self.dataset.keys) if self.task == "video" else sample_keys(self.dataset)
+
+    def stems(self) -> List[str]:
+        """Each image-and-mask pair's stem (the saliency maps' names); none for other tasks."""
+        return [stem for stem, _, _ in self.dataset.files] if self.task == "sod" else []
+
+    def labels(self) -> np.ndarray:
+        """Each sample's class index; -1 for SOD."""
+        if self.task == "sod":
+            return np.full(self.count, -1, np.int64)
+        if self.task == "video":
+            return np.asarray(self.dataset.labels, np.int64)
+        if self._files is not None:
+            return np.fromiter((label for _, label in self._files), np.int64, self.count)
+        return np.fromiter((self._item(at)[1] for at in range(self.count)), np.int64, self.count)
+
+    def members(self, at: int) -> List[Member]:
+        """Sample ``at``'s members in order (an image; an image and its mask; a video's frames): file or bytes."""
+        if self.task == "video":
+            from utils.data.datasets.video_frames_folder import list_frames  # the frame order the dataset reads
+
+            folder = self.dataset.folders[at]
+            return [(_ext(name), folder / name) for name in list_frames(folder)]
+        if self.task == "sod":
+            _, image, mask = self.dataset.files[at]
+            return [(_ext(image), Path(image)), (_ext(mask), Path(mask))]
+        if self._files is not None:
+            return [(_ext(self._files[at][0]), Path(self._files[at][0]))]
+        return [("npy", _npy(self._item(at)[0]))]
+
+    def _item(self, at: int) -> Tuple[torch.Tensor, int]:
+        """An in-memory dataset's item as it gives it untransformed: a tensor and one integer label."""
+        image, label = self.dataset[at]
+        one_label = isinstance(label, (int, np.integer)) or (isinstance(label, torch.Tensor) and label.numel() == 1)
+        if not isinstance(image, torch.Tensor) or not one_label:
+            raise DataError(
+                f"--mode pack: dataset '{self.name}' gives {type(image).__name__} items with {type(label).__name__} "
+                "labels; it packs image, mask and video frame folders, and in-memory tensors with one integer label "
+                "each (write generated SOD or video data as folders first)"
+            )
+        return image, int(label)
+
+
+def sizes(members: List[Member]) -> List[Tuple[str, int]]:
+    """Each member's extension and size in bytes, without reading a file."""
+    return [(ext, len(data) if isinstance(data, bytes) else _read(data, os.stat).st_size) for ext, data in members]
+
+
+def contents(members: List[Member]) -> List[Tuple[str, bytes]]:
+    """Each member's extension and bytes."""
+    return [(ext, data if isinstance(data, bytes) else _read(data, Path.read_bytes)) for ext, data in members]
+
+
+def _read(path: Path, how: Callable[[Path], Any]) -> Any:
+    """``how(path)``; a file that cannot be read (gone since the dataset listed it, no permission) as one line."""
+    try:
+        return how(path)
+    except OSError as err:
         raise DataError(
-            f"--mode pack: dataset '{name}' gives {type(image).__name__} items with {type(label).__name__} labels; "
-            "it packs image, mask and video frame folders, and in-memory tensors with one integer label each "
-            "(write generated SOD or video data as folders first)"
-        )
-    return {"npy": _npy(image)}, {"key": key, "image": "npy", "label": int(label)}
-
-
-def packed_keys(dataset: Any) -> List[str]:
-    """The key of each sample that pack stores: each video's, for frame folders (not each clip's)."""
-    return list(dataset.keys) if task_of(dataset) == "video" else sample_keys(dataset)
-
-
-def samples_of(dataset: Any, name: str, keys: List[str], shuffled: bool = False) -> Iterator[Tuple[int, Sample]]:
-    """``(position, sample)`` for each sample of ``dataset`` under its ``keys`` (``packed_keys``): in the dataset's
-    order, or in a shuffle seeded by 0 (the same data packs to the same shards)."""
-    order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0)).tolist() if shuffled else None
-    for at in order if order is not None else range(len(keys)):
-        yield at, sample_at(dataset, name, at, keys[at])
+            f"--mode pack cannot read '{path}' ({err.strerror or err}); fix the file, or remove it"
+        ) from err

@@ -1,88 +1,117 @@
-"""Writing one split as tar shards (``tarfile``, WebDataset's layout: members ``<n>.<ext>`` per sample)."""
+"""Writing one split as tar shards (WebDataset's layout: members ``<n>.<m>.<ext>`` per sample) and its index.
+
+The split is cut into shards by a plan made from the members' sizes alone (``plan_shards``), so each shard is
+then written by any process, in any order, to the same bytes: ``--mode pack --workers K`` gives the same
+shards, index and checksums for every K. Each shard's writer fills its samples' member rows straight into the
+index's ``members`` array (a file every writer maps), so no process holds the index of the whole split.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-from utils.data.shards.index import INDEX, Index, Shard
-from utils.errors import OutputError
+import numpy as np
+
+from utils.data.shards.index import ARRAYS, INDEX, Header, Shard
 from utils.file_hash import file_digest
 
-
-class SplitWriter:
-    """Adds samples to ``<folder>/shard-NNNNNN.tar`` files of about ``shard_size`` bytes each; ``close()``
-    writes ``index.json`` last, so a split folder with an index is a complete one."""
-
-    def __init__(self, folder: Path, split: str, shard_size: int) -> None:
-        self.folder, self.split, self.shard_size = folder, split, shard_size
-        self.shards: List[Shard] = []
-        self.samples: List[Dict[str, Any]] = []
-        self.positions: List[int] = []
-        self._tar: Optional[tarfile.TarFile] = None
-        self._count = 0
-
-    def add(self, members: Dict[str, bytes], entry: Dict[str, Any], position: int) -> None:
-        """One sample: its members (``ext -> bytes``), its index entry (key, label or mask member, ...) and its
-        place in the index (the dataset's order, whatever order the shards are written in)."""
-        with _written(self.folder):
-            self._add(members, entry, position)
-
-    def _add(self, members: Dict[str, bytes], entry: Dict[str, Any], position: int) -> None:
-        if self._tar is not None and self._tar.offset >= self.shard_size:
-            self._close_shard()
-        if self._tar is None:
-            name = f"shard-{len(self.shards):06d}.tar"
-            self.folder.mkdir(parents=True, exist_ok=True)  # here: a dataset that cannot be packed leaves no folder
-            # the tar's own header blocks carry no time or user: the same data packs to the same bytes
-            self._tar = tarfile.open(self.folder / name, "w", format=tarfile.PAX_FORMAT)
-            self._count = 0
-        stem = f"{len(self.samples):09d}"
-        spans = {}
-        for ext, data in members.items():
-            info = tarfile.TarInfo(f"{stem}.{ext}")
-            info.size, info.mtime, info.mode = len(data), 0, 0o644
-            self._tar.addfile(info, io.BytesIO(data))
-            padded = -(-len(data) // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
-            # the data follows its header; its own checksum lets a sample read by byte range be checked alone
-            spans[f"{stem}.{ext}"] = [self._tar.offset - padded, len(data), hashlib.sha256(data).hexdigest()[:16]]
-        names: Dict[str, Any] = {field: f"{stem}.{entry[field]}" for field in ("image", "mask") if field in entry}
-        if "frames" in entry:  # a video's frames in order: ext -> member, as for image and mask
-            names["frames"] = [f"{stem}.{ext}" for ext in entry["frames"]]
-        self.samples.append({**entry, **names, "shard": len(self.shards), "members": spans})
-        self.positions.append(position)
-        self._count += 1
-
-    def _close_shard(self) -> None:
-        assert self._tar is not None
-        self._tar.close()
-        path = Path(self._tar.name)  # type: ignore[arg-type]
-        self.shards.append(Shard(path.name, self._count, file_digest(path), path.stat().st_size))
-        self._tar = None
-
-    def close(self, task: str, dataset: str, classes: Optional[List[Any]]) -> Index:
-        """Finishes the last shard and writes the split's index; the index."""
-        with _written(self.folder):
-            if self._tar is not None:
-                self._close_shard()
-            samples = [sample for _, sample in sorted(zip(self.positions, self.samples), key=lambda pair: pair[0])]
-            index = Index(self.split, task, dataset, classes, self.shards, samples)
-            self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = self.folder / (INDEX + ".tmp")
-            tmp.write_text(index.to_json())
-            os.replace(tmp, self.folder / INDEX)
-        return index
+BLOCK = tarfile.BLOCKSIZE
 
 
-@contextlib.contextmanager
-def _written(folder: Path) -> Iterator[None]:
-    """An OSError while writing into ``folder`` (a full disk, a folder pack may not write) as one error line naming it."""
-    try:
-        yield
-    except OSError as err:
-        raise OutputError.writing(folder, err, "pack again into a new or empty --output") from err
+def tar_bytes(sizes: np.ndarray) -> np.ndarray:
+    """The bytes a member of each size takes in a tar: its header block and its data padded to whole blocks
+    (names as the writer gives them need no extended header)."""
+    return BLOCK + (sizes + BLOCK - 1) // BLOCK * BLOCK
+
+
+def plan_shards(sample_bytes: np.ndarray, shard_size: int) -> List[Tuple[int, int]]:
+    """``[start, end)`` ranges of the samples in writing order, one per shard: a shard takes samples until its
+    tar holds ``shard_size`` bytes or more (the sample that reaches it included), as a writer that checks its
+    size before each sample would."""
+    ends = np.cumsum(sample_bytes, dtype=np.int64)
+    ranges, start = [], 0
+    while start < len(sample_bytes):
+        base = int(ends[start - 1]) if start else 0
+        end = int(np.searchsorted(ends, base + shard_size, side="left")) + 1
+        ranges.append((start, min(end, len(sample_bytes))))
+        start = ranges[-1][1]
+    return ranges
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard to write: its number, the samples it holds (their places in the index, in writing order) and
+    the written number of its first sample (members are named after it)."""
+
+    number: int
+    samples: np.ndarray
+    first_written: int
+
+
+def shard_name(number: int) -> str:
+    return f"shard-{number:06d}.tar"
+
+
+def write_shard(
+    folder: Path, job: ShardJob, members_of: Callable[[int], List[Tuple[str, bytes]]], rows: Any, first: np.ndarray
+) -> Shard:
+    """Writes ``job``'s shard into ``folder``: each sample's members (``members_of(i)``: ``(ext, bytes)`` in
+    order) with their spans and checksums into ``rows`` (the index's ``members`` array, row ``first[i]`` on)."""
+    path = folder / shard_name(job.number)
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for written, at in enumerate(job.samples.tolist(), start=job.first_written):
+            row = int(first[at])
+            for m, (ext, data) in enumerate(members_of(at)):
+                info = tarfile.TarInfo(f"{written:09d}.{m}.{ext}")
+                info.size, info.mtime, info.mode = len(data), 0, 0o644  # no time or user: the same data, the same bytes
+                tar.addfile(info, io.BytesIO(data))
+                offset = tar.offset - (len(data) + BLOCK - 1) // BLOCK * BLOCK
+                rows[row + m] = (offset, len(data), _digest(data), rows[row + m]["ext"])
+    return Shard(path.name, len(job.samples), file_digest(path), path.stat().st_size)
+
+
+def _digest(data: bytes) -> int:
+    """The first 8 bytes of the member's SHA-256, as the index's ``digest`` holds them (``reader.py`` compares)."""
+    return int(np.frombuffer(hashlib.sha256(data).digest()[:8], "<u8")[0])
+
+
+def create_arrays(folder: Path, sizes: Dict[str, int]) -> Dict[str, np.ndarray]:
+    """The split's index arrays as new ``.npy`` files of ``sizes[name]`` rows, mapped for writing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {
+        name: np.lib.format.open_memmap(folder / f"{name}.npy", mode="w+", dtype=ARRAYS[name], shape=(sizes[name],))
+        for name in ARRAYS
+    }
+
+
+def open_members(folder: Path) -> np.ndarray:
+    """The ``members`` array of a split being written, mapped for writing (in a shard's writer process)."""
+    return np.load(folder / "members.npy", mmap_mode="r+")
+
+
+def text_lines(texts: Sequence[str]) -> np.ndarray:
+    """``texts`` as the index stores keys and stems: UTF-8, each followed by a newline."""
+    return np.frombuffer("".join(f"{text}\n" for text in texts).encode("utf-8", "surrogateescape"), np.uint8)
+
+
+def finish(folder: Path, arrays: Dict[str, np.ndarray], facts: Dict[str, Any], shards: List[Shard]) -> Header:
+    """Flushes the arrays, then writes ``index.json`` (last: a split folder with an index is complete)."""
+    files = {}
+    for name, array in arrays.items():
+        array.flush()
+        path = folder / f"{name}.npy"
+        files[name] = Shard(path.name, 0, file_digest(path), path.stat().st_size)
+    header = Header(
+        facts["split"], facts["task"], facts["dataset"], facts["classes"], facts["count"], facts["extensions"],
+        shards, files,
+    )  # fmt: skip
+    tmp = folder / (INDEX + ".tmp")
+    tmp.write_text(header.to_json())
+    os.replace(tmp, folder / INDEX)
+    return header

@@ -1,0 +1,134 @@
+"""The checks of a loaded shard index, over its whole arrays at once (numpy, and one regular-expression scan
+of each text table in C): a crafted or damaged index is one error line naming the first bad sample, before
+any read, and the cost stays a few passes over the arrays at any sample count.
+
+What is checked: every shard a plain file name beside the index, each shard's sample count; each sample's shard,
+member count (one image, an image and a mask, or a video's frames), members contiguous in sample order, each
+member's span inside its shard and its extension in the table, the label among the classes; each key a
+relative path below the split (predict names its masks after the keys), each stem a plain file name
+(``eval.save_predictions`` names saliency maps after them), one line per sample. A member's bytes are checked
+against its checksum when it is read (``reader.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Tuple
+
+import numpy as np
+
+from utils.data.shards.index import REPACK, Index
+from utils.errors import DataError
+from utils.names_from_files import plain_name
+
+# a key is a relative path below the split: not empty, not absolute, no '..' part, not '.', no NUL byte
+_NOT_RELATIVE = re.compile(rb"(?m)^(?:/|\n|\.\.(?:/|\n)|\.\n)|/\.\.(?:/|\n)|\x00")
+_NOT_PLAIN = re.compile(rb"(?m)^(?:\n|\.\.\n|\.\n)|/|\x00")  # a stem is a file name of its own
+# members per sample: one image; an image and its mask; a video's frames (at least one)
+COUNTS = {"classification": (1, 1), "sod": (2, 2), "video": (1, None)}
+
+Problem = Optional[Tuple[int, str]]  # (the first bad sample, what is wrong with it)
+
+
+def check_index(index: Index, where: str) -> None:
+    """A DataError naming the first problem of ``index`` (read from ``where``), or nothing."""
+    for shard in index.shards:
+        if not plain_name(shard.name):
+            raise DataError(f"shard index '{where}' names the shard {shard.name!r}, not a file beside it; {REPACK}")
+    bad_ext = [ext for ext in index.extensions if not (plain_name(ext) and "." not in ext)]
+    if bad_ext:
+        raise DataError(f"shard index '{where}' lists the extension {bad_ext[0]!r}, not a plain one; {REPACK}")
+    samples = index.samples
+    if len(samples) != index.header.count:
+        raise DataError(
+            f"shard index '{where}' has {len(samples)} sample rows for {index.header.count} samples; {REPACK}"
+        )
+    problem = _sample_problem(index) or _member_problem(index)
+    if problem is None:
+        problem = _lines_problem(index.keys, samples["key"], _NOT_RELATIVE, "key", "a relative path below the split")
+    if problem is None and index.task == "sod":
+        problem = _lines_problem(index.stems, samples["stem"], _NOT_PLAIN, "stem", "a plain file name")
+    if problem is not None:
+        at, what = problem
+        raise DataError(f"shard index '{where}' is inconsistent at sample {at} ({what}); {REPACK}")
+
+
+def _first(mask: np.ndarray) -> Optional[int]:
+    found = np.flatnonzero(mask)
+    return int(found[0]) if len(found) else None
+
+
+def _sample_problem(index: Index) -> Problem:
+    samples, shards = index.samples, index.shards
+    at = _first(samples["shard"] >= len(shards))
+    if at is not None:
+        return at, f"shard {int(samples['shard'][at])} of {len(shards)}"
+    low, high = COUNTS[index.task]
+    counts = samples["count"]
+    at = _first((counts < low) | (counts > high if high is not None else np.zeros(len(counts), bool)))
+    if at is not None:
+        return (
+            at,
+            f"{int(counts[at])} member(s) where a {index.task} sample has {low}{'' if high == low else ' or more'}",
+        )
+    starts = np.cumsum(counts, dtype=np.uint64) - counts
+    at = _first(samples["member"] != starts)
+    if at is not None or int(starts[-1] + counts[-1] if len(counts) else 0) != len(index.members):
+        return (at if at is not None else len(samples) - 1), "its members are not the rows after the previous sample's"
+    per_shard = np.bincount(samples["shard"], minlength=len(shards))
+    wrong = [i for i, shard in enumerate(shards) if shard.samples != per_shard[i]]
+    if wrong:
+        return (
+            _first(samples["shard"] == wrong[0]) or 0,
+            f"shard {shards[wrong[0]].name} holds {int(per_shard[wrong[0]])} samples, its index says {shards[wrong[0]].samples}",
+        )
+    if index.task == "sod":
+        return None
+    labels, classes = samples["label"], index.classes
+    at = _first((labels < 0) | (labels >= len(classes) if classes is not None else np.zeros(len(labels), bool)))
+    if at is not None:
+        return at, f"label {int(labels[at])} of {len(classes) if classes is not None else '?'} classes"
+    return None
+
+
+def _member_problem(index: Index) -> Problem:
+    members, samples = index.members, index.samples
+    sizes = np.array([shard.bytes for shard in index.shards], dtype=np.uint64)
+    shard_bytes = np.repeat(sizes[samples["shard"]], samples["count"])
+    offsets, lengths = members["offset"], members["size"]
+    row = _first((offsets > shard_bytes) | (lengths > shard_bytes - np.minimum(offsets, shard_bytes)))
+    what = None
+    if row is not None:
+        what = f"a member spans bytes {int(offsets[row])} .. {int(offsets[row]) + int(lengths[row])} of a {int(shard_bytes[row])}-byte shard"
+    else:
+        row = _first(members["ext"] >= len(index.extensions))
+        what = None if row is None else f"a member's extension {int(members['ext'][row])} of {len(index.extensions)}"
+    if row is None:
+        return None
+    return int(np.searchsorted(samples["member"], row, side="right")) - 1, what
+
+
+def _lines_problem(buffer: np.ndarray, starts: np.ndarray, bad: "re.Pattern[bytes]", field: str, rule: str) -> Problem:
+    """The first sample whose ``field`` (a line of ``buffer`` starting at ``starts[i]``) breaks ``bad``'s rule, or
+    whose lines are not one per sample."""
+    count = len(starts)
+    lines = int(np.count_nonzero(buffer == 10))
+    if count == 0:
+        return None if len(buffer) == 0 else (0, f"{field}s for no sample")
+    one_each = (
+        lines == count
+        and buffer[-1] == 10
+        and starts[0] == 0
+        and bool(np.all(starts[1:] > starts[:-1]))
+        and bool(np.all(buffer[(starts[1:] - 1).astype(np.int64)] == 10))
+    )
+    if not one_each:
+        return 0, f"its {field}s are not one line per sample"
+    match = bad.search(memoryview(buffer))
+    if match is None:
+        return None
+    at = int(np.searchsorted(starts, match.start(), side="right")) - 1
+    start = int(starts[at])
+    end = int(starts[at + 1]) - 1 if at + 1 < count else len(buffer) - 1
+    text = bytes(buffer[start:end]).decode("utf-8", "surrogateescape")
+    return at, f"{field} {text!r} is not {rule}"
