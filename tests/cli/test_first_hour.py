@@ -1,5 +1,5 @@
 """What a new user meets in the first hour: the CPU threads a run chooses and says it chose, counts printed
-as counts, and the README's DALI line accepted as written up to the point where DALI itself is needed."""
+as counts, and the DALI line of docs/speed.md accepted as written up to the point where DALI itself is needed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import torch
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
+from tests.fixtures.docs_pages import all_text
 from utils.log import format_metrics
 from utils.registry import METRICS
 from utils.threads import choose_threads, usable_cores
@@ -88,9 +89,8 @@ def test_the_readme_dali_line_is_accepted_up_to_dali_itself(tmp_path, capsys):
         pytest.skip("DALI is installed: this machine would train on /data/imagenet")
     except ImportError:
         pass
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```bash\n(python main\.py data\.name=image_folder[^`]*data\.loader=dali[^`]*)```", readme)
-    assert block, "the README's DALI example"
+    block = re.search(r"```bash\n(python main\.py data\.name=image_folder[^`]*data\.loader=dali[^`]*)```", all_text())
+    assert block, "the DALI example of docs/speed.md"
     args = shlex.split(block.group(1).replace("\\\n", " "))[2:]
     assert main.main([*args, f"experiment.output_root={tmp_path}"]) == 2
     err = capsys.readouterr().err

@@ -1,11 +1,11 @@
-"""The README's examples, pasted in order into a fresh copy of the repository, run.
+"""The examples of the README and of the docs pages, pasted in order into a fresh copy of the repository, run.
 
-Every ``python main.py`` / ``torchrun`` / ``torch.distributed.launch`` line of the README's
-bash blocks runs in the order the README gives them, after the files the README tells to
-create (``Create `network/my_net.py`:`` and its code block) are written, shortened as the
-README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
-sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset)
-are listed in SKIPPED with the reason.
+Every ``python main.py`` / ``torchrun`` / ``torch.distributed.launch`` line of their bash blocks runs in
+reading order (the README's, then each page's in the order the README's map lists the pages:
+``tests/fixtures/docs_pages.py``), after the files a page tells to create (``Create `network/my_net.py`:``
+and its code block) are written, shortened as the README says (``train.iterations=2``; ``--nproc_per_node=2``
+on this CPU; the demos' data sizes). Lines that need what no CPU machine has here (several hosts, srun, a
+GPU dataset) are listed in SKIPPED with the reason.
 
 Each command is checked for what it prints, not only for its exit code: a training run prints one
 ``test: k=v ...`` line and logs ``best <metric>=<value> at epoch E`` and ``N process(es)``; ``--mode test``
@@ -33,6 +33,7 @@ import yaml
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
+from tests.fixtures.docs_pages import reading_order
 from tests.fixtures.readme_sweep import sweep_folders
 
 README = ROOT / "README.md"
@@ -52,23 +53,23 @@ SKIPPED = {
 }
 
 
-def steps() -> List[Tuple[str, str]]:
-    """``("file", path, code)`` and ``("run", command)`` in README order, as tuples of strings."""
-    text = README.read_text()
+def steps() -> List[Tuple[str, str, str]]:
+    """``("file", path, code)`` and ``("run", command, "")`` in reading order: the README's, then each page's."""
     found = []
-    for match in re.finditer(r"```(bash|python)\n(.*?)```", text, re.S):
-        kind, body = match.groups()
-        if kind == "python":
-            created = re.findall(r"Create `([\w/]+\.py)`", text[max(0, match.start() - 300) : match.start()])
-            if created:
-                found.append(("file", created[-1], body))
-            continue
-        for line in body.replace("\\\n", " ").splitlines():
-            # "pip install -e . && python main.py": the install is done
-            for command in line.split("  #")[0].split("&&"):
-                command = command.strip()
-                if command.startswith(("python main.py", "torchrun", "python -m torch.distributed.launch")):
-                    found.append(("run", command, ""))
+    for text in (page.read_text() for page in reading_order()):
+        for match in re.finditer(r"```(bash|python)\n(.*?)```", text, re.S):
+            kind, body = match.groups()
+            if kind == "python":
+                created = re.findall(r"Create `([\w/]+\.py)`", text[max(0, match.start() - 300) : match.start()])
+                if created:
+                    found.append(("file", created[-1], body))
+                continue
+            for line in body.replace("\\\n", " ").splitlines():
+                # "pip install -e . && python main.py": the install is done
+                for command in line.split("  #")[0].split("&&"):
+                    command = command.strip()
+                    if command.startswith(("python main.py", "torchrun", "python -m torch.distributed.launch")):
+                        found.append(("run", command, ""))
     return found
 
 
@@ -266,12 +267,12 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
         seen = Chain(repo)
         for command in commands:
             proc = subprocess.run(shortened(command), cwd=repo, env=env, capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, f"README command failed: {command}\n{proc.stderr[-3000:]}"
+            assert proc.returncode == 0, f"documented command failed: {command}\n{proc.stderr[-3000:]}"
             try:
                 check(command, proc.stdout, proc.stderr, seen)
             except (AssertionError, KeyError, AttributeError, ValueError) as err:
                 raise AssertionError(
-                    f"README command printed what it should not: {command}\n{err!r}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+                    f"documented command printed what it should not: {command}\n{err!r}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
                 ) from err
         return seen
 

@@ -1,28 +1,24 @@
-"""A user's own plugin never fails the suite: the README's "Add a network" and "Add a hook" files, written
+"""A user's own plugin never fails the suite: the "Add a network" and "Add a hook" files of docs/plugins.md, written
 as a user would, go through the registry test (tests/core/test_registered_items.py) built with their defaults.
 
 Following those two sections made ``test_registered_items`` fail with ``add an example for network/my_net
-to EXAMPLES``, although the README says that no other file changes."""
+to EXAMPLES``, although the docs say that no other file changes."""
 
 from __future__ import annotations
 
 import importlib
-import re
 import sys
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.core import test_registered_items as registered
+from tests.fixtures.docs_pages import created_file
 from utils.registry import HOOKS, NETWORKS
 
 
 def readme_file(path: str) -> str:
-    """The code block the README gives for ``Create `path`:``."""
-    text = (ROOT / "README.md").read_text()
-    found = re.search(rf"Create `{re.escape(path)}`:\s*```python\n(.*?)```", text, re.S)
-    assert found, f"the README no longer creates {path}"
-    return found.group(1)
+    """The code block the documentation (docs/plugins.md) gives for ``Create `path`:``."""
+    return created_file(path)
 
 
 @pytest.fixture
