@@ -15,6 +15,8 @@ from setuptools import setup
 EXPORT = ["onnx", "onnxscript", "onnxruntime"]  # --mode export --format onnx
 SWEEP = ["optuna>=4.0"]  # --sweep: studies in a journal file, SQLite or a database
 S3 = ["boto3"]  # data.name=shards from s3://bucket/prefix, --mode pack --output s3://...
+# docs/ rendered by mkdocs build --strict (mkdocs.yml); pinned: its checks change between releases
+DOCS = ["mkdocs==1.6.1"]
 
 setup(
     name="regtrain",
@@ -54,5 +56,6 @@ setup(
         "s3": S3,
         "dali": ["nvidia-dali-cuda130"],
         "export": EXPORT,
+        "docs": DOCS,
     },
 )
