@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -67,8 +68,20 @@ def _map(function: Callable[[Any], Any], tasks: List[Any], workers: int) -> Iter
     if workers <= 1 or len(tasks) <= 1:
         yield from map(function, tasks)
         return
-    with multiprocessing.get_context("fork").Pool(min(workers, len(tasks))) as pool:
+    pool = multiprocessing.get_context("fork").Pool(min(workers, len(tasks)), initializer=_plain_signals)
+    try:
         yield from pool.imap(function, tasks)
+        pool.close()  # done: the workers exit on their own
+    finally:
+        pool.terminate()  # after close: reaps them; on an error: stops them
+        pool.join()
+
+
+def _plain_signals() -> None:
+    """A writer process ends on SIGTERM and SIGINT as a plain process does: the parent's handlers (a training
+    run's preemption handler, in a process that trained before) would keep it alive through the pool's stop."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the pool
 
 
 def _plan_chunk(bounds: Tuple[int, int]) -> Tuple[np.ndarray, np.ndarray, List[str], np.ndarray]:
