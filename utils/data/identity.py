@@ -1,7 +1,9 @@
 """Which data a run trains on: the sample keys of a dataset and the identity a checkpoint keeps.
 
 A dataset names its samples with ``sample_keys()`` (relative paths for folders, stable names
-for generated data); one without it is named by index. The identity of the training split,
+for generated data); one without it is named by index. A dataset that holds its keys in a
+:class:`~utils.data.string_table.StringTable` gives it by ``key_table()``: the identity and
+``train.record_samples`` then read that table, with no list of the keys made. The identity of the training split,
 ``{classes, samples, fingerprint}`` (the fingerprint: SHA-256 of the keys in order), is stored in
 every checkpoint, and a resume on data with other classes, another sample count or another
 file list is refused (``utils/checkpoint/guard.py``): ``data.root`` may move, the data may not change.
@@ -10,25 +12,54 @@ file list is refused (``utils/checkpoint/guard.py``): ``data.root`` may move, th
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Mapping, Optional
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from utils.data.string_table import ENCODING, ERRORS, StringTable
 
 
-def sample_keys(dataset: Any) -> List[str]:
-    """The keys of ``dataset``'s samples in index order: its own ``sample_keys()``, else the indices."""
+def key_table(dataset: Any) -> Optional[StringTable]:
+    """The table of ``dataset``'s sample keys, when it keeps one (``key_table()``)."""
+    own = getattr(dataset, "key_table", None)
+    return own() if callable(own) else None
+
+
+def sample_keys(dataset: Any) -> Sequence[str]:
+    """The keys of ``dataset``'s samples in index order: its key table, its own ``sample_keys()``, else the indices."""
+    table = key_table(dataset)
+    if table is not None:
+        return table
     keys = getattr(dataset, "sample_keys", None)
     return [str(k) for k in keys()] if callable(keys) else [str(i) for i in range(len(dataset))]
 
 
+def relative_key(path: str, root: str) -> str:
+    """``os.path.relpath(path, root)``, by cutting ``root + "/"`` off ``path`` where that gives the same (``path``
+    under ``root``, its rest without ``.``, ``..`` or empty parts): a million relpaths cost 5 s, the cuts 0.2 s."""
+    prefix = "" if root == "." else root if root.endswith("/") else root + "/"
+    rest = path[len(prefix) :]
+    wrapped = f"/{rest}/"
+    if path.startswith(prefix) and not rest.startswith("/") and "//" not in wrapped:
+        if "/./" not in wrapped and "/../" not in wrapped:
+            return rest
+    return os.path.relpath(path, root)
+
+
 def data_identity(dataset: Any) -> Dict[str, Any]:
     """``{classes, samples, fingerprint}`` of ``dataset`` (the training split)."""
-    digest = hashlib.sha256()
-    for key in sample_keys(dataset):
-        digest.update(key.encode("utf-8", "surrogateescape") + b"\n")
+    table = key_table(dataset)
+    if table is not None:
+        fingerprint = table.sha256()
+    else:
+        digest = hashlib.sha256()
+        for key in sample_keys(dataset):
+            digest.update(key.encode(ENCODING, ERRORS) + b"\n")
+        fingerprint = digest.hexdigest()
     classes = getattr(dataset, "classes", None)
     return {
         "classes": None if classes is None else [str(c) for c in classes],
         "samples": len(dataset),
-        "fingerprint": digest.hexdigest()[:16],
+        "fingerprint": fingerprint[:16],
     }
 
 

@@ -1,0 +1,85 @@
+"""N strings in two numpy arrays, so that forked loader workers share them instead of copying them.
+
+A list of a million Python strings is a million objects whose reference counts every forked
+DataLoader worker writes as it reads them, copying their pages into each worker (pytorch issue
+13246). Here the strings are one ``uint8`` buffer, each string's UTF-8 bytes followed by ``"\\n"``,
+and an ``int64`` array of where each starts: two objects, whatever the count. The buffer is
+exactly the bytes the data's fingerprint hashes (``utils/data/identity.py``: SHA-256 over each key
+and ``"\\n"``), so the fingerprint is one call over it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Iterable, Iterator, List
+
+import numpy as np
+
+ENCODING, ERRORS = "utf-8", "surrogateescape"  # as os gives file names: undecodable bytes kept as they are
+CHUNK = 65536  # strings encoded or decoded per call
+
+
+class StringTable:
+    """``table[i]`` is string ``i``; ``len``, iteration (decoded ``CHUNK`` strings at a time), ``sha256()``."""
+
+    def __init__(self, buffer: np.ndarray, offsets: np.ndarray) -> None:
+        """``buffer``: the strings' bytes, each followed by ``"\\n"``; ``offsets``: ``N + 1`` positions, string
+        ``i`` is ``buffer[offsets[i] : offsets[i + 1] - 1]``."""
+        self.buffer, self.offsets = buffer, offsets
+        # no string holds "\n" itself: a block of strings decodes in one call and splits at the separators
+        self._plain = int(np.count_nonzero(buffer == 10)) == len(offsets) - 1
+
+    @classmethod
+    def from_strings(cls, strings: Iterable[str]) -> "StringTable":
+        """The table of ``strings`` (any iterable: a generator is consumed ``CHUNK`` strings at a time)."""
+        data, ends = bytearray(), [np.zeros(1, dtype=np.int64)]
+        it = iter(strings)
+        for part in iter(lambda: list(itertools.islice(it, CHUNK)), []):
+            block = ("\n".join(part) + "\n").encode(ENCODING, ERRORS)
+            stops = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
+            if len(stops) != len(part):  # some string holds "\n": its own length
+                stops = np.cumsum([len(s.encode(ENCODING, ERRORS)) + 1 for s in part], dtype=np.int64)
+            ends.append(stops.astype(np.int64) + len(data))
+            data += block
+        buffer = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, dtype=np.uint8)
+        return cls(buffer, np.concatenate(ends))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> str:
+        n = len(self)
+        i = int(index)
+        if not -n <= i < n:
+            raise IndexError(f"index {index} is outside a table of {n} strings")
+        i %= n
+        start, stop = self.offsets[i], self.offsets[i + 1] - 1
+        return self.buffer[start:stop].tobytes().decode(ENCODING, ERRORS)
+
+    def chunks(self, size: int = CHUNK) -> Iterator[List[str]]:
+        """The strings in order, ``size`` at a time."""
+        for first in range(0, len(self), size):
+            last = min(first + size, len(self))
+            if not self._plain:
+                yield [self[i] for i in range(first, last)]
+                continue
+            block = self.buffer[self.offsets[first] : self.offsets[last]].tobytes().decode(ENCODING, ERRORS)
+            yield block.split("\n")[:-1]
+
+    def __iter__(self) -> Iterator[str]:
+        for part in self.chunks():
+            yield from part
+
+    def tolist(self) -> List[str]:
+        """Every string in a list (what a caller that needs a list asks for; a million strings cost about 100 MB)."""
+        return list(self)
+
+    def sha256(self) -> str:
+        """SHA-256 (hex) of each string's UTF-8 bytes followed by ``"\\n"``, in order: one call over the buffer."""
+        return hashlib.sha256(self.buffer).hexdigest()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the table holds."""
+        return self.buffer.nbytes + self.offsets.nbytes
