@@ -1,16 +1,21 @@
 """Sample keys in a string table: the same keys, the same fingerprint (checkpoints store it and a resume
-compares it)."""
+compares it), and folder datasets that hold their sample lists as arrays, not as Python objects."""
 
 from __future__ import annotations
 
 import os
 import pickle
-from typing import List
+from pathlib import Path
+from typing import Any, List
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from tests.fixtures.loop_orders import loop_fingerprint
+from utils.data.datasets.image_folder import ImageFolder
+from utils.data.datasets.image_mask_folder import ImageMaskFolder
+from utils.data.datasets.video_frames_folder import VideoFramesFolder
 from utils.data.identity import data_identity, relative_key, sample_keys
 from utils.data.string_table import StringTable
 
@@ -64,3 +69,56 @@ def test_a_key_cut_from_the_root_is_what_relpath_gives(root):
     paths += ["/elsewhere/q.jpg", "cat/x.jpg", f"{root.rstrip('/')}//cat/w.jpg", f"{root.rstrip('/')}/cat/"]
     for path in paths:
         assert relative_key(path, root) == os.path.relpath(path, root), (path, root)
+
+
+def image(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4)).save(path)
+
+
+def per_sample_containers(dataset: Any) -> List[str]:
+    """The attributes of ``dataset`` that hold a Python container with an entry per sample."""
+    n = len(dataset)
+    return [name for name, v in vars(dataset).items() if isinstance(v, (list, tuple, dict, set)) and len(v) >= n]
+
+
+def test_image_folder_keys_are_relpaths_and_its_samples_are_arrays(tmp_path):
+    root = tmp_path / "data"
+    for name in ("cat/b.jpg", "cat/a.png", "cat/caf\u00e9.jpg", "dog/1.jpg", "dog/sub/2.jpg", "val/cat/v.jpg"):
+        image(root / ("train" if not name.startswith("val") else "") / name)
+    with open(os.fsencode(root / "train" / "cat") + b"/bad\xff.jpg", "wb") as fh:
+        Image.new("RGB", (4, 4)).save(fh, format="PNG")
+    os.symlink("../cat", root / "train" / "dog" / "link")  # another class's folder, read again under dog
+    dataset = ImageFolder("train", str(root), classes=["cat", "dog", "../val/cat"])  # the last: outside the split
+    paths = [dataset.path(i) for i in range(len(dataset))]
+    keys = [os.path.relpath(p, dataset.root) for p in paths]
+    assert dataset.sample_keys() == keys == sample_keys(dataset).tolist()
+    assert keys[:4] == ["cat/a.png", "cat/b.jpg", "cat/bad\udcff.jpg", "cat/caf\u00e9.jpg"]
+    assert keys[-1] == "../val/cat/v.jpg" and paths[-1] == f"{root}/train/../val/cat/v.jpg"
+    assert [dataset.label(i) for i in range(len(dataset))] == [0] * 4 + [1] * 6 + [2]
+    assert data_identity(dataset)["fingerprint"] == loop_fingerprint(keys)
+    assert dataset.labels.dtype == np.int32 and not per_sample_containers(dataset)
+    assert dataset[2][1] == 0 and isinstance(dataset[2][1], int)  # the undecodable name reads back
+
+
+def test_image_mask_folder_and_video_frames_folder_keep_arrays_and_the_same_keys(tmp_path):
+    for stem in ("b", "a", "c.d"):
+        image(tmp_path / "train" / "Image" / f"{stem}.jpg")
+        image(tmp_path / "train" / "Mask" / f"{stem}.png")
+    pairs = ImageMaskFolder("train", str(tmp_path), size=None)
+    assert pairs.sample_keys() == ["a.jpg", "b.jpg", "c.d.jpg"] and not per_sample_containers(pairs)
+    assert pairs.pair(2) == ("c.d", tmp_path / "train" / "Image" / "c.d.jpg", tmp_path / "train" / "Mask" / "c.d.png")
+    named = pairs.collate_fn.paths  # what a mixed-size batch error names, looked up by stem
+    assert named.get("b") == str(tmp_path / "train" / "Image" / "b.jpg") and named.get("zz", "zz") == "zz"
+    for video in ("Run/v1", "Run/v2", "Walk/w1"):
+        for k in range(2):
+            image(tmp_path / "frames" / "train" / video / f"img_{k}.jpg")
+    videos = VideoFramesFolder("train", str(tmp_path / "frames"), clip_len=2)
+    assert videos.sample_keys() == ["train/Run/v1", "train/Run/v2", "train/Walk/w1"] and not per_sample_containers(
+        videos
+    )
+    assert videos.folder(2) == tmp_path / "frames" / "train" / "Walk" / "w1" and videos.labels.tolist() == [0, 0, 1]
+    assert videos.frame_counts.tolist() == [2, 2, 2] and videos[2][1] == {"label": 1, "video": 2}
+    evaluation = VideoFramesFolder("train", str(tmp_path / "frames"), clip_len=2, num_clips=2)
+    evaluation.training = False
+    assert sample_keys(evaluation).tolist()[:3] == ["train/Run/v1#0", "train/Run/v1#1", "train/Run/v2#0"]

@@ -113,7 +113,7 @@ def test_split_files_and_class_order(tmp_path):
     test = DATASETS.build(
         "video_frames_folder", split="test", root=str(tmp_path), split_files=files, clip_len=2, num_clips=1
     )
-    assert test.classes == ["Run", "Walk"] and test.labels == [0]  # classes of all lists, not only this one
+    assert test.classes == ["Run", "Walk"] and test.labels.tolist() == [0]  # classes of all lists, not only this one
     with pytest.raises(ConfigError, match="no entry for split 'val'"):
         DATASETS.build("video_frames_folder", split="val", root=str(tmp_path), split_files=files)
     (lists / "bad.txt").write_text("Run/missing.avi\n")
@@ -144,7 +144,8 @@ def test_exported_frame_folders_read_back_as_the_same_clips(tmp_path):
     memory = DATASETS.build("moving_shapes", split="test", clip_len=4, num_clips=2, **args)
     disk = DATASETS.build("video_frames_folder", split="test", root=str(tmp_path), clip_len=4, num_clips=2)
     assert disk.classes == list(CLASSES) and sorted(disk.labels) == sorted(memory.labels)
-    for video, folder in enumerate(disk.folders):
+    for video in range(disk.num_videos):
+        folder = disk.folder(video)
         source = int(folder.name.split("_")[-1])
         for k in range(2):
             x_disk, y_disk = disk[video * 2 + k]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 
 
@@ -37,7 +39,9 @@ class ClipDataset(Dataset):
     """Items ``(clip [C, T, H, W] float32, {"label": int, "video": int})``.
 
     Subclasses call ``set_videos`` and implement ``read_frames(video, indices)``
-    returning frames ``[T, C, H, W]``, uint8 or float in [0, 1]. The transform sees the clip as a
+    returning frames ``[T, C, H, W]``, uint8 or float in [0, 1]. The videos' labels and frame counts
+    are arrays, their names and keys string tables (``utils/data/string_table.py``), which loader
+    workers share. The transform sees the clip as a
     ``tv_tensors.Video`` in [0, 1], so torchvision.transforms.v2 draws its random
     parameters once and applies them to every frame alike.
     """
@@ -64,9 +68,9 @@ class ClipDataset(Dataset):
         from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s to import
 
         self.to_float = v2.ToDtype(torch.float32, scale=True)
-        self.labels: List[int] = []
-        self.frame_counts: List[int] = []
-        self.names: List[str] = []
+        self.labels = np.zeros(0, dtype=np.int64)
+        self.frame_counts = np.zeros(0, dtype=np.int64)
+        self.names = self.keys = StringTable.from_strings([])
 
     def set_videos(
         self,
@@ -78,27 +82,34 @@ class ClipDataset(Dataset):
         """Register the videos; a video without frames, or shorter than a clip, is an error naming it.
         ``keys``: names that do not depend on where the data lies (``sample_keys``); ``names`` by default."""
         span = clip_span(self.clip_len, self.frame_stride)
-        for name, count in zip(names, frame_counts):
+        counts = np.asarray(frame_counts, dtype=np.int64).reshape(-1)
+        unusable = np.flatnonzero((counts == 0) | ((counts < span) & (not self.pad_short)))
+        if len(unusable):  # the first, as the videos are listed
+            name, count = names[unusable[0]], int(counts[unusable[0]])
             if count == 0:
                 raise DataError(f"video '{name}' has no frames; extract its frames again or remove the folder")
-            if count < span and not self.pad_short:
-                raise DataError(
-                    f"video '{name}' has {count} frames, but a clip spans {span} "
-                    f"(clip_len={self.clip_len}, frame_stride={self.frame_stride}); lower data.args.clip_len or "
-                    "data.args.frame_stride, set data.args.pad_short=true to repeat its last frame, or remove the video"
-                )
-        self.labels, self.frame_counts, self.names = list(labels), list(frame_counts), list(names)
-        self.keys = list(keys) if keys is not None else list(names)
+            raise DataError(
+                f"video '{name}' has {count} frames, but a clip spans {span} "
+                f"(clip_len={self.clip_len}, frame_stride={self.frame_stride}); lower data.args.clip_len or "
+                "data.args.frame_stride, set data.args.pad_short=true to repeat its last frame, or remove the video"
+            )
+        self.labels, self.frame_counts = np.asarray(labels, dtype=np.int64).reshape(-1), counts
+        self.names = _table(names)
+        self.keys = _table(keys) if keys is not None else self.names
 
     @property
     def num_videos(self) -> int:
         return len(self.labels)
 
-    def sample_keys(self) -> List[str]:
+    def key_table(self) -> StringTable:
         """Item keys: the video's key, with the clip's number in evaluation (``utils/data/identity.py``)."""
         if self.training:
-            return list(self.keys)
-        return [f"{key}#{k}" for key in self.keys for k in range(self.num_clips)]
+            return self.keys
+        return StringTable.from_strings(f"{key}#{k}" for key in self.keys for k in range(self.num_clips))
+
+    def sample_keys(self) -> List[str]:
+        """The keys as a list."""
+        return self.key_table().tolist()
 
     def __len__(self) -> int:
         return self.num_videos if self.training else self.num_videos * self.num_clips
@@ -108,10 +119,10 @@ class ClipDataset(Dataset):
         span = clip_span(self.clip_len, self.frame_stride)
         if self.training:
             video = index
-            max_start = max(self.frame_counts[video] - span, 0)
+            max_start = max(int(self.frame_counts[video]) - span, 0)
             return video, int(torch.randint(max_start + 1, ()).item())
         video, k = divmod(index, self.num_clips)
-        return video, eval_starts(self.frame_counts[video], span, self.num_clips)[k]
+        return video, eval_starts(int(self.frame_counts[video]), span, self.num_clips)[k]
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
         raise NotImplementedError
@@ -120,11 +131,15 @@ class ClipDataset(Dataset):
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} is outside a dataset of {len(self)} clips")
         video, start = self.locate(index)
-        indices = clip_indices(start, self.clip_len, self.frame_stride, self.frame_counts[video])
+        indices = clip_indices(start, self.clip_len, self.frame_stride, int(self.frame_counts[video]))
         from torchvision import tv_tensors
 
         clip = self.to_float(tv_tensors.Video(self.read_frames(video, indices)))
         if self.transform is not None:
             clip = self.transform(clip)
         clip = clip.as_subclass(torch.Tensor).permute(1, 0, 2, 3).contiguous()  # [T, C, H, W] -> [C, T, H, W]
-        return clip, {"label": self.labels[video], "video": video}
+        return clip, {"label": int(self.labels[video]), "video": video}
+
+
+def _table(strings: Sequence[str]) -> StringTable:
+    return strings if isinstance(strings, StringTable) else StringTable.from_strings(strings)

@@ -141,7 +141,7 @@ class DaliLoader:
 def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, world_size: int, seed: int) -> DaliLoader:
     """A DALI loader over the files (and labels) that the ``image_folder`` ``dataset`` reads."""
     folder: Optional[str] = getattr(dataset, "root", None)
-    if cfg.name != "image_folder" or folder is None or not hasattr(dataset, "samples"):
+    if cfg.name != "image_folder" or folder is None or not hasattr(dataset, "path"):
         raise ConfigError(
             f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch"
         )
@@ -156,7 +156,7 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     mean = cfg.mean if cfg.mean is not None else [0.0, 0.0, 0.0]
     std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]
     batch_size = cfg.batch_size if train else (cfg.eval_batch_size or cfg.batch_size)
-    files, labels = zip(*dataset.samples)
+    files, labels = [dataset.path(i) for i in range(len(dataset))], dataset.labels.tolist()  # DALI's reader takes lists
     pipe = _build_pipeline(
         PipelineSpec(
             files, labels, batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed

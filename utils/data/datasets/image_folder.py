@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Dict, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Literal, Optional, Sequence, Set, Tuple
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
@@ -23,7 +24,9 @@ from utils.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
+from utils.data.identity import relative_key
 from utils.data.images import check_channels, read_pixels
+from utils.data.string_table import StringTable
 from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
@@ -33,35 +36,48 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
 
 
-def scan(folder: Path, classes: Sequence[str]) -> List[Tuple[str, int]]:
-    """``(path, class index)`` of every image under ``folder/<class>/``, in a fixed order.
+def scan(folder: Path, classes: Sequence[str]) -> Tuple[StringTable, np.ndarray]:
+    """The key (path relative to ``folder``) and class index of every image under ``folder/<class>/``, in a fixed
+    order: a table of the keys and an array of the labels.
 
     Symlinked directories are followed, but a real directory is read once per
     class: a link back into the tree (``a/again -> ../a``) adds nothing. A class
     folder without images is an error naming it.
     """
-    samples: List[Tuple[str, int]] = []
-    for index, name in enumerate(classes):
-        top = folder / name
-        if not top.is_dir():
-            continue
-        seen: Set[str] = set()
-        found: List[Tuple[str, List[str]]] = []
-        for dirpath, dirnames, filenames in walk_visible(top):
-            real = os.path.realpath(dirpath)
-            if real in seen:
-                dirnames[:] = []  # a loop or a second link to a directory already read
+    counts = [0] * len(classes)
+
+    def keys() -> Iterator[str]:
+        for index, name in enumerate(classes):
+            top = folder / name
+            if not top.is_dir():
                 continue
-            seen.add(real)
-            found.append((dirpath, [f for f in filenames if f.lower().endswith(IMG_EXTENSIONS)]))
-        before = len(samples)
-        for dirpath, files in sorted(found):
-            samples += [(os.path.join(dirpath, f), index) for f in sorted(files)]
-        if len(samples) == before:
-            raise DataError(
-                f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder"
-            )
-    return samples
+            seen: Set[str] = set()
+            found: List[Tuple[str, List[str]]] = []
+            for dirpath, dirnames, filenames in walk_visible(top):
+                real = os.path.realpath(dirpath)
+                if real in seen:
+                    dirnames[:] = []  # a loop or a second link to a directory already read
+                    continue
+                seen.add(real)
+                found.append((dirpath, [f for f in filenames if f.lower().endswith(IMG_EXTENSIONS)]))
+            for dirpath, files in sorted(found):
+                counts[index] += len(files)
+                yield from _keys_in(dirpath, sorted(files), folder)
+            if not counts[index]:
+                raise DataError(
+                    f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder"
+                )
+
+    table = StringTable.from_strings(keys())
+    return table, np.repeat(np.arange(len(classes), dtype=np.int32), counts)
+
+
+def _keys_in(dirpath: str, files: List[str], folder: Path) -> List[str]:
+    """``os.path.relpath(<dirpath>/<file>, folder)`` of each of ``files``: one relpath per directory."""
+    where = relative_key(dirpath, str(folder))
+    if where == "." or where == ".." or where.startswith("../"):  # a class named ".", "..": relpath says
+        return [os.path.relpath(os.path.join(dirpath, f), folder) for f in files]
+    return [f"{where}/{f}" for f in files]
 
 
 @DATASETS.register("image_folder")
@@ -76,6 +92,10 @@ class ImageFolder(Dataset):
     replaced by the next usable one with a warning per file (``"skip"``, i.e.
     ``data.args={on_bad_sample: skip}``). Images of different sizes that reach
     one batch are an error naming two of them and the resize to add.
+
+    The sample list is two arrays that loader workers share: ``keys``, a table of the
+    paths relative to the split folder (``utils/data/string_table.py``), and ``labels``;
+    ``path(i)`` and ``label(i)`` read them.
     """
 
     def __init__(
@@ -95,12 +115,13 @@ class ImageFolder(Dataset):
         self.root = folder = self._split_folder(Path(root), split)
         self.classes = self._class_list(Path(root), folder, classes)
         self.num_classes = len(self.classes)
-        self.samples = scan(folder, self.classes)
-        if not self.samples:
+        self.keys, self.labels = scan(folder, self.classes)
+        if not len(self.keys):
             raise DataError(
                 f"data folder '{folder}' holds no images (looked for {', '.join(IMG_EXTENSIONS)} under {folder}/<class>/)"
             )
-        warn_missing_classes(folder, self.classes, {self.classes[label] for _, label in self.samples})
+        warn_missing_classes(folder, self.classes, {self.classes[label] for label in np.unique(self.labels)})
+        self._prefix = os.path.join(str(folder), "")  # + a key: the path the scan found
         from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
 
         self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
@@ -139,18 +160,30 @@ class ImageFolder(Dataset):
         return list(classes)
 
     def __len__(self) -> int:
-        return len(self.samples)
+        return len(self.keys)
+
+    def key_table(self) -> StringTable:
+        """Each image's path relative to the split folder (``<class>/<file>``): the data's identity, whatever the root."""
+        return self.keys
 
     def sample_keys(self) -> List[str]:
-        """Each image's path relative to the split folder (``<class>/<file>``): the data's identity, whatever the root."""
-        return [os.path.relpath(path, self.root) for path, _ in self.samples]
+        """The keys as a list."""
+        return self.keys.tolist()
+
+    def path(self, index: int) -> str:
+        """The file of sample ``index``."""
+        return self._prefix + self.keys[index]
+
+    def label(self, index: int) -> int:
+        """The class index of sample ``index``."""
+        return int(self.labels[index])
 
     def _read(self, at: int) -> Tuple[torch.Tensor, int, str]:
-        path, label = self.samples[at]
-        return read_pixels(path, self.channels), label, path
+        path = self.path(at)
+        return read_pixels(path, self.channels), self.label(at), path
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
-        values, label, path = self.bad_samples.first_usable(index, len(self.samples), self._read, str(self.root))
+        values, label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
         image = pixels_then_floats(values, self.resize, self.transform)
         self._first_of_shape.setdefault(tuple(image.shape), path)
         return image, label

@@ -6,9 +6,9 @@ Images are read as stored (``utils/data/images.py``), masks by their detected en
 
 from __future__ import annotations
 
-import os
+import bisect
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from utils.data.folders import visible
 from utils.data.images import check_channels, read_image
 from utils.data.mask_encoding import read_mask
 from utils.data.masks import MaskBatchCollate, PairPipeline
+from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError, name_list
 from utils.registry import DATASETS
 
@@ -27,21 +28,22 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MASK_EXTS = (".png", ".bmp", ".jpg", ".jpeg", ".tif", ".tiff")
 
 
-def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, Path]:
-    files: Dict[str, Path] = {}
+def _by_stem(folder: Path, exts: Sequence[str]) -> Dict[str, str]:
+    """The name of each image file in ``folder`` by its stem."""
+    files: Dict[str, str] = {}
     for path in sorted(folder.iterdir()):
         if not path.is_file() or path.suffix.lower() not in exts or not visible(path.name):
             continue
         if path.stem in files:
             raise DataError(
-                f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem].name}, {path.name}); keep one"
+                f"'{folder}' holds two files with stem '{path.stem}' ({files[path.stem]}, {path.name}); keep one"
             )
-        files[path.stem] = path
+        files[path.stem] = path.name
     return files
 
 
-def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, Path]]:
-    """``(stem, image, mask)`` for every stem; an error lists unmatched files on either side."""
+def pair_files(image_folder: Path, mask_folder: Path) -> Tuple[StringTable, StringTable]:
+    """The image and the mask file names of every stem, in stem order; an error lists unmatched files on either side."""
     for folder in (image_folder, mask_folder):
         if not folder.is_dir():
             raise DataError(
@@ -63,7 +65,32 @@ def pair_files(image_folder: Path, mask_folder: Path) -> List[Tuple[str, Path, P
         raise DataError("; ".join(parts) + "; every image needs a mask with the same file stem")
     if not images:
         raise DataError(f"folder '{image_folder}' holds no images (extensions {', '.join(IMAGE_EXTS)})")
-    return [(stem, images[stem], masks[stem]) for stem in sorted(images)]
+    stems = sorted(images)
+    return StringTable.from_strings(images[s] for s in stems), StringTable.from_strings(masks[s] for s in stems)
+
+
+class StemPaths(Mapping[str, str]):
+    """Each stem's image path, looked up in the stem-sorted table of image names (what the mixed-size error
+    names): no dict of every sample in each loader worker."""
+
+    def __init__(self, folder: Path, names: StringTable) -> None:
+        self.folder, self.names = folder, names
+
+    def __getitem__(self, stem: str) -> str:
+        at = bisect.bisect_left(self.names, stem, key=_stem)
+        if at == len(self.names) or _stem(self.names[at]) != stem:
+            raise KeyError(stem)
+        return str(self.folder / self.names[at])
+
+    def __iter__(self) -> Iterator[str]:
+        return (_stem(name) for name in self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def _stem(name: str) -> str:
+    return Path(name).stem
 
 
 def load_pair(image_path: Path, mask_path: Path, channels: int = 3) -> Tuple[torch.Tensor, np.ndarray]:
@@ -111,22 +138,32 @@ class ImageMaskFolder(Dataset):
         folder = folders[split]
         base = Path(root) / folder
         self.folder = base / image_dir.format(folder=folder)
-        self.files = pair_files(self.folder, base / mask_dir.format(folder=folder))
+        self.mask_folder = base / mask_dir.format(folder=folder)
+        self.images, self.masks = pair_files(self.folder, self.mask_folder)  # file names, in stem order
         self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
-        paths = {stem: str(image) for stem, image, _ in self.files}  # what the mixed-size error names
+        paths = StemPaths(self.folder, self.images)  # what the mixed-size error names
         self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor, paths)
 
     def __len__(self) -> int:
-        return len(self.files)
+        return len(self.images)
+
+    def key_table(self) -> StringTable:
+        """Each image's path relative to the split's image folder (its name): the data's identity, whatever the root."""
+        return self.images
 
     def sample_keys(self) -> List[str]:
-        """Each image's path relative to the split's image folder: the data's identity, whatever the root."""
-        return [os.path.relpath(image, self.folder) for _, image, _ in self.files]
+        """The keys as a list."""
+        return self.images.tolist()
+
+    def pair(self, index: int) -> Tuple[str, Path, Path]:
+        """``(stem, image, mask)`` of sample ``index``."""
+        image = self.images[index]
+        return _stem(image), self.folder / image, self.mask_folder / self.masks[index]
 
     def _read(self, at: int) -> Tuple[torch.Tensor, np.ndarray, str]:
-        stem, image_path, mask_path = self.files[at]
+        stem, image_path, mask_path = self.pair(at)
         return (*load_pair(image_path, mask_path, self.channels), stem)
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, Dict[str, Any]]:
-        image, mask, stem = self.bad_samples.first_usable(index, len(self.files), self._read, str(self.folder))
+        image, mask, stem = self.bad_samples.first_usable(index, len(self), self._read, str(self.folder))
         return self.pipeline(image, mask, stem)

@@ -26,7 +26,9 @@ import torch
 from utils.arguments import Count
 from utils.data.clips import ClipDataset
 from utils.data.folders import subfolders, visible, warn_missing_classes
+from utils.data.identity import relative_key
 from utils.data.images import read_image
+from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
@@ -133,14 +135,16 @@ class VideoFramesFolder(ClipDataset):
                 raise DataError(
                     f"video folder '{folder}' does not exist; extract its frames there or drop it from the split"
                 )
-        self.folders = [folder for _, folder in videos]
-        counts = [len(list_frames(folder)) for folder in self.folders]
         self.set_videos(
             [index[c] for c, _ in videos],
-            counts,
-            [str(f) for f in self.folders],
-            [os.path.relpath(f, base) for f in self.folders],
+            [len(list_frames(folder)) for _, folder in videos],
+            StringTable.from_strings(str(folder) for _, folder in videos),
+            StringTable.from_strings(relative_key(str(folder), str(base)) for _, folder in videos),
         )
 
+    def folder(self, video: int) -> Path:
+        """The frame folder of video ``video`` (its name)."""
+        return Path(self.names[video])
+
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        return read_clip(self.folders[video], indices)
+        return read_clip(self.folder(video), indices)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from utils.data.identity import sample_keys
+from utils.data.string_table import StringTable
 from utils.errors import DataError
 
 Member = Tuple[str, Union[Path, bytes]]  # (extension, the file it is stored in, or its bytes)
@@ -34,22 +35,14 @@ def _npy(tensor: Any) -> bytes:
 
 def task_of(dataset: Any) -> str:
     """``sod`` for image + mask pairs, ``video`` for frame folders, else ``classification``."""
-    if hasattr(dataset, "frame_counts") and hasattr(dataset, "folders"):
+    if hasattr(dataset, "frame_counts") and hasattr(dataset, "folder"):
         return "video"
-    return "sod" if hasattr(dataset, "files") and hasattr(dataset, "pipeline") else "classification"
+    return "sod" if hasattr(dataset, "pair") and hasattr(dataset, "pipeline") else "classification"
 
 
 def classes_of(dataset: Any) -> Optional[List[Any]]:
     classes = getattr(dataset, "classes", None)
     return None if classes is None else list(classes)
-
-
-def _files(dataset: Any) -> Optional[List[Tuple[str, int]]]:
-    """image_folder's ``(path, class index)`` list, or None for a dataset of another kind."""
-    files = getattr(dataset, "samples", None)
-    if isinstance(files, list) and files and isinstance(files[0], tuple) and isinstance(files[0][0], str):
-        return files
-    return None
 
 
 class PackSource:
@@ -60,25 +53,28 @@ class PackSource:
         self.dataset, self.name = dataset, name
         self.task = task_of(dataset)
         self.classes = classes_of(dataset)
-        self._files = _files(dataset) if self.task == "classification" else None
-        self.count = len(dataset.folders) if self.task == "video" else len(dataset)
+        self._files = self.task == "classification" and callable(getattr(dataset, "path", None))  # image_folder
+        self.count = dataset.num_videos if self.task == "video" else len(dataset)
 
-    def keys(self) -> List[str]:
+    def keys(self) -> StringTable:
         """Each sample's key: each video's, for frame folders (not each clip's)."""
-        return list(self.dataset.keys) if self.task == "video" else sample_keys(self.dataset)
+        if self.task == "video":
+            return self.dataset.keys
+        table = getattr(self.dataset, "key_table", None)
+        return table() if callable(table) else StringTable.from_strings(sample_keys(self.dataset))
 
-    def stems(self) -> List[str]:
+    def stems(self) -> StringTable:
         """Each image-and-mask pair's stem (the saliency maps' names); none for other tasks."""
-        return [stem for stem, _, _ in self.dataset.files] if self.task == "sod" else []
+        if self.task != "sod":
+            return StringTable.from_strings([])
+        return StringTable.from_strings(self.dataset.pair(at)[0] for at in range(self.count))
 
     def labels(self) -> np.ndarray:
         """Each sample's class index; -1 for SOD."""
         if self.task == "sod":
             return np.full(self.count, -1, np.int64)
-        if self.task == "video":
+        if self.task == "video" or self._files:
             return np.asarray(self.dataset.labels, np.int64)
-        if self._files is not None:
-            return np.fromiter((label for _, label in self._files), np.int64, self.count)
         return np.fromiter((self._item(at)[1] for at in range(self.count)), np.int64, self.count)
 
     def members(self, at: int) -> List[Member]:
@@ -86,13 +82,13 @@ class PackSource:
         if self.task == "video":
             from utils.data.datasets.video_frames_folder import list_frames  # the frame order the dataset reads
 
-            folder = self.dataset.folders[at]
+            folder = self.dataset.folder(at)
             return [(_ext(name), folder / name) for name in list_frames(folder)]
         if self.task == "sod":
-            _, image, mask = self.dataset.files[at]
+            _, image, mask = self.dataset.pair(at)
             return [(_ext(image), Path(image)), (_ext(mask), Path(mask))]
-        if self._files is not None:
-            return [(_ext(self._files[at][0]), Path(self._files[at][0]))]
+        if self._files:
+            return [(_ext(self.dataset.path(at)), Path(self.dataset.path(at)))]
         return [("npy", _npy(self._item(at)[0]))]
 
     def _item(self, at: int) -> Tuple[torch.Tensor, int]:
