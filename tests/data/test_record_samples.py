@@ -28,6 +28,7 @@ from utils.data.datasets.digits import Digits
 from utils.data.identity import sample_keys
 from utils.data.sample_order import epoch_batches_of_all_ranks
 from utils.data.samplers import GlobalBatchSampler, ResumableSampler
+from utils.data.string_table import StringTable
 from utils.engine.sample_record import SampleRecorder
 from utils.errors import ConfigError
 
@@ -61,7 +62,7 @@ def test_order_of_is_each_ranks_iteration_and_leaves_the_sampler_alone(kind):
     for rank in range(3):
         own = sampler(rank)
         own.set_epoch(2)
-        assert probe.order_of(2, rank) == list(own)
+        assert probe.order_of(2, rank).tolist() == list(own)
     # its epoch, its skip and the loader's generator as they were
     assert list(probe) == order and torch.equal(probe.generator.get_state(), state)
 
@@ -73,7 +74,7 @@ def test_the_batches_of_all_ranks_are_the_ranks_batches_side_by_side():
         sampler.set_epoch(3)
         reads.append([b.tolist() for b in DataLoader(range(23), batch_size=5, sampler=sampler)])
     # 12 per rank (one repeated to pad): batches of 5, 5 and 2
-    assert epoch_batches_of_all_ranks(sampler, 3, 2, 5) == [reads[0][b] + reads[1][b] for b in range(3)]
+    assert epoch_batches_of_all_ranks(sampler, 3, 2, 5).tolist() == [reads[0][b] + reads[1][b] for b in range(3)]
 
 
 # -- the file ---------------------------------------------------------------------------------
@@ -98,11 +99,29 @@ def recorder(path: Path, world_size: int = 1) -> SampleRecorder:
 def test_keys_are_the_datasets_sample_keys_and_accumulated_batches_follow_each_other(tmp_path):
     path = tmp_path / "samples.jsonl"
     rec = recorder(path, world_size=2)
-    order = GlobalBatchSampler(10, 4, 0, 1, seed=0).order_of(0, 0)  # one rank reads the whole global batches
+    order = GlobalBatchSampler(10, 4, 0, 1, seed=0).order_of(0, 0).tolist()  # one rank reads the whole global batches
     rec.step(0, 1, 0, 2)  # train.accumulate=2: batches 0 and 1 made step 1
     assert not path.exists()  # buffered until a log step or a checkpoint
     rec.flush()
     assert lines(path) == [{"step": 1, "keys": [Named().sample_keys()[i] for i in order[:8]]}]
+
+
+class Tabled(Named):
+    def key_table(self) -> StringTable:  # a folder's keys: read from its table, no list of them made
+        return StringTable.from_strings(self.sample_keys())
+
+
+def test_a_datasets_key_table_gives_the_keys_its_list_gives(tmp_path):
+    for dataset in (Named(), Tabled()):
+        sampler = GlobalBatchSampler(10, 4, 0, 2, seed=0)
+        rec = SampleRecorder(tmp_path / f"{type(dataset).__name__}.jsonl", DataLoader(dataset, 2, sampler=sampler), 2)
+        for step in range(1, 3):
+            rec.step(1, step, step - 1, step)
+        rec.flush()
+    assert (
+        lines(tmp_path / "Tabled.jsonl") == lines(tmp_path / "Named.jsonl")
+        and len(lines(tmp_path / "Named.jsonl")) == 2
+    )
 
 
 def test_a_resume_cuts_the_file_back_to_the_checkpoints_step(tmp_path):

@@ -7,6 +7,7 @@ import inspect
 import logging
 from typing import Any, Callable, Dict, Optional, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -205,7 +206,7 @@ def build_eval_loader(
 def _warn_small_window(window: Any, global_batch: int) -> None:
     """A warning when a window of shards can hold fewer samples than a global batch: each batch is then
     whole windows, the same shards' samples together every epoch."""
-    smallest = sum(sorted(len(group) for group in window.groups)[: window.window])
+    smallest = int(np.sort(window.sizes)[: window.window].sum())
     if smallest < global_batch:
         log.warning(
             "data.args.shuffle_window=%d: a window of %d shards can hold as few as %d samples, fewer than a global batch "

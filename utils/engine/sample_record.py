@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
 
 from utils.atomic_write import write_text
 from utils.data.identity import sample_keys
-from utils.data.sample_order import epoch_batches_of_all_ranks, tells_order
+from utils.data.sample_order import EpochBatches, epoch_batches_of_all_ranks, tells_order
 from utils.errors import ConfigError, OutputError
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,9 @@ class SampleRecorder:
                 "train.record_samples needs the framework's training loader, whose sampler tells each rank's order; "
                 "set train.record_samples=false"
             )
-        self._keys: Optional[List[str]] = None  # read at the first step: a folder's keys are many
+        self._keys: Optional[Sequence[str]] = None  # the dataset's key table (or list), read at the first step
         self._epoch: Optional[int] = None
-        self._batches: List[List[int]] = []  # the current epoch's, over all ranks
+        self._batches = EpochBatches(np.zeros(0, dtype=np.int64), 1)  # the current epoch's, over all ranks
         self._pending: List[str] = []
         self._mode = "w"  # a fresh run starts the file; a resumed one appends to what it kept
 
@@ -54,7 +56,7 @@ class SampleRecorder:
             self._epoch = epoch
         if self._keys is None:
             self._keys = sample_keys(self._loader.dataset)
-        keys = [self._keys[i] for b in range(first, end) for i in self._batches[b]]
+        keys = [self._keys[i] for i in self._batches.span(first, end).tolist()]  # this step's keys only
         self._pending.append(json.dumps({"step": step, "keys": keys}) + "\n")
 
     def flush(self) -> None:

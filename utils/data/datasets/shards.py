@@ -138,10 +138,8 @@ class Shards(Dataset):
         per machine reads each shard whole once per epoch; None (the default): a shuffle of the whole split."""
         if not self.shuffle_window:
             return None
-        groups: List[List[int]] = [[] for _ in self.index.shards]
-        for at, shard in enumerate(self.index.samples["shard"].tolist()):  # an item is a sample (a video for clips)
-            groups[shard].append(at)
-        return WindowOrder([group for group in groups if group], int(self.shuffle_window))
+        # a training item is a sample (a whole video for clips)
+        return WindowOrder(self.index.samples["shard"], int(self.shuffle_window))
 
     def __len__(self) -> int:
         return len(self.clips) if self.clips is not None else len(self.index)
