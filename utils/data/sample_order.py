@@ -53,8 +53,10 @@ class Dealing:
         return self._rounds()[:, rank].reshape(-1)
 
     def batches(self, batch_size: int) -> EpochBatches:
-        """Every rank's order cut into batches of ``batch_size``, batch by batch, in rank order: one copy."""
+        """Every rank's order cut into batches of ``batch_size``, batch by batch, in rank order: one copy at most."""
         rounds, ranks = self._rounds(), self.world_size
+        if batch_size == self.width:  # a batch is one round: the global batch sampler's batches are its order
+            return EpochBatches(self.order, ranks * batch_size)
         if batch_size % self.width == 0:  # a batch is whole rounds of the deal (both samplers' case)
             per = batch_size // self.width
             full = len(rounds) // per * per
