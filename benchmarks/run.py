@@ -52,6 +52,7 @@ BENCHMARKS = [
     ("bench_image_folder", "19 image_folder loader"),
     ("bench_shards", "20 shards"),
     ("bench_shard_formats", "21 shard formats"),
+    ("bench_sample_arrays", "22 sample arrays"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
