@@ -49,9 +49,13 @@ def test_a_table_gives_back_its_strings_in_chunks_by_index_and_after_pickling():
     assert [s for part in table.chunks(3) for s in part] == ODD
     plain = StringTable.from_strings(["a", "bb", "", "c"])
     assert [len(part) for part in plain.chunks(3)] == [3, 1] and list(plain) == ["a", "bb", "", "c"]
+    assert plain.take(np.array([3, 0, -2, 1, 1])) == ["c", "a", "", "bb", "bb"] and plain.take(np.array([])) == []
+    assert table.take(np.array([2, 0, -1])) == ["two\nlines", "cat/a.png", "last"]  # a key holding "\n" too
     assert list(pickle.loads(pickle.dumps(table))) == ODD and len(StringTable.from_strings([])) == 0
     with pytest.raises(IndexError, match="index 7 is outside a table of 7 strings"):
         table[7]
+    with pytest.raises(IndexError, match="an index of 0..4 is outside a table of 4 strings"):
+        plain.take(np.array([0, 4]))
     assert table.buffer.dtype == np.uint8 and table.offsets.dtype == np.int64 and table.nbytes < 400 + 8 * 8
 
 

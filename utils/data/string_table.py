@@ -57,6 +57,19 @@ class StringTable:
         start, stop = self.offsets[i], self.offsets[i + 1] - 1
         return self.buffer[start:stop].tobytes().decode(ENCODING, ERRORS)
 
+    def take(self, indices: np.ndarray) -> List[str]:
+        """Strings ``indices`` (a step's samples): their bytes gathered and decoded in one call each."""
+        at = np.asarray(indices, dtype=np.int64)
+        if not self._plain or not len(at):
+            return [self[i] for i in at.tolist()]
+        if at.min() < -len(self) or at.max() >= len(self):
+            raise IndexError(f"an index of {at.min()}..{at.max()} is outside a table of {len(self)} strings")
+        at %= max(len(self), 1)
+        starts, lengths = self.offsets[at], self.offsets[at + 1] - self.offsets[at]  # each with its "\n"
+        ends = np.cumsum(lengths)
+        picked = self.buffer[np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1])]
+        return picked.tobytes().decode(ENCODING, ERRORS).split("\n")[:-1]
+
     def chunks(self, size: int = CHUNK) -> Iterator[List[str]]:
         """The strings in order, ``size`` at a time."""
         for first in range(0, len(self), size):

@@ -56,7 +56,9 @@ class SampleRecorder:
             self._epoch = epoch
         if self._keys is None:
             self._keys = sample_keys(self._loader.dataset)
-        keys = [self._keys[i] for i in self._batches.span(first, end).tolist()]  # this step's keys only
+        indices = self._batches.span(first, end)  # this step's keys only: from a key table in one gather
+        take = getattr(self._keys, "take", None)
+        keys = take(indices) if take is not None else [self._keys[i] for i in indices.tolist()]
         self._pending.append(json.dumps({"step": step, "keys": keys}) + "\n")
 
     def flush(self) -> None:
