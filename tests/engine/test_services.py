@@ -111,8 +111,10 @@ def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_
     # an older version's: no best
     record_path(checkpoint).write_text(json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}}))
     older = read_record(checkpoint)
-    assert older.best is None and best_as_of(older, {"best": "epoch0003_batch000000.pt"}) == "epoch0003_batch000000.pt"
-    assert best_as_of(None, None) is None and best_as_of(record, {"best": "other.pt"}) == record.best
+    assert older.best is None
+    assert best_as_of(checkpoint, older, {"best": "epoch0003_batch000000.pt"}) == "epoch0003_batch000000.pt"
+    assert best_as_of(checkpoint, None, None) is None
+    assert best_as_of(checkpoint, record, {"best": "other.pt"}) == record.best
     record_path(checkpoint).write_text("{cut short")
     assert read_record(checkpoint) is None
 
