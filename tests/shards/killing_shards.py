@@ -1,4 +1,4 @@
-"""A test-only ``shards`` dataset that kill -9s its job at a reproducible read (``REGTRAIN_KILL_AT``).
+"""A test-only packed ``image_folder`` that kill -9s its job at a reproducible read (``REGTRAIN_KILL_AT``).
 
 Loaded with ``custom_imports=[tests.shards.killing_shards]`` and ``data.name=killing_shards``: rank 0
 SIGKILLs its whole process group (the launcher and every rank) when it is about to read its N-th
@@ -11,15 +11,15 @@ import os
 import signal
 from typing import Any
 
-from utils.data.datasets.shards import Shards
+from utils.data.datasets.image_folder import ImageFolder
 from utils.distributed.ops import get_rank
 from utils.registry import DATASETS
 
 
 @DATASETS.register("killing_shards")
-class KillingShards(Shards):
+class KillingShards(ImageFolder):
     def __init__(self, split: str = "train", **kwargs: Any) -> None:
-        super().__init__(split, **kwargs)
+        super().__init__(split, **kwargs)  # data.root: a pack of classification data
         self.counting, self.reads = split == "train", 0
 
     def __getitem__(self, index: int) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tarfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,17 +11,13 @@ import torch
 
 import main
 from tests.apps.conftest import make_digit_folder
+from tests.shards.packs import craft, load_split, pack, set_text
 from utils.config import DataConfig
 from utils.data import build_dataset
 from utils.data.datasets.moving_shapes import export_frame_folders
 from utils.data.datasets.shapes_sod import main as write_shapes
 from utils.data.shards.sizes import parse_size
 from utils.errors import ConfigError, DataError
-
-
-def pack(capsys, output: Path, *overrides: str) -> str:
-    assert main.main(["--mode", "pack", "--output", str(output), *overrides]) == 0
-    return capsys.readouterr().out
 
 
 def errors(capsys) -> list:
@@ -113,7 +108,7 @@ def test_a_corrupt_shard_stops_with_its_name_or_is_skipped(tmp_path, capsys):
     raw[600] ^= 0xFF
     shard.write_bytes(bytes(raw))
     stop = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
-    index = stop.index
+    index = stop.packed.index
     hit = next(  # the sample whose stored bytes hold offset 600
         i
         for i in range(len(index))
@@ -189,82 +184,20 @@ def test_video_frame_folders_pack_into_the_same_clips(tmp_path, capsys):
             assert torch.equal(x_a, x_b) and y_a == y_b
 
 
-def load_split(folder: Path):
-    """A packed split's index as the readers load it."""
-    from utils.data.shards.index import load
-
-    return load((folder / "index.json").read_bytes(), str(folder), lambda file: folder / file.name)
-
-
-def craft(folder: Path, change) -> None:
-    """``change(arrays, header)`` applied to a packed split's index (copies of its arrays, its JSON), written back."""
-    header = json.loads((folder / "index.json").read_text())
-    arrays = {name: np.load(folder / f"{name}.npy") for name in ("samples", "members", "keys", "stems")}
-    change(arrays, header)
-    for name, array in arrays.items():
-        np.save(folder / f"{name}.npy", array, allow_pickle=False)
-        header["arrays"][name]["bytes"] = (folder / f"{name}.npy").stat().st_size
-    (folder / "index.json").write_text(json.dumps(header))
-
-
-def set_text(arrays, table: str, field: str, at: int, text: str) -> None:
-    """Sample ``at``'s key (or stem) set to ``text``: the table's lines rebuilt, and every sample's offset."""
-    lines = bytes(arrays[table]).decode().split("\n")[:-1]
-    lines[at] = text
-    arrays[table] = np.frombuffer("".join(f"{line}\n" for line in lines).encode(), np.uint8)
-    arrays["samples"][field] = np.cumsum([0] + [len(line.encode()) + 1 for line in lines[:-1]])
-
-
-def set_field(array: str, field: str, at: int, value) -> object:
-    return lambda a, h: a[array][field].__setitem__(at, value)
-
-
-CRAFTED = [  # (what is changed in the test split's index, what the one line names)
-    (set_field("members", "offset", 3, 2**63), "at sample 3 (a member spans bytes 9223372036854775808 .."),
-    (set_field("members", "size", 3, 10**12), "-byte shard"),
-    (set_field("samples", "shard", 5, 99), "at sample 5 (shard 99 of"),
-    (set_field("samples", "count", 5, 0), "at sample 5 (0 member(s) where a classification sample has 1)"),
-    (set_field("samples", "member", 6, 0), "at sample 6 (its members are not the rows after the previous sample's)"),
-    (set_field("samples", "label", 7, 57), "at sample 7 (label 57 of 10 classes)"),
-    (set_field("samples", "label", 7, -1), "at sample 7 (label -1 of 10 classes)"),
-    (set_field("members", "ext", 8, 9), "at sample 8 (a member's extension 9 of 1)"),
-    (lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
-    (
-        lambda a, h: h["arrays"]["keys"].__setitem__("name", "../keys.npy"),
-        "inconsistent (task, sample counts or arrays)",
-    ),
-    (lambda a, h: h["extensions"].__setitem__(0, "../npy"), "lists the extension '../npy', not a plain one"),
-    (lambda a, h: a.__setitem__("keys", a["keys"][:-1]), "at sample 0 (its keys are not one line per sample)"),
-    # predict names a saliency map after its sample's key: a key that leaves the folder is refused on load
-    (lambda a, h: set_text(a, "keys", "key", 2, "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),
-    (lambda a, h: set_text(a, "keys", "key", 2, "/tmp/abs.png"), "at sample 2 (key '/tmp/abs.png' is not a relative"),
-    (lambda a, h: set_text(a, "keys", "key", 2, "a/../../b"), "at sample 2 (key 'a/../../b' is not a relative"),
-    (lambda a, h: set_text(a, "keys", "key", 2, ""), "at sample 2 (key '' is not"),
-]
-
-
-def test_a_crafted_or_damaged_index_is_one_line_naming_the_sample_before_any_read(tmp_path, capsys):
-    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
-    folder = tmp_path / "p" / "test"
-    good = {path.name: path.read_bytes() for path in folder.glob("*.*") if not path.name.endswith(".tar")}
-    for change, named in CRAFTED:
-        craft(folder, change)
-        with pytest.raises(DataError, match="shard index '.*' ") as err:
-            build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
-        assert named in str(err.value) and str(err.value).endswith("pack the data again (--mode pack)"), str(err.value)
-        for name, data in good.items():
-            (folder / name).write_bytes(data)
-
-
 def test_any_number_of_workers_packs_the_same_bytes(tmp_path, capsys):
-    """--workers K writes the same shards, index and checksums for every K (the plan fixes each shard)."""
+    """--workers K writes the same shards, index and checksums for every K (the plan fixes each shard); a pack read
+    as its dataset (data.name=shards) packs again to the same bytes."""
     data = make_digit_folder(tmp_path / "digits")
     for workers in (1, 3):
         args = ["data.name=image_folder", f"data.root={data}", "--shard-size", "3KB", "--workers", str(workers)]
         pack(capsys, tmp_path / f"p{workers}", *args)
-    one = {p.relative_to(tmp_path / "p1"): p.read_bytes() for p in (tmp_path / "p1").rglob("*") if p.is_file()}
-    three = {p.relative_to(tmp_path / "p3"): p.read_bytes() for p in (tmp_path / "p3").rglob("*") if p.is_file()}
+    pack(capsys, tmp_path / "again", "data.name=shards", f"data.root={tmp_path / 'p1'}", "--shard-size", "3KB")
+    one, three, again = (
+        {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+        for d in (tmp_path / "p1", tmp_path / "p3", tmp_path / "again")
+    )
     assert one == three and sum(1 for p in one if p.suffix == ".tar") > 6
+    assert again == one  # a pack packed again: its members as stored, the same plan, the same bytes
 
 
 def test_a_wrong_data_root_or_a_missing_shard_is_one_line_naming_the_fix_before_any_read(tmp_path, capsys):
@@ -293,3 +226,35 @@ def test_another_tasks_arguments_are_named_as_doing_nothing_once(tmp_path, capsy
         f"data.args.size=64 does nothing: the shards in '{tmp_path / 'p'}' hold classification data",
         f"data.args.clip_len=4 does nothing: the shards in '{tmp_path / 'p'}' hold classification data",
     ]
+
+
+def test_the_datasets_users_name_read_their_packs(tmp_path, capsys, caplog):
+    """image_folder and image_mask_folder take data.root of a pack as they take a folder (shards picks them by the
+    pack's task); a pack of another task, or a pack argument given a folder of files, is named."""
+    data = make_digit_folder(tmp_path / "digits")
+    pack(capsys, tmp_path / "p", "data.name=image_folder", f"data.root={data}")
+    args = {"channels": 1}
+    for split in ("train", "val"):
+        files = build_dataset(DataConfig(name="image_folder", root=str(data), args=args), split)
+        packed = build_dataset(DataConfig(name="image_folder", root=str(tmp_path / "p"), args=args), split)
+        alias = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p"), args=args), split)
+        assert type(alias) is type(packed) and packed.classes == files.classes == alias.classes
+        assert packed.sample_keys() == files.sample_keys() == alias.sample_keys()
+        same_items(files, packed, len(files))
+    build_dataset(DataConfig(name="image_folder", root=str(data), args={"cache_limit": "1GB"}), "train")
+    assert (
+        f"data.args.cache_limit='1GB' does nothing: data.root '{data}' is a folder of files, not a pack" in caplog.text
+    )
+    write_shapes(["--out", str(tmp_path / "sod"), "--split", "train", "val", "test", "--count", "2"])
+    pack(capsys, tmp_path / "s", "data.name=image_mask_folder", f"data.root={tmp_path / 'sod'}")
+    sod = build_dataset(
+        DataConfig(name="image_mask_folder", root=str(tmp_path / "s"), args={"image_dir": "Images"}), "test"
+    )
+    assert (
+        len(sod) == 2
+        and f"data.args.image_dir='Images' does nothing: data.root is a pack, '{tmp_path / 's'}/test'" in caplog.text
+    )
+    with pytest.raises(
+        DataError, match="holds packed sod data, which dataset 'image_folder' does not read; set data.name=shards"
+    ):
+        build_dataset(DataConfig(name="image_folder", root=str(tmp_path / "s")), "test")

@@ -145,6 +145,10 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
         raise ConfigError(
             f"data.loader=dali reads image_folder data, not '{cfg.name}'; set data.name=image_folder or data.loader=torch"
         )
+    if getattr(dataset, "packed", None) is not None:
+        raise ConfigError(
+            f"data.loader=dali reads image files, and data.root '{cfg.root}' is a pack; use data.loader=torch, which reads packs"
+        )
     if getattr(dataset, "channels", 3) != 3:
         raise ConfigError(
             "data.loader=dali decodes images to RGB: data.args.channels must be 3 with it; use data.loader=torch for 1 channel"

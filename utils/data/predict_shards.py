@@ -15,10 +15,9 @@ from typing import List, Optional, Tuple, Union
 
 import torch
 
-from utils.data.shards import decode
-from utils.data.shards.clips import read_frames, video_names
 from utils.data.shards.index import INDEX
-from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, ShardReader, open_split
+from utils.data.shards.packed import PackedSplit
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
 from utils.data.shards.store import is_s3, open_store, words
 from utils.errors import DataError
 
@@ -58,29 +57,28 @@ def packed_split(spec: Optional[str]) -> Optional[Tuple[str, str]]:
 class ShardImages:
     """A packed split's images, as :class:`~utils.data.predict_inputs.ImageFiles` gives files."""
 
-    def __init__(self, reader: ShardReader) -> None:
-        self.reader = reader
-        keys = [reader.index.key(at) for at in range(len(reader.index))]
-        self.paths = [f"{reader.where}:{key}" for key in keys]
+    def __init__(self, packed: PackedSplit) -> None:
+        self.packed = packed
+        keys = packed.key_table().tolist()
+        self.paths = [f"{packed.where}:{key}" for key in keys]
         self.relative = [Path(key) for key in keys]
 
     def pixels(self, index: int, channels: int) -> torch.Tensor:
-        ext = self.reader.index.ext(self.reader.index.spans(index)[0])  # the image; its mask, if packed, is not read
-        return decode.pixels(self.reader.members(index, [0])[0], ext, self.paths[index], channels)
+        return self.packed.image(index, channels)  # its mask, if packed, is not read
 
 
 class ShardVideos:
     """A packed split's videos, as :class:`~utils.data.predict_videos.FrameFolders` gives folders."""
 
-    def __init__(self, reader: ShardReader) -> None:
-        self.reader = reader
-        self.paths = video_names(reader)
+    def __init__(self, packed: PackedSplit) -> None:
+        self.packed = packed
+        self.paths = [packed.name_of(at) for at in range(len(packed))]
 
     def frame_counts(self) -> List[int]:
-        return self.reader.index.samples["count"].tolist()
+        return self.packed.index.samples["count"].tolist()
 
     def read(self, video: int, indices: List[int]) -> torch.Tensor:
-        return read_frames(self.reader, video, indices)
+        return self.packed.frames(video, indices)
 
 
 def shard_source(
@@ -93,4 +91,5 @@ def shard_source(
             f"--input '{reader.where}' holds packed {reader.index.task} data, but the checkpoint's network is for "
             f"eval.metric={task}; give a split packed from {task} data"
         )
-    return ShardVideos(reader) if task == "video" else ShardImages(reader)
+    split = PackedSplit(reader, None)
+    return ShardVideos(split) if task == "video" else ShardImages(split)

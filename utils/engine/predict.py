@@ -57,15 +57,6 @@ TOPK = 5
 CLIP_ARGS = ("clip_len", "frame_stride", "num_clips", "pad_short")
 
 
-# The data.args key that sizes a dataset's samples, and when: "first" before the eval transforms
-# (image_folder resizes each image, digits its 8x8 images), "last" after them (the mask datasets'
-# PairPipeline). Other datasets keep the stored size (moving_shapes' size is the size it draws at).
-SIZE_ARGS = {
-    "image_folder": ("image_size", "first"),
-    "digits": ("size", "first"),
-    "image_mask_folder": ("size", "last"),
-    "shapes_sod": ("size", "last"),
-}
 # data.args that predict reads itself (for its inputs), whatever the dataset takes
 PREDICT_ARGS = ("on_bad_sample", "cache_limit", "cache_dir")
 
@@ -96,20 +87,24 @@ def flow(value: Any) -> str:
 
 
 def _size_rule(cfg: Config, takes: Any) -> Tuple[Optional[str], Optional[str]]:
-    """``(data.args key, "first" | "last")`` that sizes the dataset's samples, or ``(None, None)``."""
-    if cfg.data.name in SIZE_ARGS:
-        return SIZE_ARGS[cfg.data.name]
-    # the task's convention first: a dataset of several tasks (shards) takes both keys
-    if cfg.eval.metric == "sod" and "size" in takes:  # the mask datasets' convention (utils/data/masks.py)
+    """``(data.args key, "first" | "last")`` that sizes the dataset's samples: "first" before the eval transforms
+    (image_folder resizes each image), "last" after them (the mask datasets' PairPipeline), as the dataset
+    declares (``SIZING``; per task for ``shards``), else ``(None, None)``: the stored size."""
+    rule = getattr(DATASETS.get(cfg.data.name), "SIZING", None)
+    if isinstance(rule, dict):  # a dataset of several tasks (shards): the reading dataset's, by the task
+        rule = rule.get(cfg.eval.metric)
+    if rule is not None:
+        return rule
+    # a user's dataset without SIZING: the task's convention
+    if cfg.eval.metric == "sod" and "size" in takes:
         return "size", "last"
-    if "image_size" in takes:  # image_folder's convention
+    if "image_size" in takes:
         return "image_size", "first"
     return None, None
 
 
 def input_sizing(cfg: Config) -> Sizing:
-    """How the checkpoint's dataset sized an eval sample (``SIZE_ARGS``; a dataset not listed there by its
-    ``image_size`` argument, or a saliency dataset by its ``size``), its channels, and the size the network
+    """How the checkpoint's dataset sized an eval sample (``_size_rule``), its channels, and the size the network
     was trained at (``model.input_size``), with the override that resizes inputs to it."""
     takes = _parameters(cfg)
     trained_at = tuple(cfg.model.input_size) if cfg.model.input_size else None

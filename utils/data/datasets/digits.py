@@ -67,6 +67,8 @@ class Digits(Dataset):
     given order (a smaller task, e.g. for fine-tuning); the split is unchanged.
     """
 
+    SIZING = ("size", "first")  # --mode predict: resized to data.args.size before the eval transforms
+
     def __init__(
         self,
         split: str = "train",

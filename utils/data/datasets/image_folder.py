@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Literal, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from utils.data.batch import check_one_size
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
 from utils.data.identity import relative_key
 from utils.data.images import check_channels, read_pixels
+from utils.data.samplers import WindowOrder
+from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
 from utils.data.string_table import StringTable
 from utils.data.transforms import pixels_then_floats
 from utils.errors import ConfigError, DataError
@@ -98,6 +101,11 @@ class ImageFolder(Dataset):
     ``path(i)`` and ``label(i)`` read them.
     """
 
+    SIZING = ("image_size", "first")  # --mode predict: resized to data.args.image_size before the eval transforms
+    INERT_ARGS = PACK_INERT  # data.args a resume may change (utils/checkpoint/guard.py)
+    task = "classification"  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
+    check_folders = staticmethod(check_folders)  # a remote pack's cache folder, checked before a run folder is made
+
     def __init__(
         self,
         split: str = "train",
@@ -107,14 +115,31 @@ class ImageFolder(Dataset):
         on_bad_sample: Literal["stop", "skip"] = "stop",
         classes: Optional[Sequence[str]] = None,
         channels: int = 3,
+        cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT,
+        cache_dir: Optional[str] = None,
+        shuffle_window: Optional[Count] = None,
     ) -> None:
         self.bad_samples = BadSamples(on_bad_sample, "image_folder")
         self.channels = check_channels(channels, "image_folder")
         if root is None:
             raise ConfigError("dataset image_folder needs data.root=<folder with train/ and val/ inside>")
-        self.root = folder = self._split_folder(Path(root), split)
-        self.classes = self._class_list(Path(root), folder, classes)
-        self.num_classes = len(self.classes)
+        pack = PackArgs(cache_limit, cache_dir, shuffle_window)
+        self.packed = open_packed(root, split, "classification", pack, "image_folder")
+        if self.packed is not None:  # a pack: the index's keys, labels and classes
+            self.root, self.keys, self.labels = self.packed.where, self.packed.key_table(), self.packed.labels
+            self.classes = self.packed.classes(classes)
+        else:
+            self._scan(Path(root), split, classes)
+        self.num_classes = len(self.classes) if self.classes is not None else 0
+        from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
+
+        self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
+        self.transform = transform
+        self._first_of_shape: Dict[Tuple[int, ...], str] = {}  # this process's first file of each tensor shape
+
+    def _scan(self, root: Path, split: str, classes: Optional[Sequence[str]]) -> None:
+        self.root = folder = self._split_folder(root, split)
+        self.classes = self._class_list(root, folder, classes)
         self.keys, self.labels = scan(folder, self.classes)
         if not len(self.keys):
             raise DataError(
@@ -122,11 +147,6 @@ class ImageFolder(Dataset):
             )
         warn_missing_classes(folder, self.classes, {self.classes[label] for label in np.unique(self.labels)})
         self._prefix = os.path.join(str(folder), "")  # + a key: the path the scan found
-        from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
-
-        self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
-        self.transform = transform
-        self._first_of_shape: Dict[Tuple[int, ...], str] = {}  # this process's first file of each tensor shape
 
     @staticmethod
     def _split_folder(root: Path, split: str) -> Path:
@@ -171,8 +191,8 @@ class ImageFolder(Dataset):
         return self.keys.tolist()
 
     def path(self, index: int) -> str:
-        """The file of sample ``index``."""
-        return self._prefix + self.keys[index]
+        """The file of sample ``index`` (of a pack: its name, ``<split url>:<key>``)."""
+        return self.packed.name_of(index) if self.packed is not None else self._prefix + self.keys[index]
 
     def label(self, index: int) -> int:
         """The class index of sample ``index``."""
@@ -180,10 +200,18 @@ class ImageFolder(Dataset):
 
     def _read(self, at: int) -> Tuple[torch.Tensor, int, str]:
         path = self.path(at)
+        if self.packed is not None:
+            return self.packed.image(at, self.channels), self.label(at), path
         return read_pixels(path, self.channels), self.label(at), path
+
+    def window_order(self) -> Optional[WindowOrder]:
+        """A pack's shard-window order (``data.args.shuffle_window``); None for files (a shuffle of the split)."""
+        return self.packed.window_order() if self.packed is not None else None
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         values, label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
+        if self.packed is not None and self.packed.in_memory:  # an in-memory dataset's tensor, as it gave it
+            return (values if self.transform is None else self.transform(values)), label
         image = pixels_then_floats(values, self.resize, self.transform)
         self._first_of_shape.setdefault(tuple(image.shape), path)
         return image, label

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from utils.data.folders import visible
 from utils.data.images import check_channels, read_image
 from utils.data.mask_encoding import read_mask
 from utils.data.masks import MaskBatchCollate, PairPipeline
+from utils.data.samplers import WindowOrder
+from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError, name_list
 from utils.registry import DATASETS
@@ -112,6 +115,11 @@ class ImageMaskFolder(Dataset):
     (``DUTS-TR/DUTS-TR-Image``) is ``image_dir: "{folder}-Image"``.
     """
 
+    SIZING = ("size", "last")  # --mode predict: resized to data.args.size after the eval transforms (PairPipeline)
+    INERT_ARGS = PACK_INERT  # data.args a resume may change (utils/checkpoint/guard.py)
+    task = "sod"  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
+    check_folders = staticmethod(check_folders)  # a remote pack's cache folder, checked before a run folder is made
+
     def __init__(
         self,
         split: str = "train",
@@ -125,6 +133,9 @@ class ImageMaskFolder(Dataset):
         size_divisor: Count = 32,
         channels: int = 3,
         on_bad_sample: Literal["stop", "skip"] = "stop",
+        cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT,
+        cache_dir: Optional[str] = None,
+        shuffle_window: Optional[Count] = None,
     ) -> None:
         self.bad_samples = BadSamples(on_bad_sample, "image_mask_folder")
         self.channels = check_channels(channels, "image_mask_folder")
@@ -132,16 +143,23 @@ class ImageMaskFolder(Dataset):
             raise ConfigError(
                 f"dataset image_mask_folder needs data.root=<folder holding <split>/{image_dir} and <split>/{mask_dir}>"
             )
-        folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
-        if split not in folders:
-            raise ConfigError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
-        folder = folders[split]
-        base = Path(root) / folder
-        self.folder = base / image_dir.format(folder=folder)
-        self.mask_folder = base / mask_dir.format(folder=folder)
-        self.images, self.masks = pair_files(self.folder, self.mask_folder)  # file names, in stem order
+        pack = PackArgs(cache_limit, cache_dir, shuffle_window)
+        self.packed = open_packed(root, split, "sod", pack, "image_mask_folder")  # a pack's splits: train, val, test
+        if self.packed is not None:
+            self.packed.ignores(ImageMaskFolder.__init__, splits=splits, image_dir=image_dir, mask_dir=mask_dir)
+            self.folder, self.images = self.packed.where, self.packed.key_table()
+            paths: Mapping[str, str] = self.packed.stem_names()  # what the mixed-size error names
+        else:
+            folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
+            if split not in folders:
+                raise ConfigError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
+            folder = folders[split]
+            base = Path(root) / folder
+            self.folder = base / image_dir.format(folder=folder)
+            self.mask_folder = base / mask_dir.format(folder=folder)
+            self.images, self.masks = pair_files(self.folder, self.mask_folder)  # file names, in stem order
+            paths = StemPaths(self.folder, self.images)
         self.pipeline = PairPipeline(size, transform, keep_original=split != "train")
-        paths = StemPaths(self.folder, self.images)  # what the mixed-size error names
         self.collate_fn = MaskBatchCollate(multi_scale if split == "train" else None, size_divisor, paths)
 
     def __len__(self) -> int:
@@ -161,8 +179,14 @@ class ImageMaskFolder(Dataset):
         return _stem(image), self.folder / image, self.mask_folder / self.masks[index]
 
     def _read(self, at: int) -> Tuple[torch.Tensor, np.ndarray, str]:
+        if self.packed is not None:
+            return self.packed.pair(at, self.channels)
         stem, image_path, mask_path = self.pair(at)
         return (*load_pair(image_path, mask_path, self.channels), stem)
+
+    def window_order(self) -> Optional[WindowOrder]:
+        """A pack's shard-window order (``data.args.shuffle_window``); None for files (a shuffle of the split)."""
+        return self.packed.window_order() if self.packed is not None else None
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, Dict[str, Any]]:
         image, mask, stem = self.bad_samples.first_usable(index, len(self), self._read, str(self.folder))

@@ -100,6 +100,8 @@ class ShapesSOD(Dataset):
     the val and test splits. ``root`` is unused (nothing is read from disk).
     """
 
+    SIZING = ("size", "last")  # --mode predict: resized to data.args.size after the eval transforms
+
     def __init__(
         self,
         split: str = "train",

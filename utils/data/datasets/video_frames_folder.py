@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -28,6 +28,9 @@ from utils.data.clips import ClipDataset
 from utils.data.folders import subfolders, visible, warn_missing_classes
 from utils.data.identity import relative_key
 from utils.data.images import read_image
+from utils.data.samplers import WindowOrder
+from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
+from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
@@ -91,6 +94,10 @@ def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
 class VideoFramesFolder(ClipDataset):
     """Clips of ``clip_len`` frames, ``frame_stride`` apart, from frame folders (see the module doc)."""
 
+    INERT_ARGS = PACK_INERT  # data.args a resume may change (utils/checkpoint/guard.py)
+    task = "video"  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
+    check_folders = staticmethod(check_folders)  # a remote pack's cache folder, checked before a run folder is made
+
     def __init__(
         self,
         split: str = "train",
@@ -102,11 +109,28 @@ class VideoFramesFolder(ClipDataset):
         frame_stride: Count = 1,
         num_clips: Count = 3,
         pad_short: bool = False,
+        cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT,
+        cache_dir: Optional[str] = None,
+        shuffle_window: Optional[Count] = None,
     ) -> None:
         super().__init__(split, transform, clip_len, frame_stride, num_clips, pad_short)
         if root is None:
             raise ConfigError("dataset video_frames_folder needs data.root=<folder of <class>/<video>/<frame>.jpg>")
-        base = Path(root)
+        pack = PackArgs(cache_limit, cache_dir, shuffle_window)
+        self.packed = open_packed(root, split, "video", pack, "video_frames_folder")
+        if self.packed is not None:  # a pack: the index's videos (frame counts: their members)
+            packed = self.packed
+            packed.ignores(VideoFramesFolder.__init__, split_files=split_files)
+            self.classes = packed.classes(classes)
+            self.num_classes = len(self.classes or [])
+            names = StringTable.from_strings(packed.name_of(at) for at in range(len(packed)))
+            self.set_videos(packed.labels, packed.index.samples["count"], names, packed.key_table())
+        else:
+            self._scan(Path(root), split, split_files, classes)
+
+    def _scan(
+        self, base: Path, split: str, split_files: Optional[Dict[str, str]], classes: Optional[List[str]]
+    ) -> None:
         if split_files:
             if split not in split_files:
                 raise ConfigError(
@@ -147,4 +171,11 @@ class VideoFramesFolder(ClipDataset):
         return Path(self.names[video])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
+        if self.packed is not None:
+            return self.packed.frames(video, indices)
         return read_clip(self.folder(video), indices)
+
+    def window_order(self) -> Optional[WindowOrder]:
+        """A pack's shard-window order (``data.args.shuffle_window``, in training: an item is a video); None for
+        files (a shuffle of the split)."""
+        return self.packed.window_order() if self.packed is not None and self.training else None

@@ -29,10 +29,10 @@ from utils.data.shards.writer import (
     open_members,
     plan_shards,
     tar_bytes,
-    text_lines,
     write_shard,
 )
-from utils.errors import OutputError
+from utils.data.string_table import StringTable
+from utils.errors import DataError, OutputError
 from utils.log import progress_bar
 
 CHUNK = 4096  # samples per task of the plan
@@ -108,9 +108,14 @@ def _write(job: ShardJob) -> Shard:
     return shard
 
 
-def _starts(lines: np.ndarray) -> np.ndarray:
-    """Where each newline-ended line of ``lines`` starts."""
-    return np.concatenate(([0], np.flatnonzero(lines == 10)[:-1] + 1)).astype(np.uint64) if len(lines) else 0
+def _lines(table: StringTable, what: str) -> StringTable:
+    """``table`` as the index keeps it, one line per string; a DataError naming a string that holds a line break."""
+    if int(np.count_nonzero(table.buffer == 10)) != len(table):
+        broken = next(text for text in table if "\n" in text)
+        raise DataError(
+            f"--mode pack: the {what} {broken!r} holds a line break, which the index cannot keep; rename it"
+        )
+    return table
 
 
 def pack_split(
@@ -134,16 +139,24 @@ def pack_split(
                 else np.arange(source.count)
             )
             ranges = plan_shards(per_sample[order], shard_size)
-            keys, stems = text_lines(source.keys()), text_lines(source.stems())
+            keys, stems = _lines(source.keys(), "key"), _lines(source.stems(), "stem")
             arrays = create_arrays(
-                folder, {"samples": source.count, "members": len(member_sizes), "keys": len(keys), "stems": len(stems)}
+                folder,
+                {
+                    "samples": source.count,
+                    "members": len(member_sizes),
+                    "keys": len(keys.buffer),
+                    "stems": len(stems.buffer),
+                },
             )
             samples = arrays["samples"]
             samples["count"], samples["member"], samples["label"] = counts, job.first, source.labels()
-            samples["key"], samples["stem"] = _starts(keys), _starts(stems)  # no stems: 0
+            samples["key"] = keys.offsets[:-1]
+            if len(stems):  # else 0: no stems
+                samples["stem"] = stems.offsets[:-1]
             for number, (start, end) in enumerate(ranges):
                 samples["shard"][order[start:end]] = number
-            arrays["members"]["ext"], arrays["keys"][:], arrays["stems"][:] = codes, keys, stems
+            arrays["members"]["ext"], arrays["keys"][:], arrays["stems"][:] = codes, keys.buffer, stems.buffer
             arrays["members"].flush()  # the writers map it: the extensions must be there
             bar = progress_bar(source.count, f"pack {folder.name}", show)
             shards = []

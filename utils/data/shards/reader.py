@@ -12,7 +12,7 @@ import numpy as np
 from utils.data.bad_samples import BadFile
 from utils.data.shards.cache import ShardCache, ShardMismatch
 from utils.data.shards.fill import start_fill
-from utils.data.shards.index import INDEX, Index, Shard, load
+from utils.data.shards.index import INDEX, Index, Shard, load, parse_header
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import LocalStore, Store, is_s3, open_store
 from utils.errors import ConfigError, DataError
@@ -42,6 +42,12 @@ def load_index(store: Store, split: str, cache: Optional[ShardCache]) -> Index:
     if index.split != split:
         raise DataError(f"shard index '{where}' is of split '{index.split}', not '{split}'; pack the data again")
     return index
+
+
+def packed_task(root: str, split: str) -> str:
+    """The task ``root``'s ``split`` was packed for, from its ``index.json`` alone (the arrays are not read)."""
+    store = open_store(root)
+    return parse_header(store.read(f"{split}/{INDEX}"), f"{store.url}/{split}/{INDEX}").task
 
 
 def cache_folder(root: str, cache_dir: Optional[str]) -> Path:

@@ -53,6 +53,9 @@ class PackSource:
         self.dataset, self.name = dataset, name
         self.task = task_of(dataset)
         self.classes = classes_of(dataset)
+        self.packed = getattr(dataset, "packed", None)  # a pack packed again: its members as stored
+        if self.packed is not None:
+            self.name = self.packed.index.dataset  # the dataset it was packed from
         self._files = self.task == "classification" and callable(getattr(dataset, "path", None))  # image_folder
         self.count = dataset.num_videos if self.task == "video" else len(dataset)
 
@@ -67,6 +70,8 @@ class PackSource:
         """Each image-and-mask pair's stem (the saliency maps' names); none for other tasks."""
         if self.task != "sod":
             return StringTable.from_strings([])
+        if self.packed is not None:
+            return self.packed.stem_table()
         return StringTable.from_strings(self.dataset.pair(at)[0] for at in range(self.count))
 
     def labels(self) -> np.ndarray:
@@ -79,6 +84,8 @@ class PackSource:
 
     def members(self, at: int) -> List[Member]:
         """Sample ``at``'s members in order (an image; an image and its mask; a video's frames): file or bytes."""
+        if self.packed is not None:
+            return self.packed.raw_members(at)  # type: ignore[no-any-return]
         if self.task == "video":
             from utils.data.datasets.video_frames_folder import list_frames  # the frame order the dataset reads
 

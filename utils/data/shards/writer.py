@@ -14,7 +14,7 @@ import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -93,11 +93,6 @@ def create_arrays(folder: Path, sizes: Dict[str, int]) -> Dict[str, np.ndarray]:
 def open_members(folder: Path) -> np.ndarray:
     """The ``members`` array of a split being written, mapped for writing (in a shard's writer process)."""
     return np.load(folder / "members.npy", mmap_mode="r+")
-
-
-def text_lines(texts: Sequence[str]) -> np.ndarray:
-    """``texts`` as the index stores keys and stems: UTF-8, each followed by a newline."""
-    return np.frombuffer("".join(f"{text}\n" for text in texts).encode("utf-8", "surrogateescape"), np.uint8)
 
 
 def finish(folder: Path, arrays: Dict[str, np.ndarray], facts: Dict[str, Any], shards: List[Shard]) -> Header:

@@ -1,0 +1,51 @@
+"""A packed split's index checked whole when it is loaded: a crafted or damaged index is one line naming the sample."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.shards.packs import craft, pack, set_text
+from utils.config import DataConfig
+from utils.data import build_dataset
+from utils.errors import DataError
+
+
+def set_field(array: str, field: str, at: int, value) -> object:
+    return lambda a, h: a[array][field].__setitem__(at, value)
+
+
+CRAFTED = [  # (what is changed in the test split's index, what the one line names)
+    (set_field("members", "offset", 3, 2**63), "at sample 3 (a member spans bytes 9223372036854775808 .."),
+    (set_field("members", "size", 3, 10**12), "-byte shard"),
+    (set_field("samples", "shard", 5, 99), "at sample 5 (shard 99 of"),
+    (set_field("samples", "count", 5, 0), "at sample 5 (0 member(s) where a classification sample has 1)"),
+    (set_field("samples", "member", 6, 0), "at sample 6 (its members are not the rows after the previous sample's)"),
+    (set_field("samples", "label", 7, 57), "at sample 7 (label 57 of 10 classes)"),
+    (set_field("samples", "label", 7, -1), "at sample 7 (label -1 of 10 classes)"),
+    (set_field("members", "ext", 8, 9), "at sample 8 (a member's extension 9 of 1)"),
+    (lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+    (
+        lambda a, h: h["arrays"]["keys"].__setitem__("name", "../keys.npy"),
+        "inconsistent (task, sample counts or arrays)",
+    ),
+    (lambda a, h: h["extensions"].__setitem__(0, "../npy"), "lists the extension '../npy', not a plain one"),
+    (lambda a, h: a.__setitem__("keys", a["keys"][:-1]), "at sample 0 (its keys are not one line per sample)"),
+    # predict names a saliency map after its sample's key: a key that leaves the folder is refused on load
+    (lambda a, h: set_text(a, "keys", "key", 2, "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),
+    (lambda a, h: set_text(a, "keys", "key", 2, "/tmp/abs.png"), "at sample 2 (key '/tmp/abs.png' is not a relative"),
+    (lambda a, h: set_text(a, "keys", "key", 2, "a/../../b"), "at sample 2 (key 'a/../../b' is not a relative"),
+    (lambda a, h: set_text(a, "keys", "key", 2, ""), "at sample 2 (key '' is not"),
+]
+
+
+def test_a_crafted_or_damaged_index_is_one_line_naming_the_sample_before_any_read(tmp_path, capsys):
+    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
+    folder = tmp_path / "p" / "test"
+    good = {path.name: path.read_bytes() for path in folder.glob("*.*") if not path.name.endswith(".tar")}
+    for change, named in CRAFTED:
+        craft(folder, change)
+        with pytest.raises(DataError, match="shard index '.*' ") as err:
+            build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
+        assert named in str(err.value) and str(err.value).endswith("pack the data again (--mode pack)"), str(err.value)
+        for name, data in good.items():
+            (folder / name).write_bytes(data)
