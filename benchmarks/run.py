@@ -53,6 +53,7 @@ BENCHMARKS = [
     ("bench_shards", "20 shards"),
     ("bench_shard_formats", "21 shard formats"),
     ("bench_sample_arrays", "22 sample arrays"),
+    ("bench_index_scale", "23 index at scale"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 
