@@ -7,7 +7,6 @@ errors to the console, so a failure on any rank is still visible.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import sys
@@ -17,7 +16,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 import numpy as np
 from tqdm import tqdm
 
-from utils.errors import OutputError
+from utils import metrics_file
 from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,9 @@ class RunWriter:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
             self._metrics_path = run.metrics
-            if resumed_step is not None:
-                self._drop_rows_after(resumed_step)
+            if resumed_step is not None:  # what the interrupted process wrote after its checkpoint goes
+                kept = metrics_file.rewind(run.metrics, resumed_step)
+                self._recorded = {(row.get("split"), row["step"]) for row in kept if "step" in row}
             self._tb = SummaryWriter(log_dir=str(run.tb), purge_step=None if resumed_step is None else resumed_step + 1)
 
     @classmethod
@@ -162,40 +162,14 @@ class RunWriter:
 
     def metrics(self, row: Dict[str, Any]) -> None:
         """Append one evaluation row (``split``, ``epoch``, ``step``, metric values) to metrics.jsonl."""
-        if self._metrics_path is None or self._muted:
-            return
-        try:
-            with open(self._metrics_path, "a") as fh:
-                fh.write(json.dumps(row) + "\n")
-        except OSError as err:
-            raise OutputError.writing(self._metrics_path, err) from err
+        if self._metrics_path is not None and not self._muted:
+            metrics_file.append(self._metrics_path, row)
 
     def evaluations(self, split: str) -> List[Dict[str, Any]]:
         """The rows of ``split`` that metrics.jsonl holds, in order (on rank 0; none elsewhere)."""
         if self._metrics_path is None:
             return []
-        return [row for row in read_rows(self._metrics_path) if row.get("split") == split]
-
-    def _drop_rows_after(self, step: int) -> None:
-        """Keep the metrics.jsonl rows of steps up to ``step`` (rows of older versions, without a step, too)."""
-        path = self._metrics_path
-        if not path.is_file():
-            return
-        lines = path.read_text().splitlines(keepends=True)
-        rows = [(line, row) for line in lines if (row := _parsed(line)) is not None]
-        if len(rows) != len([line for line in lines if line.strip()]):
-            log.warning(
-                "metrics.jsonl held a line that is not JSON (cut short by a crash or a full disk); it is dropped"
-            )
-        kept = [(line, row) for line, row in rows if row.get("step", -1) <= step]
-        self._recorded = {(row.get("split"), row["step"]) for _, row in kept if "step" in row}
-        if len(kept) != len(lines):
-            tmp = path.with_name(path.name + ".tmp")
-            try:
-                tmp.write_text("".join(line for line, _ in kept))
-                tmp.replace(path)
-            except OSError as err:
-                raise OutputError.writing(path, err) from err
+        return [row for row in metrics_file.read_lenient(self._metrics_path) if row.get("split") == split]
 
     def flush(self) -> None:
         if self._tb is not None:
@@ -205,28 +179,6 @@ class RunWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
-
-
-def read_rows(path: Path) -> List[Dict[str, Any]]:
-    """The rows of a run's metrics.jsonl (none without the file), read leniently as its writer reads them: a line
-    that is not a JSON object (cut short by a crash or a full disk; the run drops it when it resumes) is skipped
-    with a warning naming the file."""
-    if not path.is_file():
-        return []
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    rows = [row for line in lines if isinstance(row := _parsed(line), dict)]
-    if len(rows) != len(lines):
-        log.warning(
-            "%s: %d line(s) are not JSON (cut short by a crash or a full disk); skipped", path, len(lines) - len(rows)
-        )
-    return rows
-
-
-def _parsed(line: str) -> Optional[Dict[str, Any]]:
-    try:
-        return json.loads(line) if line.strip() else None
-    except ValueError:
-        return None
 
 
 def format_metrics(values: Dict[str, float]) -> str:

@@ -1,6 +1,5 @@
 """Mixed precision through main.py on the digits experiment (CPU, real bf16/fp16)."""
 
-import json
 import re
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
+from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp, apex_amp_available
 from utils.checkpoint.files import load_file
 from utils.config import AmpConfig
@@ -18,10 +18,6 @@ from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts
 from utils.model.criterion import build_criterion
 from utils.registry import NETWORKS
-
-
-def read_rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def printed_metrics(text: str) -> dict:
@@ -55,9 +51,7 @@ def test_o0_is_unchanged_by_the_other_amp_keys(out_root):
     assert main.main(fast_overrides(out_root, "plain")) == 0
     amp_keys = ["amp.opt_level=O0", "amp.backend=native", "amp.dtype=float16", "amp.loss_scale=128"]
     assert main.main(fast_overrides(out_root, "o0") + amp_keys) == 0
-    assert read_rows(out_root / "plain" / "latest" / "metrics.jsonl") == read_rows(
-        out_root / "o0" / "latest" / "metrics.jsonl"
-    )
+    assert rows(out_root / "plain" / "latest") == rows(out_root / "o0" / "latest")
     a = load_file(out_root / "plain" / "latest" / "checkpoints" / "last.pt")
     b = load_file(out_root / "o0" / "latest" / "checkpoints" / "last.pt")
     assert a["model"].keys() == b["model"].keys()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import main
 from tests.fixtures.dist_utils import run, torchrun
+from tests.fixtures.metrics_rows import rows
 from utils.config import load_config
 from utils.errors import ConfigError, RegistryError
 from utils.metrics.extra import snake_case
@@ -39,8 +38,7 @@ def test_test_lines_equal_on_one_and_three_ranks_with_an_empty_rank(trained, cap
     line = [row for row in capsys.readouterr().out.splitlines() if row.startswith("test: ")]
     assert line == [row for row in three.stdout.splitlines() if row.startswith("test: ")]
     assert "multiclass_f1_score=" in line[0] and "multiclass_average_precision=" in line[0] and "samples=2" in line[0]
-    rows = [json.loads(r) for r in (trained["out"] / "apps" / "test_002" / "metrics.jsonl").read_text().splitlines()]
-    assert "multiclass_average_precision" in rows[-1]
+    assert "multiclass_average_precision" in rows(trained["out"] / "apps" / "test_002")[-1]
 
 
 def test_a_name_torchmetrics_lacks_is_one_error_line(trained, capsys):

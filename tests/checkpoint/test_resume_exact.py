@@ -4,7 +4,6 @@ killed rank under ``torchrun --max-restarts=1`` and SIGTERM preemption too."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -18,6 +17,7 @@ import torch
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, free_port
+from tests.fixtures.metrics_rows import rows
 from utils.distributed.preempt import PREEMPTED_EXIT
 
 pytestmark = pytest.mark.slow  # every test kills and resumes real processes
@@ -108,12 +108,12 @@ def outcome(experiment: Path) -> Dict[str, object]:
     a resumed run writes each row once, with the uninterrupted run's values."""
     run = experiment / "latest"
     state = torch.load(run / "checkpoints" / "last.pt", weights_only=False, map_location="cpu")  # GPU runs too
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    recorded = rows(run)
     return {
         "model": state["model"],
         "optimizer": state["optimizer"]["state"],
         "step": state["progress"]["step"],
-        "rows": rows,
+        "rows": recorded,
     }
 
 

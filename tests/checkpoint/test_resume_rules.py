@@ -6,7 +6,6 @@ and reads what the resumed run's checkpoints hold.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from pathlib import Path
@@ -18,6 +17,7 @@ from torch import nn
 import main
 from tests.apps.conftest import make_digit_folder
 from tests.conftest import fast_overrides
+from tests.fixtures.metrics_rows import rows
 from utils.checkpoint.optimizer_state import restore_optimizer
 from utils.checkpoint.records import read_record
 from utils.checkpoint.store import CheckpointStore
@@ -133,8 +133,7 @@ def test_a_changed_monitor_is_rebuilt_from_the_recorded_validations(trained, tmp
     caplog.set_level(logging.INFO)
     run = resumed(trained, tmp_path, "eval.monitor=loss")
     assert "best rebuilt from 2 recorded validation(s)" in caplog.text
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    val = [r for r in rows if r["split"] == "val"]
+    val = rows(run, "val")
     assert [r["epoch"] for r in val] == [0, 1, 2]
     best_epoch = min(val, key=lambda r: r["loss"])["epoch"]
     store = CheckpointStore(run / "checkpoints")

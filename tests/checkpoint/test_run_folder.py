@@ -4,7 +4,6 @@ locked."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -17,6 +16,7 @@ import pytest
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
+from tests.fixtures.metrics_rows import rows
 from utils.run_folder import RunFolder, numbered
 
 
@@ -84,8 +84,12 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
 
     # --resume continues the newest run; its records gain the new epoch once
     assert main.main([*args, "train.epochs=2", "--resume"]) == 0
-    rows = [json.loads(line) for line in (experiment / "run_002" / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["split"], r["epoch"]) for r in rows] == [("val", 0), ("test", 0), ("val", 1), ("test", 1)]
+    assert [(r["split"], r["epoch"]) for r in rows(experiment / "run_002")] == [
+        ("val", 0),
+        ("test", 0),
+        ("val", 1),
+        ("test", 1),
+    ]
     # --resume with a run folder continues that one
     assert main.main([*args, "train.epochs=2", "--resume", str(experiment / "run_001")]) == 0
     assert (experiment / "run_001" / "checkpoints" / "epoch0002_batch000000.pt").is_file()
@@ -102,7 +106,7 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
         and (tested / "config.yaml").is_file()
         and list((tested / "tb").glob("events.out.tfevents.*"))
     )
-    (row,) = [json.loads(line) for line in (tested / "metrics.jsonl").read_text().splitlines()]
+    (row,) = rows(tested)
     assert row["split"] == "test" and row["step"] == 38 and row["epoch"] == 1  # the step and epoch the weights are of
 
 
@@ -151,12 +155,12 @@ def test_resume_passes_over_an_empty_run_and_rewrites_a_validation_row_lost_in_a
     experiment = tmp_path / "lost"
     assert main.main(args) == 0
     metrics = experiment / "run_001" / "metrics.jsonl"
-    rows = metrics.read_text().splitlines()
+    first = rows(metrics)
     metrics.write_text('{"split": "test", "ep')  # the validation's row lost after its record, a row cut short
     (experiment / "run_002").mkdir()  # a start that failed before its first checkpoint
     assert main.main([*args, "train.epochs=2", "--resume"]) == 0
-    again = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert again[0] == json.loads(rows[0]) and [(r["split"], r["epoch"]) for r in again] == [
+    again = rows(metrics)
+    assert again[0] == first[0] and [(r["split"], r["epoch"]) for r in again] == [
         ("val", 0),
         ("val", 1),
         ("test", 1),

@@ -1,6 +1,5 @@
 """End-to-end runs of main.py in this process: train, resume, test mode, outputs."""
 
-import json
 import re
 
 import pytest
@@ -9,11 +8,8 @@ from torch import nn
 
 import main
 from tests.conftest import fast_overrides
+from tests.fixtures.metrics_rows import rows
 from utils.registry import BACKBONES, NETWORKS
-
-
-def read_rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def printed_metrics(text: str) -> dict:
@@ -29,17 +25,17 @@ def test_default_experiment_reaches_accuracy_and_test_mode_reproduces_it(out_roo
 
     run = out_root / "digits_small_cnn" / "latest"
     assert (run / "config.yaml").is_file() and (run / "log.txt").is_file()
-    rows = read_rows(run / "metrics.jsonl")
-    assert [r["epoch"] for r in rows if r["split"] == "val"] == list(range(15))
-    assert rows[-1]["split"] == "test" and set(rows[-1]) >= {"top1", "top5", "loss", "epoch"}
+    recorded = rows(run)
+    assert [r["epoch"] for r in recorded if r["split"] == "val"] == list(range(15))
+    assert recorded[-1]["split"] == "test" and set(recorded[-1]) >= {"top1", "top5", "loss", "epoch"}
 
     # test mode needs nothing but the checkpoint, and reports the same numbers, in a folder of its own
     assert main.main(["--mode", "test", "--checkpoint", str(run / "checkpoints" / "best.pt")]) == 0
     tested = printed_metrics(capsys.readouterr().out)
     assert tested == trained
-    (row,) = read_rows(out_root / "digits_small_cnn" / "test_001" / "metrics.jsonl")
-    assert row["split"] == "test" and row["top1"] == rows[-1]["top1"]
-    assert read_rows(run / "metrics.jsonl") == rows  # the training run's record is untouched
+    (row,) = rows(out_root / "digits_small_cnn" / "test_001")
+    assert row["split"] == "test" and row["top1"] == recorded[-1]["top1"]
+    assert rows(run) == recorded  # the training run's record is untouched
 
     # the resolved config feeds back through --config
     assert (
@@ -112,7 +108,7 @@ def test_resume_continues_from_the_saved_epoch(out_root, caplog):
     second = torch.load(ckpt, weights_only=False)
     assert second["progress"]["epoch"] == 3 and second["progress"]["step"] > first["progress"]["step"]
     assert "resumed from" in caplog.text
-    vals = [r["epoch"] for r in read_rows(out_root / "resume" / "latest" / "metrics.jsonl") if r["split"] == "val"]
+    vals = [r["epoch"] for r in rows(out_root / "resume" / "latest", "val")]
     assert vals == [0, 1, 2]  # epochs 0 and 1 were not trained again
 
 

@@ -13,6 +13,7 @@ import torch
 
 import main
 from tests.conftest import fast_overrides
+from tests.fixtures.metrics_rows import rows
 
 CONTRACTS = [
     "custom_imports=[tests.fixtures.contract_nets]",
@@ -77,7 +78,7 @@ def test_nan_validation_metrics_are_a_warning_and_written_as_nan(out_root, caplo
     assert main.main([*fast_overrides(out_root, "nan", epochs=1), *CONTRACTS, "model.name=nan_in_eval_net"]) == 0
     assert re.search(r"val metric\(s\) loss are NaN at epoch 0", caplog.text)
     run = out_root / "nan" / "latest"
-    (val,) = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"val"' in line]
+    (val,) = rows(run, "val")
     assert math.isnan(val["loss"])
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -89,7 +90,7 @@ def test_nan_validation_metrics_are_a_warning_and_written_as_nan(out_root, caplo
 def test_eval_monitor_loss_alone_selects_the_epoch_with_the_lowest_val_loss(out_root, capsys):
     assert main.main([*fast_overrides(out_root, "byloss", epochs=3), "eval.monitor=loss", "optim.lr=0.05"]) == 0
     run = out_root / "byloss" / "latest"
-    val = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"val"' in line]
+    val = rows(run, "val")
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
     assert best["progress"]["epoch"] - 1 == min(val, key=lambda r: r["loss"])["epoch"]
     (numbered,) = [

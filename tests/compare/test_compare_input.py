@@ -11,7 +11,8 @@ import yaml
 import main
 from tests.fixtures.compare_runs import resolved_config, write_run
 from tests.fixtures.outputs import one_error, partial_files, small_disk
-from utils.compare.collect import MAX_CONFIG, MAX_LINE, read_run
+from utils.compare.collect import MAX_CONFIG, read_run
+from utils.metrics_file import MAX_LINE
 
 
 @pytest.fixture

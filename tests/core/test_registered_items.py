@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.fixtures.harness import run_with, tensorboard
+from tests.fixtures.metrics_rows import rows
 from utils.hook.profiler import ProfilerHook
 from utils.hook.progress import ProgressHook
 from utils.registry import BACKBONES, HOOKS, LOSSES, METRICS, MODULES, NETWORKS
@@ -184,7 +185,6 @@ def test_loss(name):
 
 
 def _json(path):
-    import json
 
     return json.loads(path.read_text())
 
@@ -257,7 +257,7 @@ def test_the_built_in_services_and_hooks_of_a_training_run(tmp_path):
     assert {"train/loss", "train/lr", "train_epoch/loss", "val/top1", "val/ema_top1", "test/top1"} <= set(
         tensorboard(tmp_path).Tags()["scalars"]
     )
-    assert [row["split"] for row in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())] == [
+    assert [row["split"] for row in rows(tmp_path)] == [
         "val",
         "val",
         "test",

@@ -3,7 +3,6 @@ loops, decompression bombs and truncated files under on_bad_sample=skip."""
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import zlib
@@ -15,6 +14,7 @@ import pytest
 from PIL import Image
 
 import main
+from tests.fixtures.metrics_rows import rows
 from utils.checkpoint.state import Checkpoint
 from utils.config import load_config
 from utils.data import build_dataset
@@ -119,10 +119,10 @@ def test_the_class_list_is_saved_and_test_mode_labels_with_it(tmp_path, capsys):
         "train.epochs=1",
     ]
     assert main.main(args) == 0
-    rows = [
-        json.loads(line) for line in (tmp_path / "out" / "shades" / "latest" / "metrics.jsonl").read_text().splitlines()
-    ]
-    assert [r["top1"] for r in rows] == [1.0, 1.0]  # val (a, c) and test (c): c is labelled 2 everywhere
+    assert [r["top1"] for r in rows(tmp_path / "out" / "shades" / "latest")] == [
+        1.0,
+        1.0,
+    ]  # val (a, c) and test (c): c is labelled 2 everywhere
     best = tmp_path / "out" / "shades" / "latest" / "checkpoints" / "best.pt"
     assert Checkpoint.load(best).classes == ["a", "b", "c"]
     # the training data changed since: test mode still uses the saved list

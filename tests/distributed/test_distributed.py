@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 import main
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, free_port, launch, run, torchrun
+from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
 from utils.checkpoint.files import load_file
 from utils.config import DistConfig, load_config
@@ -35,10 +35,6 @@ from utils.model.criterion import build_criterion
 EPOCHS = 6
 TRAIN = ["data.batch_size=32", f"train.epochs={EPOCHS}"]
 ODD_TEST = "data.args.test_fraction=0.1997"  # 359 test images: divisible by neither 2 nor 3
-
-
-def rows(run_dir: Path) -> List[Dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def printed(stdout: str) -> List[Dict[str, float]]:

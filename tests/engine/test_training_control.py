@@ -1,6 +1,5 @@
 """EMA of weights, early stopping, iteration-based length and auto-resume."""
 
-import json
 import logging
 
 import pytest
@@ -9,6 +8,7 @@ from torch import nn
 
 import main
 from tests.conftest import fast_overrides
+from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
 from utils.config import AmpConfig, load_config
 from utils.data import build_dataset, build_eval_loader
@@ -19,10 +19,6 @@ from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
 from utils.optim.ema import ModelEma
-
-
-def rows(run, split="val"):
-    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["split"] == split]
 
 
 def test_ema_follows_the_documented_formula():
@@ -56,7 +52,7 @@ def test_eval_with_ema_monitors_checkpoints_and_tests_the_ema_weights(out_root, 
     assert main.main(args) == 0
     capsys.readouterr()
     run = out_root / "ema" / "latest"
-    val = rows(run)
+    val = rows(run, "val")
     assert all("ema_loss" in r and "loss" in r for r in val)
     best_epoch = min(val, key=lambda r: r["ema_loss"])["epoch"]
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
@@ -120,12 +116,12 @@ def test_early_stopping_stops_at_the_right_epoch(out_root, caplog):
     ]
     assert main.main(args) == 0
     run = out_root / "stop" / "latest"
-    assert [r["epoch"] for r in rows(run)] == [1, 3, 5]  # best at 1, then 2 evaluations without improvement
+    assert [r["epoch"] for r in rows(run, "val")] == [1, 3, 5]  # best at 1, then 2 evaluations without improvement
     assert torch.load(run / "checkpoints" / "last.pt", weights_only=False)["progress"]["epoch"] == 6
     assert "early stop after epoch 5" in caplog.text
     # resuming a run that stopped early trains no further
     assert main.main([*args, "train.auto_resume=true"]) == 0
-    assert [r["epoch"] for r in rows(run)] == [1, 3, 5]
+    assert [r["epoch"] for r in rows(run, "val")] == [1, 3, 5]
 
 
 def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, caplog):
@@ -142,7 +138,7 @@ def test_iterations_override_epochs_and_run_exactly_that_many_steps(out_root, ca
     assert state["progress"] == {"epoch": 2, "batch": 10, "step": 25}
     assert state["scheduler"]["last_epoch"] == 25
     assert state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-12)  # the cosine ended on step 25
-    assert [r["epoch"] for r in rows(out_root / "iters" / "latest")] == [0, 1, 2]
+    assert [r["epoch"] for r in rows(out_root / "iters" / "latest", "val")] == [0, 1, 2]
     assert "train.iterations=25 optimizer steps (3 epochs of 10 steps" in caplog.text
 
 

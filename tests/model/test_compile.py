@@ -13,7 +13,6 @@ epoch-long runs are compared at atol 1e-3 and their losses at rel 1e-3 .. 1e-2.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -23,6 +22,7 @@ from torch import nn
 import main
 from tests.conftest import fast_overrides
 from tests.fixtures.dist_utils import run, torchrun
+from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
 from utils.checkpoint.store import load_verified
 from utils.config import AmpConfig, OptimConfig
@@ -116,10 +116,7 @@ def runs(tmp_path_factory):
     out["then_compiled"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     assert main.main([*fast_overrides(root, "eager3", epochs=3), *FAST]) == 0
     out["eager3"] = load_verified(root / "eager3" / "latest" / "checkpoints" / "last.pt")
-    out["metrics"] = {
-        name: [json.loads(line) for line in (root / name / "latest" / "metrics.jsonl").read_text().splitlines()]
-        for name in ("eager", "eager3", "compiled")
-    }
+    out["metrics"] = {name: rows(root / name / "latest") for name in ("eager", "eager3", "compiled")}
     return out
 
 

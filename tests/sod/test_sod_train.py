@@ -7,7 +7,8 @@ import pytest
 from PIL import Image
 
 import main
-from tests.cli.test_train import printed_metrics, read_rows
+from tests.cli.test_train import printed_metrics
+from tests.fixtures.metrics_rows import rows
 from utils.data.datasets.shapes_sod import render_scene, write_split
 
 pytestmark = pytest.mark.slow  # trains the SOD demo
@@ -30,8 +31,8 @@ def test_short_sod_run_writes_metrics_and_original_size_predictions(out_root, ca
     assert trained["max_f"] > 0.6 and trained["mae"] < 0.25  # learned something in 40 steps
 
     run = out_root / "sod" / "latest"
-    rows = read_rows(run / "metrics.jsonl")
-    assert [r["split"] for r in rows] == ["val", "val", "test"] and SOD_NAMES <= set(rows[-1])
+    recorded = rows(run)
+    assert [r["split"] for r in recorded] == ["val", "val", "test"] and SOD_NAMES <= set(recorded[-1])
     maps = sorted((run / "predictions").glob("*.png"))
     assert [p.stem for p in maps] == [f"test_{i:05d}" for i in range(9)]
     for i, path in enumerate(maps):

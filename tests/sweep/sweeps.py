@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Dict, List
@@ -11,6 +10,7 @@ import yaml
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
+from tests.fixtures.metrics_rows import rows
 
 # a small CNN on digits, one thread, a checkpoint every 4 steps (22 steps an epoch)
 FAST = [
@@ -48,11 +48,6 @@ def start(cmd: List[str]) -> subprocess.Popen:
         text=True,
         start_new_session=True,
     )
-
-
-def rows(run_folder: Path) -> List[dict]:
-    path = run_folder / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
 def finished(run_folder: Path) -> bool:

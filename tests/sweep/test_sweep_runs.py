@@ -6,14 +6,14 @@ at once."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import time
 
 import pytest
 
-from tests.sweep.sweeps import command, finished, rows, run, runs_by_tag, start, sweep_file
+from tests.fixtures.metrics_rows import rows
+from tests.sweep.sweeps import command, finished, run, runs_by_tag, start, sweep_file
 
 pytest.importorskip("optuna")
 pytestmark = pytest.mark.slow
@@ -87,7 +87,7 @@ def test_a_seed_added_to_a_finished_sweep_trains_that_seed_and_resumes_a_run_cut
     assert all(len(folders) == 1 and finished(folders[0]) for folders in tags.values()), tags
     lines = metrics.read_text().splitlines()
     assert lines[: len(kept)] == [line.rstrip("\n") for line in kept]  # the run dropped its cut row, tested again
-    assert [json.loads(line)["split"] for line in lines[len(kept) :]] == ["test"]
+    assert [row["split"] for row in rows(metrics)[len(kept) :]] == ["test"]
     table = list(csv.DictReader((experiment / "sweep_seeds" / "trials.csv").open()))
     assert [(r["configuration"], r["state"]) for r in table] == [
         ("0", "complete (continued in trial 1)"),

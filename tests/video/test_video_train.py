@@ -1,7 +1,5 @@
 """Video configs end to end through main.py, shortened (the full runs are in the README)."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -9,6 +7,7 @@ from PIL import Image
 
 import main
 from tests.conftest import ROOT
+from tests.fixtures.metrics_rows import rows
 from utils.config import load_config
 from utils.data import build_dataset
 from utils.errors import ConfigError
@@ -19,10 +18,6 @@ TINY = [
     "data.batch_size=8",
     "train.epochs=2",
 ]
-
-
-def rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,13 @@ test row (None: the run never tested, it is incomplete).
 What these files hold is data from whoever made them: a name in them (a sweep table's run) becomes a path only
 as a plain folder name beside the sweep; a file too large for what it is, a line that is no JSON object, a test
 metric that is no number are each one DataError naming the file (and the line); only a last line cut short, as
-a run killed while writing leaves it, is left out with a warning.
+a run killed while writing leaves it, is left out with a warning (``metrics.jsonl`` read strictly:
+``utils/metrics_file.py``).
 """
 
 from __future__ import annotations
 
 import csv
-import json
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,9 @@ import yaml
 
 from utils.config_rules import plain_name
 from utils.errors import ConfigError, DataError
+from utils.metrics_file import read_strict
 from utils.run_folder import is_numbered_run
 from utils.yaml_load import load_yaml
-
-log = logging.getLogger(__name__)
 
 CONFIG = "config.yaml"
 SWEEP_TABLE = "trials.csv"  # a sweep's table of trials (utils/sweep/table.py): its column runs names their folders
@@ -39,8 +37,8 @@ OTHER_MODES = re.compile(r"^(test|predict|export|compare)_\d+(_|$)")
 # the bookkeeping of a metrics row; every other value in a test row is a metric, a number
 NOT_METRICS = ("split", "epoch", "step", "samples")
 MAX_CONFIG = 16 << 20  # bytes of a config.yaml: a resolved config is a few KB, a config of 1,000,000 values some MB
-MAX_LINE = 1 << 20  # characters of a metrics.jsonl line: a row is some hundred
-FIX_ROW = "repair or remove that line, or leave its run out of the PATHs"
+LEAVE_OUT = "leave its run out of the PATHs"  # what a user may do with a run whose files are broken
+FIX_ROW = f"repair or remove that line, or {LEAVE_OUT}"
 FIX_CONFIG = "leave its run out of the PATHs (a run writes its resolved config there)"
 
 
@@ -147,7 +145,7 @@ def quoted(value: Any) -> str:
 
 def _read_error(path: Path, err: Exception) -> DataError:
     return DataError(
-        f"cannot read '{path}' ({getattr(err, 'strerror', None) or err}); make it readable, or leave its run out of the PATHs"
+        f"cannot read '{path}' ({getattr(err, 'strerror', None) or err}); make it readable, or {LEAVE_OUT}"
     )
 
 
@@ -174,43 +172,6 @@ def read_config(path: Path) -> Dict[str, Any]:
     return config
 
 
-def metrics_rows(path: Path) -> List[Tuple[int, Dict[str, Any]]]:
-    """The rows of ``metrics.jsonl`` (``path``; none without the file), each with its line number. A last line cut
-    short (no newline, not JSON: the run was killed while writing it) is left out with a warning, as a resumed run
-    drops it; any other line that is no JSON object is a DataError naming the file and the line."""
-    if not path.is_file():
-        return []
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE + 1), ""), start=1):
-                if not line.strip():
-                    continue
-                if len(line) > MAX_LINE:
-                    raise DataError(
-                        f"'{path}' line {number} is longer than {MAX_LINE:,} characters, which no metrics row is; leave its run out of the PATHs"
-                    )
-                try:
-                    row = json.loads(line)
-                except (ValueError, RecursionError) as err:  # RecursionError: arrays nested past the parser's depth
-                    if not line.endswith("\n"):  # the last line, cut short
-                        log.warning(
-                            "'%s' line %d was cut short (the run stopped while writing it); it is left out",
-                            path,
-                            number,
-                        )
-                        break
-                    raise DataError(
-                        f"'{path}' line {number} is not a JSON object ({err}): {line[:80]!r}; {FIX_ROW}"
-                    ) from None
-                if not isinstance(row, dict):
-                    raise DataError(f"'{path}' line {number} is not a JSON object: {line[:80].rstrip()!r}; {FIX_ROW}")
-                rows.append((number, row))
-    except (OSError, UnicodeDecodeError) as err:
-        raise _read_error(path, err) from err
-    return rows
-
-
 def _metric(path: Path, number: int, key: str, value: Any) -> float:
     """A test row's value as a float (NaN and inf are metrics that went wrong: kept, and shown); DataError for
     anything else (a string, true, null, a list), which no metric is."""
@@ -235,12 +196,12 @@ def tested_metrics(rows: Sequence[Tuple[int, Dict[str, Any]]], path: Path) -> Op
 
 def last_test_row(path: Path) -> Optional[Dict[str, float]]:
     """The metrics of the last test row of ``metrics.jsonl`` (``path``), None without one (or without the file)."""
-    return tested_metrics(metrics_rows(path), path)
+    return tested_metrics(read_strict(path, LEAVE_OUT), path)
 
 
 def read_run(path: Path) -> RunRecord:
     """One run: its config tree, its last test row, how many rows it wrote and when."""
     metrics = path / METRICS
-    rows = metrics_rows(metrics)
+    rows = read_strict(metrics, LEAVE_OUT)
     written = metrics.stat().st_mtime if rows else 0.0
     return RunRecord(path, read_config(path / CONFIG), tested_metrics(rows, metrics), len(rows), written)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from utils.compare.collect import METRICS
 from utils.config import RUN_TAG_MAX, Config, to_dict
 from utils.errors import ConfigError, name_list
-from utils.log import read_rows
+from utils.metrics_file import read_lenient
 from utils.run_folder import numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
@@ -186,7 +186,7 @@ def has_checkpoint(folder: Path) -> bool:
 def rows(folder: Path) -> List[Dict[str, Any]]:
     """The run's metrics.jsonl rows, read as the run reads them (a line a killed run cut short is skipped: the run
     drops it when the sweep resumes it)."""
-    return read_rows(folder / METRICS)
+    return read_lenient(folder / METRICS)
 
 
 def has_test_row(folder: Path) -> bool:
