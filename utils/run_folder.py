@@ -34,10 +34,22 @@ from utils.errors import ConfigError, OutputError, name_list
 from utils.latest_link import LATEST, point_latest, restore_latest
 from utils.run_lock import release_lock, take_lock
 
+# the names of a run folder's entries (``RunFolder``'s properties are their paths)
+CHECKPOINTS = "checkpoints"
+CONFIG = "config.yaml"
+LOG = "log.txt"
+METRICS = "metrics.jsonl"
+SAMPLES = "samples.jsonl"
+TB = "tb"
+PREDICTIONS = "predictions"
+PROFILE = "profile"
+LOCK = ".lock"
+
 _NUMBERED = re.compile(r"^(run|test|predict|export|compare)_(\d+)(?:_[A-Za-z0-9.=+_-]+)?$")  # run_012 or run_012_<tag>
-RESERVED = "run_NNN, test_NNN, predict_NNN, export_NNN, compare_NNN, latest, checkpoints"  # names the layout gives its own folders
+# names the layout gives its own folders
+RESERVED = f"run_NNN, test_NNN, predict_NNN, export_NNN, compare_NNN, {LATEST}, {CHECKPOINTS}"
 # what every start writes before any result: a folder holding nothing else (and no checkpoint) holds nothing of value
-BOOKKEEPING = (".lock", "config.yaml", "log.txt", "tb", "checkpoints")
+BOOKKEEPING = (LOCK, CONFIG, LOG, TB, CHECKPOINTS)
 
 log = logging.getLogger(__name__)
 
@@ -58,40 +70,40 @@ class RunFolder:
 
     @property
     def checkpoints(self) -> Path:
-        return self.path / "checkpoints"
+        return self.path / CHECKPOINTS
 
     @property
     def log(self) -> Path:
-        return self.path / "log.txt"
+        return self.path / LOG
 
     @property
     def tb(self) -> Path:
-        return self.path / "tb"
+        return self.path / TB
 
     @property
     def metrics(self) -> Path:
-        return self.path / "metrics.jsonl"
+        return self.path / METRICS
 
     @property
     def samples(self) -> Path:
         """Which samples each training step saw (``train.record_samples``)."""
-        return self.path / "samples.jsonl"
+        return self.path / SAMPLES
 
     @property
     def config(self) -> Path:
-        return self.path / "config.yaml"
+        return self.path / CONFIG
 
     @property
     def predictions(self) -> Path:
-        return self.path / "predictions"
+        return self.path / PREDICTIONS
 
     @property
     def profile(self) -> Path:
-        return self.path / "profile"
+        return self.path / PROFILE
 
     @property
     def lock_file(self) -> Path:
-        return self.path / ".lock"
+        return self.path / LOCK
 
     def has_checkpoints(self) -> bool:
         """Whether it holds a checkpoint (a file, or a sharded directory) besides those it was started from."""
@@ -200,13 +212,7 @@ def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> Ru
 
 
 # what every kind of run writes into its folder
-RUN_FILES = (
-    "config.yaml",
-    "log.txt",
-    ".lock",
-    "metrics.jsonl",
-    "checkpoints",
-)
+RUN_FILES = (CONFIG, LOG, LOCK, METRICS, CHECKPOINTS)
 
 
 def is_numbered_run(folder: Path) -> bool:
@@ -251,7 +257,7 @@ def named(path: Path) -> RunFolder:
     given = Path(path).expanduser()
     made = [folder for folder in (given, *given.parents) if not folder.exists()]  # deepest first
     taken = next(
-        (folder for folder in (given, *made) if _NUMBERED.match(folder.name) or folder.name in (LATEST, "checkpoints")),
+        (folder for folder in (given, *made) if _NUMBERED.match(folder.name) or folder.name in (LATEST, CHECKPOINTS)),
         None,
     )
     if taken is not None:
@@ -286,4 +292,4 @@ def experiment_of(checkpoint: Path) -> Optional[Path]:
 def owning_run(checkpoint: Path) -> Optional[RunFolder]:
     """The run folder a checkpoint file belongs to (``<run>/checkpoints/<file>``), or None for a file elsewhere."""
     parent = checkpoint.resolve().parent
-    return RunFolder(parent.parent) if parent.name == "checkpoints" else None
+    return RunFolder(parent.parent) if parent.name == CHECKPOINTS else None

@@ -28,7 +28,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
-from utils.run_folder import RunFolder, newest_run, numbered, owning_run, run_holding
+from utils.run_folder import CHECKPOINTS, CONFIG, LOG, RunFolder, newest_run, numbered, owning_run, run_holding
 
 Request = Union[bool, str]  # --resume: True (the newest run) or a run folder or checkpoint path; False: no resume
 
@@ -77,7 +77,7 @@ def _run_folder(given: Path, resume: str) -> RunFolder:
             else "give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
         )
     raise CheckpointError(
-        f"--resume {resume}: '{given}' is not a run folder (no checkpoints/, config.yaml or log.txt of a run); {hint}"
+        f"--resume {resume}: '{given}' is not a run folder (no {CHECKPOINTS}/, {CONFIG} or {LOG} of a run); {hint}"
     )
 
 

@@ -11,7 +11,9 @@ from torch import nn
 
 from utils.checkpoint.files import load_file
 from utils.checkpoint.state import network_weights_of
+from utils.checkpoint.store import BEST
 from utils.errors import CheckpointError, name_list
+from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +167,7 @@ def read_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
     if looks_sharded(Path(path)):
         return Checkpoint.load(path).eval_weights
     if Path(path).is_dir():
-        best = next((f for f in (Path(path) / "checkpoints" / "best.pt", Path(path) / "best.pt") if f.is_file()), None)
+        best = next((f for f in (RunFolder(Path(path)).checkpoints / BEST, Path(path) / BEST) if f.is_file()), None)
         raise CheckpointError(
             f"pretrained weights '{path}' is a folder; give a checkpoint or weights file (.pt, .pth, .safetensors) or a sharded checkpoint's "
             f"*.dcp directory{f', e.g. {best}' if best is not None else ''}"

@@ -25,12 +25,10 @@ import yaml
 from utils.config_rules import plain_name
 from utils.errors import ConfigError, DataError
 from utils.metrics_file import read_strict
-from utils.run_folder import is_numbered_run
+from utils.run_folder import CONFIG, METRICS, RunFolder, is_numbered_run
 from utils.yaml_load import load_yaml
 
-CONFIG = "config.yaml"
 SWEEP_TABLE = "trials.csv"  # a sweep's table of trials (utils/sweep/table.py): its column runs names their folders
-METRICS = "metrics.jsonl"
 # what other modes write (utils/run_folder.py numbers them): a --mode test folder holds a config.yaml and a test
 # row as a run does, but it tested another run's checkpoint; counted, it would be a seed twice
 OTHER_MODES = re.compile(r"^(test|predict|export|compare)_\d+(_|$)")
@@ -58,8 +56,8 @@ def is_run(folder: Path) -> bool:
     name of a training run (``run_NNN``: one in its first epoch has written neither yet)."""
     return (
         not OTHER_MODES.match(folder.name)
-        and (folder / CONFIG).is_file()
-        and ((folder / METRICS).is_file() or (folder / "checkpoints").is_dir() or is_numbered_run(folder))
+        and (run := RunFolder(folder)).config.is_file()
+        and (run.metrics.is_file() or run.checkpoints.is_dir() or is_numbered_run(folder))
     )
 
 
@@ -201,7 +199,7 @@ def last_test_row(path: Path) -> Optional[Dict[str, float]]:
 
 def read_run(path: Path) -> RunRecord:
     """One run: its config tree, its last test row, how many rows it wrote and when."""
-    metrics = path / METRICS
-    rows = read_strict(metrics, LEAVE_OUT)
-    written = metrics.stat().st_mtime if rows else 0.0
-    return RunRecord(path, read_config(path / CONFIG), tested_metrics(rows, metrics), len(rows), written)
+    run = RunFolder(path)
+    rows = read_strict(run.metrics, LEAVE_OUT)
+    written = run.metrics.stat().st_mtime if rows else 0.0
+    return RunRecord(path, read_config(run.config), tested_metrics(rows, run.metrics), len(rows), written)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, NamedTuple, Sequence
 
-from utils.compare.collect import CONFIG, RunRecord
+from utils.compare.collect import RunRecord
 from utils.errors import ConfigError, DataError, RegistryError, one_line
 from utils.import_place import check_import_place
 from utils.references import monitor_mode
 from utils.registry import METRICS
+from utils.run_folder import CONFIG
 
 MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")  # a module path, as the config schema takes it
 

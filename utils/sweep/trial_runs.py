@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from utils.compare.collect import METRICS
 from utils.config import RUN_TAG_MAX, Config, to_dict
 from utils.errors import ConfigError, name_list
 from utils.metrics_file import read_lenient
-from utils.run_folder import numbered
+from utils.run_folder import RunFolder, numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
 
@@ -168,7 +167,8 @@ def same_configuration(folder: Path, trial: Config) -> None:
     from utils.checkpoint.guard import setting_changes
     from utils.compare.collect import read_config
 
-    saved = read_config(folder / "config.yaml") if (folder / "config.yaml").is_file() else {}
+    config = RunFolder(folder).config
+    saved = read_config(config) if config.is_file() else {}
     differ = [str(c) for c in setting_changes(saved, to_dict(trial)) if c.rule != "inert"]
     if differ:
         raise ConfigError(
@@ -179,14 +179,14 @@ def same_configuration(folder: Path, trial: Config) -> None:
 
 
 def has_checkpoint(folder: Path) -> bool:
-    checkpoints = folder / "checkpoints"
+    checkpoints = RunFolder(folder).checkpoints
     return checkpoints.is_dir() and any(checkpoints.iterdir())
 
 
 def rows(folder: Path) -> List[Dict[str, Any]]:
     """The run's metrics.jsonl rows, read as the run reads them (a line a killed run cut short is skipped: the run
     drops it when the sweep resumes it)."""
-    return read_lenient(folder / METRICS)
+    return read_lenient(RunFolder(folder).metrics)
 
 
 def has_test_row(folder: Path) -> bool:
