@@ -57,7 +57,7 @@ def train_loader(name: str, root: str, args: str = "{}"):
 
 def pack_into(jpegs: Path, output: str) -> dict:
     """``--mode pack`` in process: the image_folder at ``jpegs`` as 4 MB shards at ``output``."""
-    from utils.config import load_config
+    from utils.config_load import load_config
     from utils.engine.pack import pack
 
     logging.getLogger("utils.engine.pack").setLevel(logging.ERROR)  # no val or test folder: its warnings

@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.common import interleaved, ratios, row, timed
 from utils.amp import Amp
-from utils.config import load_config
+from utils.config_load import load_config
 from utils.data import build_dataset, build_eval_loader
 from utils.distributed.process_group import DistInfo
 from utils.engine.trainer import Trainer

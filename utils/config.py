@@ -1,13 +1,13 @@
-"""Configuration: dataclass defaults <- YAML file <- ``key.sub=value`` overrides.
+"""Configuration: the schema, one dataclass per section, each key with its type, default, range and resume rule.
 
 The defaults select the default experiment (a small CNN on scikit-learn's
-digits). Every key is checked: an unknown key or a value of the wrong type is a
-``ConfigError`` naming the key and the closest valid one.
+digits). ``load_config`` (``utils/config_load.py``) builds a config from them, a
+YAML file and ``key.sub=value`` overrides. Every key is checked: an unknown key or
+a value of the wrong type is a ``ConfigError`` naming the key and the closest valid one.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
 from dataclasses import dataclass, field
@@ -17,10 +17,8 @@ from typing import Any, Dict, List, Literal, Optional, Union
 import yaml
 
 from utils.config_resume import APPLY, INERT, MATCH
-from utils.config_rules import PATH, above, at_least, expand_paths, plain_name, rule, validate
+from utils.config_rules import PATH, above, at_least, plain_name, rule
 from utils.errors import OutputError
-from utils.typed_merge import apply_override, merge_into, parse_override
-from utils.yaml_load import read_config_file
 
 RUN_TAG_MAX = 150  # characters of experiment.run_tag (a sweep's tags fit it: utils/sweep/trial_runs.py)
 
@@ -252,24 +250,6 @@ class Config:
     def experiment_dir(self) -> Path:
         """``<experiment.output_root>/<experiment.name>``: the experiment's runs (``utils/run_folder.py``)."""
         return Path(self.experiment.output_root) / self.experiment.name  # ~ already expanded (PATH fields)
-
-
-def load_config(
-    path: Optional[Union[str, Path]] = None,
-    overrides: Optional[List[str]] = None,
-    base: Optional[Dict[str, Any]] = None,
-) -> Config:
-    """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides."""
-    cfg = Config()
-    if base:
-        merge_into(cfg, copy.deepcopy(base), "")
-    if path is not None:
-        merge_into(cfg, read_config_file(Path(path)), "")
-    for item in overrides or []:
-        apply_override(cfg, *parse_override(item))
-    expand_paths(cfg)
-    validate(cfg)
-    return cfg
 
 
 def to_dict(cfg: Config) -> Dict[str, Any]:

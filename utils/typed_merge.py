@@ -1,7 +1,7 @@
 """Write nested mappings into dataclass configs, checking every key and type.
 
-Used by ``utils/config.py``; kept apart so the schema (the dataclasses) reads on
-its own. An unknown key or a wrong type is a ``ConfigError`` that names the key
+Used by ``utils/config_load.py``; kept apart so the schema (the dataclasses of
+``utils/config.py``) reads on its own. An unknown key or a wrong type is a ``ConfigError`` that names the key
 and the closest valid one. The YAML itself (files, override values) is read by
 ``utils/yaml_load.py``.
 """

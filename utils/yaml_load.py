@@ -4,7 +4,7 @@ PyYAML's safe loader with three changes: numbers in exponent form (``1e-3``) are
 as in YAML 1.2; a key given twice in one mapping is a ``ConfigError`` instead of the
 second silently winning; ``{key:value}`` without the space after the colon is a
 ``ConfigError`` that shows the fix. What a document may hold is bounded by
-``utils/plain_tree.py``. A leaf module (``utils/config.py`` and ``utils/typed_merge.py``
+``utils/plain_tree.py``. A leaf module (``utils/config_load.py`` and ``utils/typed_merge.py``
 use it): it imports only the standard library, yaml and other leaves.
 """
 

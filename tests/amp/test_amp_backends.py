@@ -10,7 +10,8 @@ from torch import nn
 
 from utils.amp import Amp, apex_amp_available
 from utils.amp.apex_backend import ApexAmp
-from utils.config import AmpConfig, load_config
+from utils.config import AmpConfig
+from utils.config_load import load_config
 from utils.errors import ConfigError
 
 CPU = torch.device("cpu")

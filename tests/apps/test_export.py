@@ -14,7 +14,7 @@ import torch
 import main
 from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.checkpoint.state import Checkpoint
-from utils.config import load_config
+from utils.config_load import load_config
 from utils.engine.export import quiet_exporters
 from utils.engine.test_mode import checkpoint_network
 from utils.model.build import build_network

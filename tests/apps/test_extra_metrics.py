@@ -7,7 +7,7 @@ import pytest
 import main
 from tests.fixtures.dist_utils import run, torchrun
 from tests.fixtures.metrics_rows import rows
-from utils.config import load_config
+from utils.config_load import load_config
 from utils.errors import ConfigError, RegistryError
 from utils.metrics.extra import snake_case
 from utils.references import check_references, monitor_mode

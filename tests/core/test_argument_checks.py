@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests.fixtures.config_checks import refused
-from utils.config import OptimConfig, load_config
+from utils.config import OptimConfig
+from utils.config_load import load_config
 from utils.errors import ConfigError
 from utils.hook.selection import task_hooks
 from utils.metrics.extra import check_extras

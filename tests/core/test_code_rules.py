@@ -16,6 +16,8 @@ PLUGIN_FOLDERS = ("backbone", "module", "network", "loss", "hook")
 LEAVES = (
     "utils/registry.py",
     "utils/config.py",
+    "utils/config_checks.py",
+    "utils/config_load.py",
     "utils/config_resume.py",
     "utils/config_rules.py",
     "utils/errors.py",

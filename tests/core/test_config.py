@@ -4,7 +4,8 @@ import re
 import pytest
 import yaml
 
-from utils.config import Config, load_config, save_config
+from utils.config import Config, save_config
+from utils.config_load import load_config
 from utils.errors import ConfigError
 from utils.references import monitor_mode
 

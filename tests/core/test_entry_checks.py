@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from utils.arguments import Count, Fraction, at_least, check_values, in_range
-from utils.config import ScheduleConfig, load_config
+from utils.config import ScheduleConfig
+from utils.config_load import load_config
 from utils.data.datasets.digits import load_digits, split_indices
 from utils.data.stratified import stratified_split
 from utils.engine.training_length import check_takes_steps

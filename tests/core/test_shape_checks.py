@@ -17,7 +17,8 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from tests.fixtures.config_checks import refused
-from utils.config import DataConfig, load_config
+from utils.config import DataConfig
+from utils.config_load import load_config
 from utils.data.input_shape import check_input_shape, check_test_size
 from utils.data.loader import build_train_loader
 from utils.data.transforms import check_transforms

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from utils.config import load_config
+from utils.config_load import load_config
 from utils.data import build_dataset, build_train_loader
 from utils.data.prefetch import PrefetchLoader, ThreadPrefetcher, resolve_mode
 from utils.errors import ConfigError

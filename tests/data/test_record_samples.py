@@ -22,7 +22,8 @@ from torch.utils.data import DataLoader
 import main
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
-from utils.config import Config, load_config
+from utils.config import Config
+from utils.config_load import load_config
 from utils.config_resume import field_rules
 from utils.data.datasets.digits import Digits
 from utils.data.identity import sample_keys

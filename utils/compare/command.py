@@ -28,7 +28,7 @@ from utils.compare.table import (
     runs_list,
     shown_path,
 )
-from utils.config import load_config
+from utils.config_load import load_config
 from utils.errors import ConfigError, DataError, UserError, name_list
 from utils.log import setup_logging
 from utils.references import import_custom

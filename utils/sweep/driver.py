@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from utils.config import Config, load_config
+from utils.config import Config
+from utils.config_load import load_config
 from utils.errors import ConfigError
 from utils.references import monitor_mode
 from utils.sweep.changes import check_changes
