@@ -17,7 +17,7 @@ def pack(capsys, output: Path, *overrides: str) -> str:
 
 def load_split(folder: Path):
     """A packed split's index as the readers load it."""
-    from utils.data.shards.index import load
+    from utils.data.shards.index_load import load
 
     return load((folder / "index.json").read_bytes(), str(folder), lambda file: folder / file.name)
 

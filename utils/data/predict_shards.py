@@ -18,7 +18,8 @@ import torch
 from utils.data.shards.index import INDEX
 from utils.data.shards.packed import PackedSplit
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
-from utils.data.shards.store import is_s3, open_store, words
+from utils.data.shards.store import is_s3, words
+from utils.data.shards.stores import open_store
 from utils.errors import DataError
 
 

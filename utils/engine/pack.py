@@ -24,7 +24,8 @@ from utils.data.shards.index import INDEX, Shard
 from utils.data.shards.pack_split import SplitJob, pack_split
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.sources import PackSource, classes_of
-from utils.data.shards.store import Store, is_s3, open_store
+from utils.data.shards.store import Store, is_s3
+from utils.data.shards.stores import open_store
 from utils.errors import ConfigError, DataError, OutputError
 from utils.registry import DATASETS
 from utils.run_folder import place_in_run

@@ -1,5 +1,6 @@
 """The index of one packed split: ``<split>/index.json`` and the four arrays it names. The one module that
-knows the format (``--mode pack`` writes it through ``IndexArrays``; the readers load it with ``load``).
+knows the format (``--mode pack`` writes it through ``writer.py``; the readers load it with ``load`` of
+``index_load.py``).
 
 ``index.json`` holds what is per split and per shard, nothing per sample::
 
@@ -21,7 +22,7 @@ FFCV keep their sample metadata the same way):
 - ``keys``, ``stems``: UTF-8 bytes, each key (stem) followed by ``\\n``: the data's fingerprint (the SHA-256 of
   its keys, ``utils/data/identity.py``) is the hash of ``keys`` as it is.
 
-Loading checks the whole index at once with numpy (``index_checks.py``), so a crafted or damaged index is
+Loading checks the whole index at once with numpy (``index_load.py``), so a crafted or damaged index is
 one error line naming the sample before any read, at a cost that stays a few numpy passes at 10M samples.
 """
 
@@ -29,8 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -152,26 +152,3 @@ def _text(buffer: np.ndarray, samples: np.ndarray, at: int, field: str) -> str:
     start = int(samples[field][at])
     end = int(samples[field][at + 1]) - 1 if at + 1 < len(samples) else len(buffer) - 1
     return bytes(buffer[start:end]).decode("utf-8", "surrogateescape")
-
-
-def load(text: bytes, where: str, path_of: Callable[[Shard], Path]) -> Index:
-    """The index whose ``index.json`` is ``text`` (read from ``where``), its arrays mapped from ``path_of(file)``
-    (the split's folder, or a verified copy of a remote one); checked whole before any sample is read."""
-    from utils.data.shards.index_checks import check_index
-
-    header = parse_header(text, where)
-    arrays = {}
-    for name, dtype in ARRAYS.items():
-        file = header.arrays[name]
-        path = path_of(file)
-        try:
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
-            size = path.stat().st_size
-        except (OSError, ValueError) as err:
-            raise DataError(f"index array '{path}' of '{where}' cannot be read ({err}); {REPACK}") from err
-        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.ndim != 1 or size != file.bytes:
-            raise DataError(f"index array '{path}' of '{where}' is not the {name} array its index names; {REPACK}")
-        arrays[name] = array
-    index = Index(header, arrays)
-    check_index(index, where)
-    return index

@@ -12,9 +12,11 @@ import numpy as np
 from utils.data.bad_samples import BadFile
 from utils.data.shards.cache import ShardCache, ShardMismatch
 from utils.data.shards.fill import start_fill
-from utils.data.shards.index import INDEX, Index, Shard, load, parse_header
+from utils.data.shards.index import INDEX, Index, Shard, parse_header
+from utils.data.shards.index_load import load
 from utils.data.shards.sizes import parse_size
-from utils.data.shards.store import LocalStore, Store, is_s3, open_store
+from utils.data.shards.store import LocalStore, Store, is_s3
+from utils.data.shards.stores import open_store
 from utils.errors import ConfigError, DataError
 from utils.run_folder import run_holding
 from utils.writable import why_not_writable

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import List, Protocol, Tuple
@@ -98,12 +97,3 @@ def missing_index(store: Store, name: str) -> str:
 
 def is_s3(root: str) -> bool:
     return str(root).startswith("s3://")
-
-
-def open_store(root: str) -> Store:
-    """The store of ``data.root`` (or ``--output``): S3 for ``s3://bucket/prefix``, else a folder."""
-    if is_s3(root):
-        from utils.data.shards.s3 import S3Store  # boto3 only where S3 is used
-
-        return S3Store(root)
-    return LocalStore(os.path.expanduser(root))

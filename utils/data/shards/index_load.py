@@ -1,6 +1,6 @@
-"""The checks of a loaded shard index, over its whole arrays at once (numpy, and one regular-expression scan
-of each text table in C): a crafted or damaged index is one error line naming the first bad sample, before
-any read, and the cost stays a few passes over the arrays at any sample count.
+"""Loading a split's index (``load``): its arrays mapped read-only, then checked whole at once (numpy, and one
+regular-expression scan of each text table in C): a crafted or damaged index is one error line naming the first
+bad sample, before any read, and the cost stays a few passes over the arrays at any sample count.
 
 What is checked: every shard a plain file name beside the index, each shard's sample count; each sample's shard,
 member count (one image, an image and a mask, or a video's frames), members contiguous in sample order, each
@@ -13,11 +13,12 @@ against its checksum when it is read (``reader.py``).
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+from pathlib import Path
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 
-from utils.data.shards.index import REPACK, Index
+from utils.data.shards.index import ARRAYS, REPACK, Index, Shard, parse_header
 from utils.errors import DataError
 from utils.names_from_files import plain_name
 
@@ -132,3 +133,24 @@ def _lines_problem(buffer: np.ndarray, starts: np.ndarray, bad: "re.Pattern[byte
     end = int(starts[at + 1]) - 1 if at + 1 < count else len(buffer) - 1
     text = bytes(buffer[start:end]).decode("utf-8", "surrogateescape")
     return at, f"{field} {text!r} is not {rule}"
+
+
+def load(text: bytes, where: str, path_of: Callable[[Shard], Path]) -> Index:
+    """The index whose ``index.json`` is ``text`` (read from ``where``), its arrays mapped from ``path_of(file)``
+    (the split's folder, or a verified copy of a remote one); checked whole before any sample is read."""
+    header = parse_header(text, where)
+    arrays = {}
+    for name, dtype in ARRAYS.items():
+        file = header.arrays[name]
+        path = path_of(file)
+        try:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            size = path.stat().st_size
+        except (OSError, ValueError) as err:
+            raise DataError(f"index array '{path}' of '{where}' cannot be read ({err}); {REPACK}") from err
+        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.ndim != 1 or size != file.bytes:
+            raise DataError(f"index array '{path}' of '{where}' is not the {name} array its index names; {REPACK}")
+        arrays[name] = array
+    index = Index(header, arrays)
+    check_index(index, where)
+    return index
