@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import ttest_ind
 
 from tests.fixtures.compare_runs import resolved_config, write_run
-from utils.compare.collect import RunRecord, find_runs, read_run
+from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import LEGEND_LINES, PANELS, draw_figure, drawn_metrics, legend_lines, nice_ticks
 from utils.compare.group import flatten, group_runs, varied_keys
 from utils.compare.monitor import Monitor
@@ -54,7 +54,7 @@ def test_varied_keys_leave_out_the_seed_and_bookkeeping_and_see_lists_and_missin
 
 def test_configurations_in_order_of_their_first_run_with_a_missing_key_shown_as_a_dash(tmp_path):
     def record(name, test, **values):
-        return RunRecord(tmp_path / name, resolved_config(tmp_path, int(name[1:]), **values), test)
+        return ComparedRun(tmp_path / name, resolved_config(tmp_path, int(name[1:]), **values), test)
 
     records = [
         record("r1", {"top1": 0.5}, optim__lr=0.1),
@@ -90,10 +90,10 @@ def test_statistics_edge_cases():
 
 def test_a_nan_metric_is_shown_and_sorts_last(tmp_path):
     records = [
-        RunRecord(tmp_path / "a1", resolved_config(tmp_path, 1, optim__lr=0.1), {"top1": math.nan}),
-        RunRecord(tmp_path / "a2", resolved_config(tmp_path, 2, optim__lr=0.1), {"top1": 0.9}),
-        RunRecord(tmp_path / "b1", resolved_config(tmp_path, 1, optim__lr=0.2), {"top1": 0.5}),
-        RunRecord(tmp_path / "b2", resolved_config(tmp_path, 2, optim__lr=0.2), {"top1": 0.6}),
+        ComparedRun(tmp_path / "a1", resolved_config(tmp_path, 1, optim__lr=0.1), {"top1": math.nan}),
+        ComparedRun(tmp_path / "a2", resolved_config(tmp_path, 2, optim__lr=0.1), {"top1": 0.9}),
+        ComparedRun(tmp_path / "b1", resolved_config(tmp_path, 1, optim__lr=0.2), {"top1": 0.5}),
+        ComparedRun(tmp_path / "b2", resolved_config(tmp_path, 2, optim__lr=0.2), {"top1": 0.6}),
     ]
     _, configurations, _ = group_runs(records)
     rows = rank(configurations, ["top1"], Monitor("top1", "max"))
@@ -112,7 +112,7 @@ def test_nice_ticks_cover_the_range_with_round_steps():
 
 def test_the_figure_of_many_configurations_stays_readable(tmp_path):
     records = [
-        RunRecord(tmp_path / f"r{i}", resolved_config(tmp_path, s, optim__lr=i / 1000), {"top1": i / 100 + s / 1000})
+        ComparedRun(tmp_path / f"r{i}", resolved_config(tmp_path, s, optim__lr=i / 1000), {"top1": i / 100 + s / 1000})
         for i in range(1, 61)
         for s in (1, 2)
     ]
@@ -127,7 +127,7 @@ def test_the_figure_of_many_configurations_stays_readable(tmp_path):
 
 def test_a_seed_run_twice_counts_once_the_newest_or_on_a_tie_the_later_found(tmp_path):
     def record(name, seed, written):
-        return RunRecord(tmp_path / name, resolved_config(tmp_path, seed), {"top1": 0.5}, 1, written)
+        return ComparedRun(tmp_path / name, resolved_config(tmp_path, seed), {"top1": 0.5}, 1, written)
 
     _, [configuration], _ = group_runs(
         [record("a", 1, 5.0), record("b", 2, 5.0), record("c", 1, 5.0), record("d", 1, 4.0)]
@@ -139,7 +139,7 @@ def test_a_seed_run_twice_counts_once_the_newest_or_on_a_tie_the_later_found(tmp
 def test_a_metric_some_runs_lack_is_named_with_the_runs_it_is_over(tmp_path):
     """The row said n=3 while top5's mean was over 2 runs, without a word."""
     records = [
-        RunRecord(
+        ComparedRun(
             tmp_path / f"r{seed}", resolved_config(tmp_path, seed), {"top1": 0.5, **({"top5": 0.9} if seed < 3 else {})}
         )
         for seed in (1, 2, 3)
@@ -156,7 +156,7 @@ def test_the_figure_stays_small_whatever_the_test_rows_hold(tmp_path):
     """3,000 metrics in a test row (a 60 KB line) drew a 290-megapixel figure in 2 GB and 13 s."""
     metrics = [f"m{i}" for i in range(PANELS + 6)] + ["x" * 5000]
     records = [
-        RunRecord(tmp_path / f"r{s}", resolved_config(tmp_path, s), dict.fromkeys(metrics, s / 10)) for s in (1, 2)
+        ComparedRun(tmp_path / f"r{s}", resolved_config(tmp_path, s), dict.fromkeys(metrics, s / 10)) for s in (1, 2)
     ]
     _, configurations, _ = group_runs(records)
     monitor = Monitor(metrics[-1], "max")

@@ -41,7 +41,7 @@ FIX_CONFIG = "leave its run out of the PATHs (a run writes its resolved config t
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class ComparedRun:
     """One run as its files recorded it."""
 
     path: Path
@@ -197,9 +197,9 @@ def last_test_row(path: Path) -> Optional[Dict[str, float]]:
     return tested_metrics(read_strict(path, LEAVE_OUT), path)
 
 
-def read_run(path: Path) -> RunRecord:
+def read_run(path: Path) -> ComparedRun:
     """One run: its config tree, its last test row, how many rows it wrote and when."""
     run = RunFolder(path)
     rows = read_strict(run.metrics, LEAVE_OUT)
     written = run.metrics.stat().st_mtime if rows else 0.0
-    return RunRecord(path, read_config(run.config), tested_metrics(rows, run.metrics), len(rows), written)
+    return ComparedRun(path, read_config(run.config), tested_metrics(rows, run.metrics), len(rows), written)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from utils.atomic_write import write_atomic, write_text
-from utils.compare.collect import RunRecord, find_runs, read_run
+from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import draw_figure
 from utils.compare.group import group_runs
 from utils.compare.monitor import choose_monitor
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 ADVICE = "run the compare again (into a new or empty --output, or without --output)"
 
 
-def nothing_yet(paths: Sequence[str], incomplete: Sequence[RunRecord]) -> DataError:
+def nothing_yet(paths: Sequence[str], incomplete: Sequence[ComparedRun]) -> DataError:
     """What the PATHs hold when no run has a test row yet: how many runs, and how far each got."""
     fresh = [shown_path(record.path) for record in incomplete if not record.rows]
     later = [shown_path(record.path) for record in incomplete if record.rows]

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence, Tuple
 
-from utils.compare.collect import RunRecord
+from utils.compare.collect import ComparedRun
 
 SEED = "seed"  # what repeats a configuration: never a column, its runs are the configuration's n
 # Keys that differ between runs of one configuration without changing what is trained: the folder the runs go
@@ -70,7 +70,7 @@ def _agree(value: Any, other: Any) -> bool:
     return _same(value) == _same(other)
 
 
-def seed_of(record: RunRecord) -> str:
+def seed_of(record: ComparedRun) -> str:
     """The run's seed as a comparable text (``_same``): runs of one configuration and one seed are one sample."""
     return _same(record.config.get(SEED, MISSING))
 
@@ -81,8 +81,8 @@ class Configuration:
     run of a seed: its metrics.jsonl written last, the later found on a tie); ``repeats``: the others."""
 
     values: Dict[str, Any]
-    runs: List[RunRecord] = field(default_factory=list)
-    repeats: List[RunRecord] = field(default_factory=list)
+    runs: List[ComparedRun] = field(default_factory=list)
+    repeats: List[ComparedRun] = field(default_factory=list)
     _seeds: Dict[str, int] = field(default_factory=dict, repr=False)  # seed -> its run's index in runs
 
     @property
@@ -90,7 +90,7 @@ class Configuration:
         """The number of distinct seeds."""
         return len(self.runs)
 
-    def add(self, record: RunRecord) -> None:
+    def add(self, record: ComparedRun) -> None:
         """A complete run of this configuration: its seed's sample unless a newer run of that seed is one."""
         index = self._seeds.setdefault(seed_of(record), len(self.runs))
         if index == len(self.runs):
@@ -106,7 +106,7 @@ class Configuration:
         return ", ".join(f"{key}={shown(value)}" for key, value in self.values.items()) or "all runs"
 
 
-def group_runs(records: Sequence[RunRecord]) -> Tuple[List[str], List[Configuration], List[RunRecord]]:
+def group_runs(records: Sequence[ComparedRun]) -> Tuple[List[str], List[Configuration], List[ComparedRun]]:
     """(the varied keys, the configurations in order of their first run, the incomplete runs). A configuration
     holds its complete runs only, one per seed: one whose runs are all incomplete is no configuration, its runs are
     listed."""
@@ -124,7 +124,7 @@ def group_runs(records: Sequence[RunRecord]) -> Tuple[List[str], List[Configurat
     return keys, list(configurations.values()), incomplete
 
 
-def values_of(record: RunRecord, keys: Sequence[str]) -> Dict[str, Any]:
+def values_of(record: ComparedRun, keys: Sequence[str]) -> Dict[str, Any]:
     """A run's values of ``keys`` (an incomplete run's configuration, for its listing)."""
     config = flatten(record.config)
     return {key: config.get(key, MISSING) for key in keys}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, NamedTuple, Sequence
 
-from utils.compare.collect import RunRecord
+from utils.compare.collect import ComparedRun
 from utils.errors import ConfigError, DataError, RegistryError, one_line
 from utils.import_place import check_import_place
 from utils.references import monitor_mode
@@ -32,7 +32,7 @@ class Monitor(NamedTuple):
         return "higher is better" if self.mode == "max" else "lower is better"
 
 
-def _eval_section(record: RunRecord) -> Dict[str, Any]:
+def _eval_section(record: ComparedRun) -> Dict[str, Any]:
     """The run's ``eval`` section, its keys of the types training wrote; DataError for any other."""
     section = record.config.get("eval")
     monitor = section.get("monitor") if isinstance(section, dict) else None
@@ -53,7 +53,7 @@ def _eval_section(record: RunRecord) -> Dict[str, Any]:
     return section
 
 
-def _their_imports(record: RunRecord) -> List[str]:
+def _their_imports(record: ComparedRun) -> List[str]:
     """The run's ``custom_imports`` that are module paths (to name in a message; never imported)."""
     names = record.config.get("custom_imports")
     return [name for name in names if isinstance(name, str) and MODULE.match(name)] if isinstance(names, list) else []
@@ -68,7 +68,7 @@ def _outside_results(name: str) -> bool:
     return True
 
 
-def run_monitor(record: RunRecord) -> Monitor:
+def run_monitor(record: ComparedRun) -> Monitor:
     """``record``'s monitor and its direction, as its training decided them, from its files and the metrics this
     process knows (the built-in ones and those of the user's command-line ``custom_imports``)."""
     section = _eval_section(record)
@@ -94,7 +94,7 @@ def run_monitor(record: RunRecord) -> Monitor:
         raise DataError(f"'{record.path / CONFIG}': {one_line(err)}") from None
 
 
-def choose_monitor(records: Sequence[RunRecord]) -> Monitor:
+def choose_monitor(records: Sequence[ComparedRun]) -> Monitor:
     """The monitor of the first run (the first PATH's): runs of other experiments may monitor something else,
     one order is needed; rows that do not report it sort last."""
     return run_monitor(records[0])

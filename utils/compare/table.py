@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from utils.compare.collect import RunRecord
+from utils.compare.collect import ComparedRun
 from utils.compare.group import MISSING, SEED, Configuration, seed_of, shown, values_of
 from utils.compare.monitor import Monitor
 from utils.compare.ranking import Row
@@ -51,7 +51,9 @@ def _p(value: Optional[float], number: str) -> str:
     return "" if value is None else number.format(value)
 
 
-def csv_text(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], incomplete: Sequence[RunRecord]) -> str:
+def csv_text(
+    keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], incomplete: Sequence[ComparedRun]
+) -> str:
     """``compare.csv``: one line per configuration, then one per incomplete run (no statistics)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -103,7 +105,7 @@ def markdown_table(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[R
     return "\n".join(lines)
 
 
-def incomplete_list(keys: Sequence[str], incomplete: Sequence[RunRecord]) -> str:
+def incomplete_list(keys: Sequence[str], incomplete: Sequence[ComparedRun]) -> str:
     """The runs without a test row, each with its configuration: listed, never averaged."""
     if not incomplete:
         return ""
