@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils.checkpoint.sharded import BEST, LAST, ShardedCheckpointStore, open_store, read_state
+from utils.checkpoint.sharded import BEST, LAST, ShardedCheckpointStore, open_checkpoint_store, read_state
 from utils.errors import CheckpointError
 
 
@@ -27,7 +27,7 @@ def test_save_links_rotates_and_reads_back(tmp_path: Path):
     assert [p.name for p in store.numbered()] == ["epoch0000_batch000003.dcp", "epoch0000_batch000002.dcp"]
     assert (tmp_path / LAST).resolve() == store.path_for(0, 3) and not (tmp_path / BEST).exists()
     assert read_state(tmp_path / LAST)["progress"]["step"] == 3 and "model" not in read_state(tmp_path / LAST)
-    assert isinstance(open_store(tmp_path), ShardedCheckpointStore)
+    assert isinstance(open_checkpoint_store(tmp_path), ShardedCheckpointStore)
     assert not list(tmp_path.glob(".*"))  # no temporary left
 
 

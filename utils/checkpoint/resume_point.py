@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional, Tuple, Union
 
 from utils.checkpoint.records import best_as_of, read_record, record_path
-from utils.checkpoint.sharded import is_sharded_checkpoint, looks_sharded, open_store, verify_dir
+from utils.checkpoint.sharded import is_sharded_checkpoint, looks_sharded, open_checkpoint_store, verify_dir
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
@@ -94,7 +94,7 @@ def _continued_by_sharded(directory: Path) -> Tuple[Optional[RunFolder], Optiona
     """The run a sharded checkpoint directory (or its ``last.dcp``/``best.dcp`` link) continues: only its run's newest."""
     resolved = directory.resolve()
     run = owning_run(resolved)
-    if run is not None and open_store(run.checkpoints).numbered()[:1] == [run.checkpoints / resolved.name]:
+    if run is not None and open_checkpoint_store(run.checkpoints).numbered()[:1] == [run.checkpoints / resolved.name]:
         return run, None
     raise CheckpointError(
         f"--resume {directory}: a new run starts only from a checkpoint file; this sharded checkpoint is not its run's newest. "
@@ -105,7 +105,7 @@ def _continued_by_sharded(directory: Path) -> Tuple[Optional[RunFolder], Optiona
 def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: bool) -> Optional[Path]:
     """The checkpoint ``run`` continues from: ``start_from`` brought into it, or its newest usable one
     (CheckpointError when ``required`` and it has none). Call on rank 0 with the run locked."""
-    store = open_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
+    store = open_checkpoint_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
     if start_from is not None:
         return adopt(store, start_from)
     found = store.latest_usable()

@@ -250,7 +250,7 @@ class ShardedCheckpointStore:
         return None
 
 
-def open_store(directory: Path, keep: int = 2, sharded: Optional[bool] = None) -> Any:
+def open_checkpoint_store(directory: Path, keep: int = 2, sharded: Optional[bool] = None) -> Any:
     """The store of a run's checkpoint folder: sharded when ``sharded`` says so, or (None) when the folder holds sharded checkpoints."""
     from utils.checkpoint.store import CheckpointStore
 

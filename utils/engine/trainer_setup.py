@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from utils.checkpoint.sharded import open_store
+from utils.checkpoint.sharded import open_checkpoint_store
 from utils.config import Config, to_dict
 from utils.data.identity import data_identity
 from utils.distributed.process_group import DistInfo
@@ -34,7 +34,7 @@ def build_services(
     cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int], direction: str
 ) -> Services:
     """The run writer, the checkpointer and the validator, from their config keys (``direction``: ``StartPlan.monitor_mode``)."""
-    store = open_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
+    store = open_checkpoint_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
         checkpoints=CheckpointSettings(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
