@@ -36,7 +36,7 @@ class ClipStrips(EvaluationPictures):
     (at most ``frames``, evenly spaced), captioned with the true and predicted class and
     the confidence of the clip's prediction.
 
-    The clips are the first ``clips`` of rank 0's shard, one per video (the same ones
+    The clips are the first ``clips`` of rank 0's slice, one per video (the same ones
     every time), taken from the batches the evaluation already ran. Rank 0 only.
     """
 

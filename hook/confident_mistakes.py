@@ -32,7 +32,7 @@ class ConfidentMistakes(EvaluationPictures):
     highest softmax confidence (tag ``val/confident_mistakes``), each captioned with its
     true and predicted class and the confidence.
 
-    Drawn from rank 0's shard (with N ranks: the most confident mistakes among its
+    Drawn from rank 0's slice (with N ranks: the most confident mistakes among its
     1/N of the split), from the batches the evaluation already ran; at most ``images``
     images are kept at any time. Clips show their middle frame.
     """

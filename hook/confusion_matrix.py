@@ -21,8 +21,8 @@ class ConfusionMatrix(EvaluationPictures):
     """Counts (true class, predicted class) over the whole split and draws them after each
     validation (tag ``val/confusion_matrix``) and the test (``test/confusion_matrix``).
 
-    Every rank counts its shard; the counts are summed over the ranks after the
-    evaluation (one reduction that every rank joins, also one whose shard was empty),
+    Every rank counts its slice; the counts are summed over the ranks after the
+    evaluation (one reduction that every rank joins, also one whose slice was empty),
     so the matrix is the one a single process would count. Rank 0 draws it.
     Video runs count clips.
     """

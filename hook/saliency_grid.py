@@ -21,7 +21,7 @@ class SaliencyGrid(EvaluationPictures):
     """After each validation (tag ``val/saliency_grid``) and after the test (``test/saliency_grid``):
     three rows (image, ground truth, predicted saliency) of a column per image, ``size`` pixels high.
 
-    The images are the first ``images`` of rank 0's shard, taken from the batches the
+    The images are the first ``images`` of rank 0's slice, taken from the batches the
     evaluation already ran: the same images every time, so progress is visible, and no
     extra forward pass. Rank 0 only.
     """

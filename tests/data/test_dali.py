@@ -1,4 +1,4 @@
-"""DALI loader (runs where nvidia-dali is installed): shapes, labels, disjoint shards, normalization."""
+"""DALI loader (runs where nvidia-dali is installed): shapes, labels, disjoint slices, normalization."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_dali_needs_image_folder_data():
         build_train_loader(build_dataset(cfg.data, "train"), cfg.data, 0, 1, seed=0)
 
 
-def test_dali_eval_shards_are_disjoint_and_cover_the_split(image_root):
+def test_dali_eval_slices_are_disjoint_and_cover_the_split(image_root):
     pytest.importorskip("nvidia.dali")
     cfg = _cfg(image_root, "data.mean=[0.5, 0.5, 0.5]", "data.std=[0.5, 0.5, 0.5]")
     dataset = build_dataset(cfg.data, "val")
@@ -77,7 +77,7 @@ def test_dali_eval_shards_are_disjoint_and_cover_the_split(image_root):
             assert x.min() >= -1.0 - 1e-5 and x.max() <= 1.0 + 1e-5  # normalized once, not twice
             labels += y.tolist()
             red += x[:, 0].mean(dim=(1, 2)).tolist()
-    assert sorted(labels) == [0] * 5 + [1] * 5  # every sample exactly once over the two shards
+    assert sorted(labels) == [0] * 5 + [1] * 5  # every sample exactly once over the two slices
     for label, value in zip(labels, red):  # labels follow the sorted class folders, as in torchvision
         expected = (40 + 150 * label) / 255 * 2 - 1
         assert abs(value - expected) < 0.05

@@ -91,7 +91,7 @@ def test_torchrun_trains_digits_with_cpu_sync_bn(tmp_path):
 
 
 def padded_control(checkpoint: Path, world_size: int) -> Dict[str, float]:
-    """What summing per-rank sums over DistributedSampler shards would report (padding repeats samples)."""
+    """What summing per-rank sums over DistributedSampler slices would report (padding repeats samples)."""
     cfg = load_config(None, [ODD_TEST], base=load_file(checkpoint)["config"])
     model = build_network(cfg.model)
     model.load_state_dict(load_file(checkpoint)["model"])
@@ -100,7 +100,7 @@ def padded_control(checkpoint: Path, world_size: int) -> Dict[str, float]:
     for rank in range(world_size):
         sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False)
         metric = build_metric(cfg.eval.metric)
-        shard = evaluate(
+        part = evaluate(
             model,
             DataLoader(dataset, batch_size=64, sampler=sampler),
             build_criterion(cfg.loss),
@@ -111,7 +111,7 @@ def padded_control(checkpoint: Path, world_size: int) -> Dict[str, float]:
         )
         correct += metric.sums["correct1"].item()
         count += metric.sums["count"].item()
-        loss_sum += shard["loss"] * shard["samples"]
+        loss_sum += part["loss"] * part["samples"]
     return {"top1": correct / count, "loss": loss_sum / count, "samples": count}
 
 

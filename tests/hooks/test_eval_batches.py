@@ -1,4 +1,4 @@
-"""after_eval_batch: which evaluations reach it, and a hook's sums over ranks equal one process's (empty shards too)."""
+"""after_eval_batch: which evaluations reach it, and a hook's sums over ranks equal one process's (empty slices too)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.fixtures.dist_utils import spawn
 from tests.fixtures.harness import run_with
 from utils.amp import Amp
 from utils.config import AmpConfig
-from utils.data.samplers import ShardSampler
+from utils.data.samplers import SliceSampler
 from utils.distributed.process_group import DistInfo
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts
@@ -52,8 +52,8 @@ def _confusion_on_shards(rank: int, world_size: int, samples: int) -> list:
     model = NETWORKS.build("classifier", num_classes=4, backbone_args={"in_channels": 1, "widths": [4]})
     g = torch.Generator().manual_seed(1)
     inputs, labels = torch.rand(samples, 1, 8, 8, generator=g), torch.randint(0, 4, (samples,), generator=g)
-    shard = list(ShardSampler(samples, rank, world_size))
-    loader = [(inputs[shard[i : i + 2]], labels[shard[i : i + 2]]) for i in range(0, len(shard), 2)]
+    mine = list(SliceSampler(samples, rank, world_size))
+    loader = [(inputs[mine[i : i + 2]], labels[mine[i : i + 2]]) for i in range(0, len(mine), 2)]
     hook = HOOKS.build("confusion_matrix")
     parts = Parts(
         model,

@@ -152,7 +152,7 @@ def test_compiled_under_two_rank_ddp_trains_like_eager_over_a_few_steps(tmp_path
             "model.args.backbone_args={widths: [8, 16]}",
             *FAST,
         ]
-        # 30 divides each rank's shards
+        # 30 divides each rank's slices
         proc = run(torchrun(2, *settings, "data.eval_batch_size=30", *extra), timeout=360)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "replicas identical on 2 rank(s)" in proc.stderr

@@ -43,7 +43,7 @@ def test_two_rank_evaluation_equals_one_process(tmp_path):
     assert set(dist) == set(single) >= {"mae", "max_f", "mean_f", "s_measure", "e_measure", "weighted_f", "loss"}
     for name, value in single.items():
         # metrics are float64 sums of per-image values; the loss is a float32 batch mean, and
-        # the shards batch the images differently, so it agrees to float32 rounding only
+        # the slices batch the images differently, so it agrees to float32 rounding only
         tolerance = 1e-6 if name == "loss" else 1e-9
         assert dist[name] == pytest.approx(value, rel=tolerance, abs=1e-12), name
 

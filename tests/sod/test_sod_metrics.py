@@ -1,5 +1,5 @@
 """The ``sod`` metric on hand-made prediction/mask pairs: MAE by hand, everything else equal to
-pysodmetrics run directly on the same arrays; exact aggregation over split shards."""
+pysodmetrics run directly on the same arrays; exact aggregation over slices of the split."""
 
 import warnings
 
@@ -101,7 +101,7 @@ def test_sums_of_disjoint_shards_give_the_whole_split_result():
     feed(right, items[1:])
     combined = {k: left.sums[k] + right.sums[k] for k in whole.sums}
     assert left.compute(combined) == pytest.approx(whole.result(), rel=1e-12, abs=1e-15)
-    assert whole.result()["max_f"] != pytest.approx(left.result()["max_f"])  # the shards really differ
+    assert whole.result()["max_f"] != pytest.approx(left.result()["max_f"])  # the slices really differ
 
 
 def test_predictions_are_resized_to_the_original_size_before_scoring():

@@ -1,7 +1,7 @@
 """NVIDIA DALI loader for image-folder data (``data.loader=dali``).
 
 CPU pipelines (decode -> resize -> crop-mirror-normalize), so they also run
-without a GPU; each rank reads its own shard (``shard_id``/``num_shards``).
+without a GPU; each rank reads its own slice (DALI's ``shard_id``/``num_shards``).
 DALI is optional: ``pip install -e ".[dali]"`` (package nvidia-dali-cuda130);
 it is imported only when a run asks for this loader (``check_dali`` before the run starts, then to build it).
 """
@@ -53,8 +53,8 @@ class PipelineSpec:
     size: int
     mean: Sequence[float]
     std: Sequence[float]
-    shard_id: int
-    num_shards: int
+    rank: int  # DALI's shard_id: the slice of the data this rank reads
+    world_size: int  # DALI's num_shards
     seed: int
 
 
@@ -64,12 +64,12 @@ def _build_pipeline(spec: PipelineSpec) -> Any:
 
     @dali.pipeline_def(batch_size=spec.batch_size, num_threads=spec.num_threads, device_id=None, seed=spec.seed)
     def pipeline() -> Tuple[Any, Any]:
-        # The same seed on every rank: one global permutation per epoch, split into disjoint shards.
+        # The same seed on every rank: one global permutation per epoch, split into disjoint slices.
         jpegs, labels = fn.readers.file(
             files=list(spec.files),
             labels=list(spec.labels),
-            shard_id=spec.shard_id,
-            num_shards=spec.num_shards,
+            shard_id=spec.rank,
+            num_shards=spec.world_size,
             shuffle_after_epoch=spec.train,
             pad_last_batch=False,
             name=READER,
@@ -105,19 +105,19 @@ def _build_pipeline(spec: PipelineSpec) -> Any:
 class DaliLoader:
     """Iterates ``(images, labels)`` like a DataLoader: float CHW images, int64 labels.
 
-    ``len()`` is the number of batches of this rank's shard; ``sampler.set_epoch``
+    ``len()`` is the number of batches of this rank's slice; ``sampler.set_epoch``
     exists for the training loop (DALI reshuffles by itself after every epoch,
     from the pipeline seed, so the order does not depend on the epoch number).
     """
 
-    def __init__(self, pipe: Any, train: bool, shard_size: int, batch_size: int) -> None:
+    def __init__(self, pipe: Any, train: bool, slice_size: int, batch_size: int) -> None:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         policy = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
         self._iterator = DALIGenericIterator(
             [pipe], ["images", "labels"], reader_name=READER, last_batch_policy=policy, auto_reset=True
         )
-        self._len = shard_size // batch_size if train else math.ceil(shard_size / batch_size)
+        self._len = slice_size // batch_size if train else math.ceil(slice_size / batch_size)
         self.batch_size = batch_size
         self.epoch = 0
 
@@ -166,11 +166,11 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
             files, labels, batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed
         )
     )
-    shard_size = _shard_size(len(dataset), rank, world_size)
-    log.info("DALI loader on %s: %d samples in this shard (%d/%d)", folder, shard_size, rank, world_size)
-    return DaliLoader(pipe, train, shard_size, batch_size)
+    slice_size = _slice_size(len(dataset), rank, world_size)
+    log.info("DALI loader on %s: %d samples in this rank's slice (%d/%d)", folder, slice_size, rank, world_size)
+    return DaliLoader(pipe, train, slice_size, batch_size)
 
 
-def _shard_size(n: int, shard_id: int, num_shards: int) -> int:
-    """DALI's readers give shard i the samples [i*n//k, (i+1)*n//k)."""
-    return (shard_id + 1) * n // num_shards - shard_id * n // num_shards
+def _slice_size(n: int, rank: int, world_size: int) -> int:
+    """DALI's readers give rank i of k (its ``shard_id`` of ``num_shards``) the samples [i*n//k, (i+1)*n//k)."""
+    return (rank + 1) * n // world_size - rank * n // world_size

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from utils.config import DataConfig
 from utils.data.prefetch import PrefetchLoader, resolve_mode
-from utils.data.samplers import GlobalBatchSampler, ResumableSampler, ShardSampler
+from utils.data.samplers import GlobalBatchSampler, ResumableSampler, SliceSampler
 from utils.data.transforms import build_transforms
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
@@ -187,7 +187,7 @@ def build_eval_loader(
     device: Optional[torch.device] = None,
     channels_last: bool = False,
 ) -> PrefetchLoader:
-    """Disjoint, unpadded shards: every sample is evaluated exactly once over all ranks."""
+    """Disjoint, unpadded slices, one per rank: every sample is evaluated exactly once over all ranks."""
     mode = resolve_mode(cfg.prefetch, device)
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
@@ -195,7 +195,7 @@ def build_eval_loader(
         return _prefetching(
             build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device, channels_last
         )
-    sampler = ShardSampler(len(dataset), rank, world_size)
+    sampler = SliceSampler(len(dataset), rank, world_size)
     batch_size = cfg.eval_batch_size or cfg.batch_size
     loader = DataLoader(
         dataset, batch_size=batch_size, sampler=sampler, drop_last=False, **_loader_options(dataset, cfg, mode)

@@ -1,4 +1,4 @@
-"""Samplers: a padding-free shard sampler for exact distributed evaluation, resumable training samplers.
+"""Samplers: a padding-free slice sampler for exact distributed evaluation, resumable training samplers.
 
 A training epoch's order is ``epoch_permutation``: a function of the seed and the epoch alone, either
 a shuffle of the whole split or, for a dataset that gives a :class:`WindowOrder` (packed shards with
@@ -130,12 +130,12 @@ def _from(order: np.ndarray, skip: int) -> Iterator[int]:
     return itertools.chain.from_iterable(order[at : at + CHUNK].tolist() for at in range(skip, len(order), CHUNK))
 
 
-class ShardSampler(Sampler[int]):
-    """Rank ``r`` of ``w`` takes indices r, r+w, r+2w, ...: disjoint shards, no repeats.
+class SliceSampler(Sampler[int]):
+    """Rank ``r`` of ``w`` takes indices r, r+w, r+2w, ...: disjoint slices, no repeats.
 
     ``DistributedSampler`` pads the dataset by repeating samples so that every rank
-    gets the same count; summing metrics over its shards counts those samples twice.
-    Here shard sizes may differ by one, and the union is exactly the dataset.
+    gets the same count; summing metrics over its slices counts those samples twice.
+    Here slice sizes may differ by one, and the union is exactly the dataset.
     """
 
     def __init__(self, length: int, rank: int = 0, world_size: int = 1) -> None:

@@ -15,7 +15,7 @@ BatchNorm gets its own fp32 policy first, since bf16/fp16 parameters with fp32
 running statistics fail in ``batch_norm``.
 
 Evaluation (``full_weights``): each rank gathers the whole network once and runs
-its own, unpadded shard of the data without further collectives, so ranks with
+its own, unpadded slice of the data without further collectives, so ranks with
 fewer (or no) batches never leave the others waiting in an all-gather.
 """
 

@@ -31,7 +31,7 @@ def barrier() -> None:
 
 
 def _agreed_layout(sums: Dict[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
-    """The union of every rank's keys and shapes: a rank whose shard was empty has none."""
+    """The union of every rank's keys and shapes: a rank whose slice was empty has none."""
     layout: Dict[str, Tuple[int, ...]] = {}
     for theirs in all_gather_objects({k: tuple(v.shape) for k, v in sums.items()}):
         for key, shape in theirs.items():

@@ -102,7 +102,7 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 def without_ddp(model: nn.Module) -> nn.Module:
     """The module inside a DDP wrapper (DataParallel is kept). Evaluation runs on it:
-    DDP's forward broadcasts buffers, a collective that a rank with an empty shard
+    DDP's forward broadcasts buffers, a collective that a rank with an empty slice
     would never join."""
     while isinstance(model, nn.parallel.DistributedDataParallel) or type(model).__module__.startswith("apex.parallel"):
         model = model.module

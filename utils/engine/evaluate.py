@@ -29,7 +29,7 @@ def evaluate(
 ) -> Dict[str, float]:
     """Metrics of ``model`` over ``loader``, reduced exactly over all ranks.
 
-    Each rank sees a disjoint shard; metrics and the loss are kept as sums and
+    Each rank sees a disjoint slice; metrics and the loss are kept as sums and
     counts and summed across ranks, so the result equals a single-process run.
     ``on_batch(inputs, outputs, targets)`` lets a task save predictions.
     """

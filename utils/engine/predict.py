@@ -12,7 +12,7 @@ image's own size under ``masks/``, named as the input below ``--input`` with ``.
 and writes one row per video: the softmax probabilities of its evaluation clips averaged, as
 the video metric averages them, and ``clips``. ``--input`` may also name a split packed by ``--mode pack``
 (``DIR/<split>`` or ``s3://bucket/prefix/<split>``: ``utils/data/predict_shards.py``). Under torchrun every rank predicts a disjoint
-shard of the inputs (of the clips, for videos); rank 0 writes the rows of all ranks in input order.
+slice of the inputs (of the clips, for videos); rank 0 writes the rows of all ranks in input order.
 Every file is written whole or not at all (``output_files.py``), into a folder of its own
 (``utils/run_folder.py``: never a run's folder). ``data.args.on_bad_sample`` is predict's own
 setting for its input files, whatever the checkpoint's dataset takes (``dataset_check_view``).
@@ -205,7 +205,7 @@ def _names(checkpoint: Checkpoint, outputs: int) -> List[str]:
 def predict_rows(
     cfg: Config, info: DistInfo, checkpoint: Checkpoint, dataset: Union[PredictImages, PredictVideos], masks: List[Path]
 ) -> List[Tuple[int, Any]]:
-    """``(input index, row)`` for this rank's shard of ``dataset`` (a saliency network writes input i's
+    """``(input index, row)`` for this rank's slice of ``dataset`` (a saliency network writes input i's
     mask to ``masks[i]``); for videos ``(video index, clip probabilities)``, one per clip, which
     ``video_rows`` averages once every rank's clips are in."""
     model, amp = checkpoint_network(cfg, checkpoint, info.device)
@@ -285,7 +285,7 @@ def predict_checkpoint(
     if info.is_main:
         write_config(cfg, run.config, PREDICT_ADVICE)
     mine = predict_rows(cfg, info, checkpoint, dataset, masks)
-    pairs = [pair for shard in all_gather_objects(mine) for pair in shard] if info.world_size > 1 else mine
+    pairs = [pair for part in all_gather_objects(mine) for pair in part] if info.world_size > 1 else mine
     if cfg.eval.metric == "video":
         pairs = video_rows(pairs, dataset, checkpoint)
     rows = [row for _, row in sorted(pairs, key=lambda pair: pair[0])]

@@ -64,7 +64,7 @@ def run_test(cfg: Config, run: RunFolder, trainer: Trainer, dataset: Any, epoch:
     """Evaluate on the test split as the weights of ``epoch``; the writer and the hooks record it."""
     info = trainer.dist
     loader = build_eval_loader(dataset, cfg.data, info.rank, info.world_size, info.device, cfg.model.channels_last)
-    # eval.save_predictions: the metric's task knows how to write them (each rank its own shard)
+    # eval.save_predictions: the metric's task knows how to write them (each rank its own slice)
     on_batch = trainer.parts.metric.prediction_writer(run.predictions) if cfg.eval.save_predictions else None
     if cfg.eval.save_predictions and on_batch is None:
         log.warning("eval.save_predictions: metric '%s' writes no predictions", cfg.eval.metric)

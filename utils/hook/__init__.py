@@ -36,7 +36,7 @@ behaviours, which are not hooks, run between them):
                                      the step's EMA update and log line, before a periodic checkpoint
 ``after_epoch(trainer)``             after an epoch's last step, before its checkpoint and validation
 ``after_eval_batch(trainer, batch)`` during validation and test, on every rank, for each batch
-                                     of its shard (an :class:`EvalBatch`)
+                                     of its slice (an :class:`EvalBatch`)
 ``after_validation(trainer, metrics)``  after each validation (recorded, logged), with its metrics
 ``after_train(trainer)``             training ended normally
 ``after_test(trainer, metrics)``     the test split was evaluated (also ``--mode test``)
@@ -46,10 +46,10 @@ behaviours, which are not hooks, run between them):
 
 ``after_eval_batch`` sees the outputs the metrics saw, so a hook can draw predictions
 without another forward pass. ``batch.split`` is ``val``, ``val_ema`` (the EMA's pass of a
-validation) or ``test``. Every rank gets its own shard's batches; a hook that writes
+validation) or ``test``. Every rank gets its own slice's batches; a hook that writes
 images keeps what it needs on rank 0 (``trainer.dist.is_main``), and one that
 reduces over ranks does so in ``after_validation``/``after_test``, which every rank
-reaches (also a rank whose shard was empty). TensorBoard events are written at
+reaches (also a rank whose slice was empty). TensorBoard events are written at
 ``trainer.state.step``, the one axis of every event of the run.
 
 Default hooks: a hook class whose ``tasks`` names ``eval.metric`` values (``("sod",)``,
@@ -86,7 +86,7 @@ class EvalBatch:
     """One evaluation batch as the metric saw it (tensors on the run's device)."""
 
     split: str  # val | val_ema | test
-    index: int  # the batch's position in this rank's shard, from 0
+    index: int  # the batch's position in this rank's slice, from 0
     inputs: Any
     outputs: Any
     targets: Any
@@ -130,7 +130,7 @@ class Hook:
         """After the last step of each epoch."""
 
     def after_eval_batch(self, trainer: TrainerView, batch: EvalBatch) -> None:
-        """For each batch of this rank's shard during validation and test."""
+        """For each batch of this rank's slice during validation and test."""
 
     def after_validation(self, trainer: TrainerView, metrics: Dict[str, float]) -> None:
         """After each validation, with its metrics."""

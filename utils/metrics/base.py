@@ -1,7 +1,7 @@
 """The metric protocol: accumulate sums, reduce them over ranks, then compute.
 
 A metric keeps only additive state (counts, sums of per-sample values, summed
-curves, per-video score sums), so summing each rank's state over disjoint shards
+curves, per-video score sums), so summing each rank's state over disjoint slices
 gives exactly the state one process would have built on the whole split.
 """
 

@@ -8,8 +8,8 @@ class takes them. Each is reported under its snake_case class name
 Exactness: torchmetrics' own synchronisation crashes on a rank that holds no
 sample for list states (``MulticlassAveragePrecision``) and deadlocks when only one
 rank computes. Here no torchmetrics state is ever synchronised: each rank keeps its
-shard's predictions and targets, every rank gathers all shards, puts them back in
-the dataset's order (``ShardSampler``: rank r holds samples r, r + w, r + 2w, ...)
+slice's predictions and targets, every rank gathers all slices, puts them back in
+the dataset's order (``SliceSampler``: rank r holds samples r, r + w, r + 2w, ...)
 and runs each metric once on the whole split, as one process does.
 """
 
@@ -210,18 +210,18 @@ def check_extras(specs: Sequence[Dict[str, Any]], task_metric: str, num_classes:
         metric.reset()
 
 
-def _in_dataset_order(shards: List[Optional[torch.Tensor]]) -> torch.Tensor:
-    """Rank r's j-th row is sample r + j * w (``ShardSampler``); any other split of the rows
+def _in_dataset_order(slices: List[Optional[torch.Tensor]]) -> torch.Tensor:
+    """Rank r's j-th row is sample r + j * w (``SliceSampler``); any other split of the rows
     (another sampler) is concatenated in rank order."""
-    parts = [s for s in shards if s is not None]
-    total, w = sum(len(s) for s in parts), len(shards)
-    sizes = [0 if s is None else len(s) for s in shards]
+    parts = [s for s in slices if s is not None]
+    total, w = sum(len(s) for s in parts), len(slices)
+    sizes = [0 if s is None else len(s) for s in slices]
     if w == 1 or sizes != [len(range(r, total, w)) for r in range(w)]:
         return torch.cat(parts)
     out = torch.empty((total, *parts[0].shape[1:]), dtype=parts[0].dtype)
-    for r, shard in enumerate(shards):
-        if shard is not None:
-            out[r::w] = shard
+    for r, part in enumerate(slices):
+        if part is not None:
+            out[r::w] = part
     return out
 
 
@@ -267,11 +267,11 @@ class WithExtraMetrics(Metric):
     def result(self) -> Dict[str, float]:
         results = self.base.result()
         mine = (torch.cat(self.preds), torch.cat(self.targets)) if self.preds else None
-        shards = all_gather_objects(mine) if get_world_size() > 1 else [mine]
-        if all(s is None for s in shards):
+        slices = all_gather_objects(mine) if get_world_size() > 1 else [mine]
+        if all(s is None for s in slices):
             return results
-        preds = _in_dataset_order([None if s is None else s[0] for s in shards])
-        targets = _in_dataset_order([None if s is None else s[1] for s in shards])
+        preds = _in_dataset_order([None if s is None else s[0] for s in slices])
+        targets = _in_dataset_order([None if s is None else s[1] for s in slices])
         for name, metric in self.extras.items():
             metric.reset()
             metric.update(preds, targets)

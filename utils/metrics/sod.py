@@ -2,7 +2,7 @@
 
 Per-image values (MAE, S-measure, weighted F, adaptive F/E) and per-image curves
 over 256 thresholds (F-measure with beta^2 = 0.3, E-measure) are summed with an
-image count; those sums all-reduce, so N ranks on disjoint shards give what one
+image count; those sums all-reduce, so N ranks on disjoint slices give what one
 process gives. The final numbers follow the field's toolkit (Fan's Matlab code,
 re-implemented by ``pysodmetrics``): curves are averaged over images first, then
 ``max_f``/``max_e`` take the curve's maximum and ``mean_f``/``e_measure`` its
@@ -98,7 +98,7 @@ class SODMetrics(Metric):
     ``adp_f``, ``adp_e``) of sigmoid(logits) against the ground truth at its original size."""
 
     def reset(self) -> None:
-        # Every rank holds every key, also with an empty shard, so the all-reduce lines up.
+        # Every rank holds every key, also with an empty slice, so the all-reduce lines up.
         self.sums = {name: torch.zeros((), dtype=torch.float64) for name in (*SCALARS, "count")}
         self.sums.update({name: torch.zeros(THRESHOLDS, dtype=torch.float64) for name in CURVES})
 
@@ -146,7 +146,7 @@ class SODMetrics(Metric):
 class SaliencyWriter:
     """``on_batch`` callback for ``evaluate``: one grey PNG per image, named by ``targets["name"]``.
 
-    Ranks evaluate disjoint shards, so every rank writes its own images without collisions.
+    Ranks evaluate disjoint slices, so every rank writes its own images without collisions.
     """
 
     def __init__(self, folder: Path) -> None:
