@@ -1,7 +1,7 @@
 """Packed shards (``data.name=shards``) through the framework's train loader: local, and from S3.
 
 The generated JPEGs of ``bench_image_folder.py`` (about 500x375, 10 classes) are packed in
-process by ``utils/engine/pack.py``'s ``pack`` with 4 MB shards (several shards), into a
+process by ``utils/commands/pack.py``'s ``pack`` with 4 MB shards (several shards), into a
 folder and into a bucket of a SeaweedFS S3 server on free loopback ports. The server is
 started and stopped by ``tests/fixtures/seaweed.py`` (``start_server``), the helper the shard
 tests' conftest uses too; this script imports ``tests.fixtures.seaweed`` (the tests never
@@ -57,10 +57,10 @@ def train_loader(name: str, root: str, args: str = "{}"):
 
 def pack_into(jpegs: Path, output: str) -> dict:
     """``--mode pack`` in process: the image_folder at ``jpegs`` as 4 MB shards at ``output``."""
+    from utils.commands.pack import pack
     from utils.config_load import load_config
-    from utils.engine.pack import pack
 
-    logging.getLogger("utils.engine.pack").setLevel(logging.ERROR)  # no val or test folder: its warnings
+    logging.getLogger("utils.commands.pack").setLevel(logging.ERROR)  # no val or test folder: its warnings
     cfg = load_config(overrides=["data.name=image_folder", f"data.root={jpegs}"])
     return pack(cfg, output, SHARD_SIZE)["train"]
 

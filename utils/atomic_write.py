@@ -2,7 +2,7 @@
 over it when complete, so a full disk or a missing permission never leaves a truncated CSV, PNG or model under
 its name. A failure is one ``OutputError`` line naming the file, with the advice of the mode that wrote it.
 
-Used by the modes that write a folder of their own (predict and export: ``utils/engine/output_files.py``;
+Used by the modes that write a folder of their own (predict and export: ``utils/commands/output_files.py``;
 ``--mode compare``: ``utils/compare/``); standard library and ``utils/errors.py`` only.
 """
 

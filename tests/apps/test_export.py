@@ -14,9 +14,9 @@ import torch
 import main
 from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.checkpoint.state import Checkpoint
+from utils.commands.export import quiet_exporters
+from utils.commands.test import checkpoint_network
 from utils.config_load import load_config
-from utils.engine.export import quiet_exporters
-from utils.engine.test_mode import checkpoint_network
 from utils.model.build import build_network
 
 # its INFO lines

@@ -93,15 +93,19 @@ def test_plugin_folders_never_import_the_engine_or_main():
             assert not bad, f"{rel} imports {bad}"
 
 
-def test_only_the_engine_imports_the_engine_and_nothing_imports_main():
+def test_only_the_engine_and_the_commands_import_the_engine_and_nothing_imports_main():
+    """The commands (one module per mode) sit above the engine: only ``main.py`` imports them."""
     for path in sources():
         rel = path.relative_to(ROOT)
         if rel.parts[0] in ("tests", "benchmarks"):
             continue  # tests drive main.py in-process; benchmarks time the engine
         modules = imports_of(path)
         assert not [m for m in modules if under(m, "main")], f"{rel} imports main"
-        if rel.parts[0] == "utils" and (len(rel.parts) < 2 or rel.parts[1] != "engine"):
+        folder = rel.parts[1] if rel.parts[0] == "utils" and len(rel.parts) > 2 else None
+        if rel.parts[0] == "utils" and folder not in ("engine", "commands"):
             assert not [m for m in modules if under(m, "utils.engine")], f"{rel} imports utils.engine"
+        if rel.parts[0] != "main.py" and folder != "commands":
+            assert not [m for m in modules if under(m, "utils.commands")], f"{rel} imports utils.commands"
 
 
 def product_modules() -> Dict[str, Path]:

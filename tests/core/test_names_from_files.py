@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from utils.checkpoint.records import ValidationRecord, best_as_of
-from utils.engine.predict import _mask_paths
+from utils.commands.predict import _mask_paths
 from utils.errors import CheckpointError, DataError
 from utils.metrics.sod import SaliencyWriter
 from utils.names_from_files import inside, plain_name, relative_name

@@ -12,7 +12,7 @@ import pytest
 import main
 from tests.apps.conftest import make_digit_folder
 from tests.fixtures.outputs import one_error, read_only, small_disk
-from utils.engine.pack import check_output
+from utils.commands.pack import check_output
 from utils.errors import ConfigError
 
 

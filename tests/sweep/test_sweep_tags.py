@@ -41,7 +41,7 @@ def test_a_long_tag_keeps_the_parts_that_fit_and_hashes_every_value():
 def test_a_run_under_the_trials_tag_but_of_another_configuration_is_refused(tmp_path):
     """Another sweep of the experiment (or this one over another base config) gave a run the same tag: counting it
     for this trial would mix two configurations; an inert difference (where the run wrote) does not count."""
-    from utils.engine.output_files import write_config
+    from utils.commands.output_files import write_config
     from utils.errors import ConfigError
     from utils.sweep.driver import default_build
     from utils.sweep.trial_runs import same_configuration

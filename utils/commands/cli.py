@@ -9,10 +9,10 @@ from typing import List, Optional
 
 from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
+from utils.commands.export import FORMATS as EXPORT_FORMATS
+from utils.commands.predict import dataset_check_view
 from utils.config import Config
 from utils.config_load import load_config
-from utils.engine.export import FORMATS as EXPORT_FORMATS
-from utils.engine.predict import dataset_check_view
 from utils.errors import RegistryError, one_line
 from utils.references import check_references, import_custom
 

@@ -139,7 +139,7 @@ def usable_cores() -> int:
 
 def pack_command(args: Any) -> int:
     """``main.py --mode pack``: no process group, no device, no run folder; one summary line."""
-    from utils.engine.cli import resolve_config
+    from utils.commands.cli import resolve_config
     from utils.log import setup_logging
 
     setup_logging(None, 0)

@@ -77,7 +77,7 @@ def _check_trained_size(cfg: Config, dataset: Any) -> None:
     check_task(dataset, cfg.eval.metric)
     if cfg.data.loader == "dali" or not cfg.model.input_size or len(cfg.model.input_size) < 2:
         return
-    from utils.engine.predict import flow, input_sizing  # predict imports this module: imported on use
+    from utils.commands.predict import flow, input_sizing  # predict imports this module: imported on use
 
     sizing, (height, width) = input_sizing(cfg), cfg.model.input_size[-2:]
     resized = [*cfg.data.eval_transforms, {"name": "Resize", "size": [height, width]}]

@@ -31,6 +31,8 @@ import torch
 import yaml
 
 from utils.checkpoint.state import Checkpoint
+from utils.commands.output_files import PREDICT_ADVICE, write_atomic, write_config
+from utils.commands.test import checkpoint_network
 from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
@@ -42,8 +44,6 @@ from utils.data.predict_videos import ClipArgs, FrameFolders, PredictVideos, col
 from utils.data.transforms import build_transforms
 from utils.distributed.ops import all_gather_objects
 from utils.distributed.process_group import DistInfo
-from utils.engine.output_files import PREDICT_ADVICE, write_atomic, write_config
-from utils.engine.test_mode import checkpoint_network
 from utils.errors import ConfigError
 from utils.log import progress
 from utils.model.outputs import select

@@ -33,10 +33,10 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.state import Checkpoint
+from utils.commands.output_files import EXPORT_ADVICE, write_config, write_json
+from utils.commands.test import checkpoint_network
 from utils.config import AmpConfig, Config
 from utils.distributed.ops import get_rank
-from utils.engine.output_files import EXPORT_ADVICE, write_config, write_json
-from utils.engine.test_mode import checkpoint_network
 from utils.errors import ConfigError, ExportError, OutputError
 from utils.model.build import build_network
 from utils.model.outputs import select

@@ -1,0 +1,140 @@
+"""``--mode train`` (the default): the config's network trained top to bottom, then tested with its best weights."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from utils.amp import Amp
+from utils.checkpoint.guard import ResumeChoices, check_resume
+from utils.checkpoint.records import ValidationRecord
+from utils.checkpoint.restore import load_eval_weights, load_initial_weights
+from utils.commands.test import run_test
+from utils.config import Config, save_config
+from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
+from utils.data.input_shape import check_input_shape
+from utils.distributed.fsdp import shard_model
+from utils.distributed.parallel import convert_sync_bn, wrap_model
+from utils.distributed.process_group import DistInfo
+from utils.distributed.replicas import check_replicas
+from utils.distributed.seed import seed_everything
+from utils.engine.trainer import Trainer
+from utils.engine.trainer_setup import build_hooks, build_services, loop_options, run_meta
+from utils.engine.trainer_types import Parts
+from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
+from utils.metrics import build_metric
+from utils.metrics.extra import check_extra_classes
+from utils.model.build import build_network
+from utils.model.compile import compile_model
+from utils.model.criterion import build_criterion
+from utils.model.memory_format import to_channels_last
+from utils.model.summary import has_batchnorm, log_summary
+from utils.optim.ema import build_ema
+from utils.optim.freeze import apply_freeze
+from utils.optim.optimizers import build_optimizer
+from utils.optim.schedules import build_scheduler
+from utils.run_folder import RunFolder
+from utils.start import StartPlan
+
+log = logging.getLogger("main")
+
+
+def train(
+    cfg: Config,
+    info: DistInfo,
+    run: RunFolder,
+    resume: Tuple[Optional[Path], Optional[ValidationRecord]],
+    choices: ResumeChoices,
+    plan: StartPlan,  # main() made it before the run folder existed
+) -> Dict[str, float]:
+    compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
+    # the batch of one process (data.global_batch_size / world size)
+    train_data = with_process_batch(cfg.data, info.world_size)
+    if cfg.train.overwrite:
+        log.warning(
+            "train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path
+        )
+    datasets = {"train": build_dataset(cfg.data, "train")}
+    classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
+    datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
+    log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
+    # the data's task against eval.metric, a sample's dimensions and channels against model.input_size
+    check_input_shape(datasets["val"], cfg.model.input_size, cfg.eval.metric)
+    # an entry's own num_classes against the data's
+    check_extra_classes(cfg.eval.extra_metrics, getattr(datasets["train"], "num_classes", None))
+
+    seed_everything(cfg.seed)  # the same initial weights on every rank and for every world size
+    model = build_network(cfg.model)
+    log_summary(model, cfg.model.name, cfg.model.input_size, count_macs=info.is_main)
+    channels_last, batchnorm = cfg.model.channels_last, has_batchnorm(model)
+    train_loader = build_train_loader(
+        datasets["train"], train_data, info.rank, info.world_size, cfg.seed, info.device, channels_last, batchnorm
+    )
+    check_takes_steps(
+        len(train_loader),
+        len(getattr(train_loader, "sampler", datasets["train"])),
+        train_data.batch_size,
+        cfg.data.drop_last,
+        batchnorm,
+    )
+    val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
+    meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
+    # a changed model, data or optimizer type is refused before any weight is loaded (guard.py)
+    resumed = load_initial_weights(
+        model,
+        cfg.model,
+        *resume,
+        lambda ckpt: check_resume(ckpt, meta.config, meta.data, info.world_size, choices),
+        choices.reset_optimizer,
+    )
+    model.to(info.device)
+    if cfg.model.channels_last:
+        to_channels_last(model)
+    if cfg.model.sync_bn:
+        model = convert_sync_bn(model, cfg.dist.mode, info.device)
+    apply_freeze(model, cfg.model.freeze, cfg.model.freeze_bn)  # after SyncBN conversion, which makes new modules
+    # dist.mode=fsdp: before the optimizer sees the parameters
+    model = shard_model(model, cfg, policy, info.distributed)
+    optimizer = build_optimizer(model, cfg.optim, info.world_size)
+    ema = build_ema(model, cfg.train.ema)  # before amp casts the model: the average stays fp32 at O2/O3
+    amp = Amp(cfg.amp, info.device, sharding, policy)
+    model, optimizer = amp.initialize(model, optimizer)
+    model = compile_model(model, compiling)  # in place, before DDP (PyTorch's advice)
+    model = wrap_model(model, cfg.dist, info)
+    seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
+    criterion = build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device)
+    epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
+    epochs, total_steps = training_length(cfg.train, epoch_steps, resumed.progress if resumed is not None else None)
+    scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
+    parts = Parts(
+        model,
+        criterion,
+        amp,
+        optimizer,
+        scheduler,
+        train_loader,
+        build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes),
+        ema,
+    )
+    services = build_services(
+        cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None, plan.monitor_mode
+    )
+    trainer = Trainer(
+        parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta
+    )
+    try:
+        if resumed is not None:
+            trainer.start_from(resumed.restore(trainer.state_objects(), info))
+            del resumed  # the optimizer state it held is copied; free it before training
+        if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
+            save_config(cfg, run.config)
+        result = trainer.fit()
+        check_replicas(model)
+        log.info(
+            "best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path
+        )
+        load_eval_weights(model, result.best_path)
+        return run_test(cfg, run, trainer, datasets["test"], result.best_epoch)
+    finally:
+        trainer.close()
