@@ -14,8 +14,8 @@ import torch
 import main
 from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.checkpoint.state import Checkpoint
+from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.export import quiet_exporters
-from utils.commands.test import checkpoint_network
 from utils.config_load import load_config
 from utils.model.build import build_network
 

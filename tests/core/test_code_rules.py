@@ -35,9 +35,6 @@ KNOWN_CYCLES: Dict[FrozenSet[str], str] = {
         f"utils.checkpoint.{name}"
         for name in ("dcp_safe", "files", "records", "safe_load", "safetensors_io", "sharded", "store", "verified")
     ): "being restructured: utils/checkpoint's files and stores (files <-> safetensors_io, safe_load -> sharded -> store -> ...)",
-    frozenset({"utils.engine.predict", "utils.engine.test_mode"}): (
-        "being restructured: predict and test mode move into the commands layer"
-    ),
 }
 MAX_PARAMETERS = 8
 MAX_LINES = 300

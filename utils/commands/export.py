@@ -33,8 +33,8 @@ from torch import nn
 
 from utils import __version__
 from utils.checkpoint.state import Checkpoint
+from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.output_files import EXPORT_ADVICE, write_config, write_json
-from utils.commands.test import checkpoint_network
 from utils.config import AmpConfig, Config
 from utils.distributed.ops import get_rank
 from utils.errors import ConfigError, ExportError, OutputError

@@ -3,7 +3,7 @@
 The network, its precision, the eval transforms, the input normalization and the class
 names all come from the checkpoint's saved config (as ``--mode test`` uses them); inputs are
 sized as the training dataset sized its eval samples and must reach the network at the size it
-was trained at (``input_sizing``). Classification writes ``predictions.csv``: one row per image
+was trained at (``utils/data/input_sizing.py``). Classification writes ``predictions.csv``: one row per image
 with ``path``, ``prediction`` (the class name), ``score`` (its softmax probability) and the top-k
 classes with their probabilities. Salient object detection writes each predicted mask at its
 image's own size under ``masks/``, named as the input below ``--input`` with ``.png``
@@ -22,23 +22,21 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import inspect
 import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
-import yaml
 
 from utils.checkpoint.state import Checkpoint
+from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.output_files import PREDICT_ADVICE, write_atomic, write_config
-from utils.commands.test import checkpoint_network
 from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
 from utils.data.input_shape import TASKS
-from utils.data.masks import size_pair
-from utils.data.predict_inputs import ImageFiles, PredictImages, Sizing, collect_inputs, input_root, mask_names
+from utils.data.input_sizing import dataset_arg, dataset_parameters, input_sizing
+from utils.data.predict_inputs import ImageFiles, PredictImages, collect_inputs, input_root, mask_names
 from utils.data.predict_shards import packed_split, shard_source
 from utils.data.predict_videos import ClipArgs, FrameFolders, PredictVideos, collect_videos
 from utils.data.transforms import build_transforms
@@ -48,7 +46,6 @@ from utils.errors import ConfigError
 from utils.log import progress
 from utils.model.outputs import select
 from utils.names_from_files import inside
-from utils.registry import DATASETS
 from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
@@ -61,67 +58,12 @@ CLIP_ARGS = ("clip_len", "frame_stride", "num_clips", "pad_short")
 PREDICT_ARGS = ("on_bad_sample", "cache_limit", "cache_dir")
 
 
-def _parameters(cfg: Config) -> Any:
-    return inspect.signature(DATASETS.get(cfg.data.name)).parameters
-
-
-def dataset_arg(cfg: Config, name: str) -> Any:
-    """``data.args.<name>`` as the training dataset saw it: the config's value, else the dataset's own default."""
-    if name in cfg.data.args:
-        return cfg.data.args[name]
-    parameter = _parameters(cfg).get(name)
-    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
-
-
 def dataset_check_view(cfg: Config) -> Config:
     """``cfg`` as the dataset's argument check sees it in predict: without the ``data.args`` that predict reads
     itself (``on_bad_sample``: what an unreadable input does) where the dataset takes no such argument."""
-    takes = _parameters(cfg)
+    takes = dataset_parameters(cfg)
     args = {key: value for key, value in cfg.data.args.items() if key in takes or key not in PREDICT_ARGS}
     return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, args=args))
-
-
-def flow(value: Any) -> str:
-    """``value`` as one line of YAML flow style, as a fix to paste on the command line."""
-    return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip()
-
-
-def _size_rule(cfg: Config, takes: Any) -> Tuple[Optional[str], Optional[str]]:
-    """``(data.args key, "first" | "last")`` that sizes the dataset's samples: "first" before the eval transforms
-    (image_folder resizes each image), "last" after them (the mask datasets' PairPipeline), as the dataset
-    declares (``SIZING``; per task for ``shards``), else ``(None, None)``: the stored size."""
-    rule = getattr(DATASETS.get(cfg.data.name), "SIZING", None)
-    if isinstance(rule, dict):  # a dataset of several tasks (shards): the reading dataset's, by the task
-        rule = rule.get(cfg.eval.metric)
-    if rule is not None:
-        return rule
-    # a user's dataset without SIZING: the task's convention
-    if cfg.eval.metric == "sod" and "size" in takes:
-        return "size", "last"
-    if "image_size" in takes:
-        return "image_size", "first"
-    return None, None
-
-
-def input_sizing(cfg: Config) -> Sizing:
-    """How the checkpoint's dataset sized an eval sample (``_size_rule``), its channels, and the size the network
-    was trained at (``model.input_size``), with the override that resizes inputs to it."""
-    takes = _parameters(cfg)
-    trained_at = tuple(cfg.model.input_size) if cfg.model.input_size else None
-    channels = dataset_arg(cfg, "channels") if "channels" in takes else (trained_at[0] if trained_at else 3)
-    key, when = _size_rule(cfg, takes)
-    size = dataset_arg(cfg, key) if key else None
-    height, width = trained_at[-2:] if trained_at and len(trained_at) >= 2 else ("H", "W")
-    if when == "last":  # the mask datasets resize after the transforms: their size is the setting
-        fix = f"data.args.size={height if height == width else flow([height, width])}"
-    else:  # a Resize ahead of the checkpoint's own eval transforms
-        fix = "data.eval_transforms=" + flow([{"name": "Resize", "size": [height, width]}, *cfg.data.eval_transforms])
-    pair = size_pair(size) if size else None
-    if cfg.data.loader == "dali":  # DALI decodes RGB and sizes image_size itself (utils/data/dali.py); no transforms
-        return Sizing(
-            3, trained_at=trained_at, fix=f"data.args.image_size={height}", crop_first=int(size) if size else None
-        )
-    return Sizing(int(channels), pair if when == "first" else None, pair if when == "last" else None, trained_at, fix)
 
 
 def input_source(cfg: Config, spec: Optional[str]) -> Any:

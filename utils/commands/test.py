@@ -1,58 +1,30 @@
 """``--mode test`` (and the test that ends a training run): a checkpoint's network on the test split.
 
 A test mode run writes into a ``test_NNN`` folder of its own (``utils/run_folder.py``); the
-training run's records stay as they were. ``checkpoint_network`` is the network of a
-checkpoint as the run evaluated it, for every mode that reads a checkpoint. The test split must
-reach the network at the size it was trained at (``model.input_size``), as predict's inputs must.
+training run's records stay as they were. The test split must reach the network at the size it was trained at (``model.input_size``), as predict's inputs must.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Tuple
+from typing import Any, Dict
 
-import torch
-from torch import nn
-
-from utils.amp import Amp
 from utils.checkpoint.state import Checkpoint
-from utils.checkpoint.weights import check_values, weight_mismatch
+from utils.commands.checkpoint_network import checkpoint_network
 from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_task, check_test_size
+from utils.data.input_sizing import flow, input_sizing
 from utils.distributed.process_group import DistInfo
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts, RunMeta, Services
-from utils.errors import CheckpointError
 from utils.hook.selection import task_hooks
 from utils.log import RunWriter
 from utils.metrics import build_metric
-from utils.model.build import build_network
 from utils.model.criterion import build_criterion
-from utils.model.memory_format import to_channels_last
 from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_network(cfg: Config, checkpoint: Checkpoint, device: torch.device) -> Tuple[nn.Module, Amp]:
-    """The network with the weights the run evaluated with (the EMA's when it selected with them),
-    on ``device``, at the precision it was trained with."""
-    model = build_network(cfg.model)
-    check_values(model.state_dict(), checkpoint.eval_weights, str(checkpoint.source))
-    try:
-        model.load_state_dict(checkpoint.eval_weights)
-    except RuntimeError as err:
-        raise CheckpointError(
-            f"checkpoint '{checkpoint.source}' does not fit network '{cfg.model.name}' ({weight_mismatch(model, checkpoint.eval_weights)}); "
-            "it was saved by another network, see the config it was saved with"
-        ) from err
-    model.to(device)
-    if cfg.model.channels_last:
-        to_channels_last(model)
-    amp = Amp(cfg.amp, device)
-    model, _ = amp.initialize(model)
-    return model, amp
 
 
 def _num_classes(cfg: Config, checkpoint: Checkpoint) -> Any:
@@ -77,8 +49,6 @@ def _check_trained_size(cfg: Config, dataset: Any) -> None:
     check_task(dataset, cfg.eval.metric)
     if cfg.data.loader == "dali" or not cfg.model.input_size or len(cfg.model.input_size) < 2:
         return
-    from utils.commands.predict import flow, input_sizing  # predict imports this module: imported on use
-
     sizing, (height, width) = input_sizing(cfg), cfg.model.input_size[-2:]
     resized = [*cfg.data.eval_transforms, {"name": "Resize", "size": [height, width]}]
     fix = sizing.fix if sizing.resize_last is not None else "data.eval_transforms=" + flow(resized)
