@@ -38,7 +38,7 @@ def run(quick: bool = False) -> List[dict]:
         {
             "torch": _fresh("import torch"),
             "main": _fresh("import main"),
-            "help": _fresh("import sys, main; sys.argv = ['main.py', '--help']; main.parse_args()"),
+            "help": _fresh("import main; main.main(['--help'])"),
         },
         rounds,
     )

@@ -58,9 +58,10 @@ def spin_settings(**env_values):
 @pytest.mark.slow  # three fresh processes
 def test_main_makes_waiting_threads_sleep_soon_unless_the_user_chose():
     """OpenMP's threads spinning while they waited made the quick start 7x slower beside another torch job."""
-    assert spin_settings() == ["3000", "None", "True"]  # set before torch (imported by main) loaded OpenMP
-    assert spin_settings(OMP_WAIT_POLICY="ACTIVE") == ["None", "ACTIVE", "True"]
-    assert spin_settings(GOMP_SPINCOUNT="50") == ["50", "None", "True"]
+    # set on import, before torch (which the mode's command imports) loads OpenMP
+    assert spin_settings() == ["3000", "None", "False"]
+    assert spin_settings(OMP_WAIT_POLICY="ACTIVE") == ["None", "ACTIVE", "False"]
+    assert spin_settings(GOMP_SPINCOUNT="50") == ["50", "None", "False"]
 
 
 def test_the_start_line_names_the_threads_and_counts_print_as_counts(tmp_path, caplog, monkeypatch):

@@ -1,5 +1,5 @@
-"""Options that the chosen ``--mode`` does not read are refused (exit code 2, one error line), and
-``--help`` lists the four modes. (parse_args: nothing is loaded before these checks.)"""
+"""Options that the chosen ``--mode`` does not read are refused by that mode's own parser (exit code 2, one error
+line naming the modes that read them), and ``--help`` lists the modes. (Nothing is loaded before these checks.)"""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import re
 import pytest
 
 import main
+from utils.commands.command_line import parse_command_line
 
-# option -> a mode that does not read it (each refused by parse_args with one error line, exit code 2)
+# option -> a mode that does not read it (each refused with one error line, exit code 2)
 OTHER_MODE_OPTIONS = {
     "--checkpoint in train mode": (
         ["--checkpoint", "x.pt"],
@@ -66,3 +67,22 @@ def test_help_lists_the_four_modes(capsys):
         "train (default): train the config's network; test: evaluate --checkpoint on data.test_split; predict: run --checkpoint on the --input images; export:"
         in out
     )
+
+
+@pytest.mark.parametrize(
+    "argv, resume, overrides",
+    [
+        (["--resume"], True, []),
+        (["--resume", "train.epochs=3", "seed=1"], True, ["train.epochs=3", "seed=1"]),  # an override: no run
+        (["seed=1", "--resume", "optim.lr=0.1", "optim.lr=0.2"], True, ["seed=1", "optim.lr=0.1", "optim.lr=0.2"]),
+        (["--resume", "out/run_001_t000_lr=0.01_seed=1", "seed=1"], "out/run_001_t000_lr=0.01_seed=1", ["seed=1"]),
+        (["--resume", "run_001_t000_lr=0.01", "seed=1"], "run_001_t000_lr=0.01", ["seed=1"]),  # no config key
+        (["--resume=", "seed=1"], True, ["seed=1"]),
+        (["--reset-optimizer"], True, []),
+    ],
+)
+def test_resume_names_a_run_only_right_after_it_and_overrides_keep_their_order(argv, resume, overrides):
+    """A ``key=value`` whose key is a config key is an override wherever it stands; anything else right after
+    ``--resume`` is the run or checkpoint it continues, a sweep's ``run_..._lr=0.01_seed=1`` folders too."""
+    command, args = parse_command_line(argv, "")
+    assert (command.mode, args.resume, args.overrides) == ("train", resume, overrides)

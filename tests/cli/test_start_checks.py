@@ -1,4 +1,4 @@
-"""What ``main.py`` checks before a run folder exists, and what ``open_run`` hands back.
+"""What a run checks before its folder exists, and what ``open_run`` hands back.
 
 Every rule the config alone decides (amp policy, compile and FSDP combinations, the monitor's direction) and
 every registry name (a backbone named inside ``model.args`` too) is refused before any folder is made or
@@ -17,8 +17,11 @@ import pytest
 
 import main
 from tests.conftest import fast_overrides
+from utils.commands.command_line import parse_command_line
+from utils.commands.started import resolve_config
 from utils.distributed.process_group import init_distributed
 from utils.errors import CheckpointError
+from utils.start import open_run
 
 QUICK = ["train.iterations=2", "threads=1"]
 # a user's network whose backbone argument is a backbone name, without backbone_args (the README's MyNet)
@@ -109,16 +112,16 @@ def test_a_config_only_rule_leaves_a_resumed_run_untouched(trained, tmp_path, ca
 def test_open_run_hands_back_the_folder_the_checkpoint_and_its_record(trained, tmp_path):
     root = tmp_path / "copy"
     shutil.copytree(trained, root, symlinks=True)
-    args = main.parse_args([*fast_overrides(root, "t", epochs=2), *QUICK])
-    cfg, info = main.resolve_config(args, None), init_distributed("cpu")
-    opened = main.open_run(cfg, info, "train", True)
+    _, args = parse_command_line([*fast_overrides(root, "t", epochs=2), *QUICK], "")
+    cfg, info = resolve_config(args, "train", None), init_distributed("cpu")
+    opened = open_run(cfg, info, "train", True)
     try:
         assert opened.folder.path == root / "t" / "run_001"
         assert opened.checkpoint == root / "t" / "run_001" / "checkpoints" / "epoch0000_batch000002.pt"
         assert opened.record["epoch"] == 0 and "top1" in opened.record["metrics"]
     finally:
         opened.folder.release()
-    fresh = main.open_run(cfg, info, "train", False)
+    fresh = open_run(cfg, info, "train", False)
     fresh.folder.release()
     assert (fresh.folder.path.name, fresh.checkpoint, fresh.record) == ("run_002", None, None)
 

@@ -11,6 +11,7 @@ import yaml
 import main
 from tests.fixtures.compare_runs import resolved_config, write_run
 from tests.fixtures.outputs import one_error, partial_files, small_disk
+from utils.commands.command_line import parse_command_line
 from utils.compare.collect import MAX_CONFIG, read_run
 from utils.metrics_file import MAX_LINE
 
@@ -181,12 +182,13 @@ def test_the_command_line_takes_paths_and_output_only(args, message, capsys):
 
 
 def test_paths_are_not_overrides_and_other_modes_keep_theirs():
-    args = main.parse_args(["--mode", "compare", "a", "optim.lr=0.1", "--output", "o"])
-    assert args.paths == ["a", "optim.lr=0.1"] and args.overrides == [] and args.output == "o"
-    args = main.parse_args(["--mode", "compare", "a", "custom_imports=[my.metrics]", "b"])  # the one key it takes
-    assert args.paths == ["a", "b"] and args.overrides == ["custom_imports=[my.metrics]"]
-    args = main.parse_args(["optim.lr=0.1", "--trust-file", "w.pt"])
-    assert args.overrides == ["optim.lr=0.1"] and args.paths == [] and args.trust_file == ["w.pt"]
+    command, args = parse_command_line(["--mode", "compare", "a", "optim.lr=0.1", "--output", "o"], "")
+    assert command.mode == "compare" and args.paths == ["a", "optim.lr=0.1"] and args.output == "o"
+    assert not hasattr(args, "overrides")
+    _, args = parse_command_line(["--mode", "compare", "a", "custom_imports=[my.metrics]", "b"], "")  # its one key
+    assert args.paths == ["a", "b"] and args.imports == ["custom_imports=[my.metrics]"]
+    command, args = parse_command_line(["optim.lr=0.1", "--trust-file", "w.pt"], "")
+    assert command.mode == "train" and args.overrides == ["optim.lr=0.1"] and args.trust_file == ["w.pt"]
 
 
 def test_a_failed_write_is_one_line_and_leaves_no_partial_file(experiment, tmp_path, capsys):

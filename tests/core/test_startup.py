@@ -28,3 +28,26 @@ def test_import_main_and_every_plugin_file_without_the_heavy_optional_modules():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+MODE_PROBE = """
+import sys
+import main
+loaded = sorted(name for name in sys.modules if name.startswith("torch") and "." not in name)
+try:
+    main.main(["--mode", "compare", "--help"])
+except SystemExit:
+    pass
+print(loaded, sorted(name for name in sys.modules if name.startswith(("utils.commands.", "utils.engine."))))
+"""
+
+
+def test_main_loads_no_torch_and_compare_imports_its_own_command_only():
+    out = subprocess.run(
+        [sys.executable, "-c", MODE_PROBE], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    # torch is loaded by the mode's command, after main.py's OpenMP setting; compare's loads no engine
+    assert out.stdout.strip().splitlines()[-1] == (
+        "[] ['utils.commands.command_line', 'utils.commands.compare', 'utils.commands.options']"
+    )

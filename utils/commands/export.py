@@ -19,6 +19,7 @@ warnings and errors are not.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import io
@@ -34,7 +35,10 @@ from torch import nn
 from utils import __version__
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
+from utils.commands.command_line import Command
+from utils.commands.options import ModeParser, add_checkpoint, add_config, add_trust_file, needs_checkpoint
 from utils.commands.output_files import EXPORT_ADVICE, write_config, write_json
+from utils.commands.started import opened, prepare, report
 from utils.config import AmpConfig, Config
 from utils.distributed.ops import get_rank
 from utils.errors import ConfigError, ExportError, OutputError
@@ -233,3 +237,33 @@ def export_checkpoint(cfg: Config, run: RunFolder, checkpoint: Checkpoint, fmt: 
     }
     write_json(run.path / "model.json", description, EXPORT_ADVICE)
     return {"format": fmt, "max_abs_difference": f"{difference:.3g}", "tolerance": f"{TOLERANCE:g}", "file": str(path)}
+
+
+def add_options(parser: ModeParser) -> None:
+    add_config(parser)
+    add_checkpoint(parser, "export")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="onnx",
+        help="ONNX (default), a torch.export program, or the float32 weights as safetensors",
+    )
+    parser.add_argument("--output", help="the folder to write (default: output/<experiment>/export_NNN)")
+    add_trust_file(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    start = prepare(args, "export")
+    with opened(start, output=args.output) as started:
+        report("export", export_checkpoint(start.cfg, started.folder, start.checkpoint, args.format), start.info)
+    return 0
+
+
+COMMAND = Command(
+    "--mode export",
+    "export",
+    "write --checkpoint's network as --format into a folder of its own, checked against the network",
+    add_options,
+    run,
+    needs_checkpoint,
+)

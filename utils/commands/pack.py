@@ -11,6 +11,7 @@ written (``check_output``).
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import logging
 import os
@@ -19,6 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from utils.commands.command_line import Command
+from utils.commands.options import ModeParser, add_config
+from utils.commands.started import resolve_config
 from utils.config import Config
 from utils.data.shards.index import INDEX, Shard
 from utils.data.shards.pack_split import SplitJob, pack_split
@@ -27,6 +31,7 @@ from utils.data.shards.sources import PackSource, classes_of
 from utils.data.shards.store import Store, is_s3
 from utils.data.shards.stores import open_store
 from utils.errors import ConfigError, DataError, OutputError
+from utils.log import setup_logging
 from utils.registry import DATASETS
 from utils.run_folder import place_in_run
 from utils.writable import why_not_writable
@@ -137,16 +142,39 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def pack_command(args: Any) -> int:
-    """``main.py --mode pack``: no process group, no device, no run folder; one summary line."""
-    from utils.commands.cli import resolve_config
-    from utils.log import setup_logging
+def add_options(parser: ModeParser) -> None:
+    add_config(parser)
+    parser.add_argument("--output", help="where the shards go: a new or empty folder, or s3://bucket/prefix")
+    parser.add_argument("--shard-size", help=f"bytes per shard, e.g. {DEFAULT_SHARD_SIZE} (the default)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="processes writing shards (default: the usable cores); any count packs the same bytes",
+    )
 
+
+def needs_output(parser: ModeParser, args: argparse.Namespace) -> None:
+    if not args.output:
+        parser.error("--mode pack needs --output DIR or s3://bucket/prefix")
+
+
+def run(args: argparse.Namespace) -> int:
+    """No process group, no device, no run folder; one summary line."""
     setup_logging(None, 0)
-    cfg = resolve_config(args, None)
+    cfg = resolve_config(args, "pack", None)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more (processes writing shards), got {args.workers}")
     results = pack(cfg, args.output, args.shard_size, args.workers)
     parts = [f"{split} {r['samples']} samples in {r['shards']} shard(s)" for split, r in results.items()]
     print(f"pack: {', '.join(parts)} -> {args.output}", flush=True)
     return 0
+
+
+COMMAND = Command(
+    "--mode pack",
+    "pack",
+    "write the config's dataset (train, val and data.test_split) as shards into --output",
+    add_options,
+    run,
+    needs_output,
+)

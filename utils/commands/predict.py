@@ -20,6 +20,7 @@ setting for its input files, whatever the checkpoint's dataset takes (``dataset_
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import logging
@@ -30,7 +31,10 @@ import torch
 
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
+from utils.commands.command_line import Command
+from utils.commands.options import ModeParser, add_checkpoint, add_config, add_trust_file, needs_checkpoint
 from utils.commands.output_files import PREDICT_ADVICE, write_atomic, write_config
+from utils.commands.started import opened, prepare, report
 from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
@@ -235,3 +239,35 @@ def predict_checkpoint(
     if info.is_main:
         write_csv(csv_path, rows)
     return {"inputs": len(dataset.paths), "predicted": len(rows), "csv": str(csv_path)}
+
+
+def add_options(parser: ModeParser) -> None:
+    add_config(parser)
+    add_checkpoint(parser, "predict")
+    parser.add_argument(
+        "--input",
+        help="an image file, a folder of images, a glob, or a packed split (DIR/<split> or s3://bucket/prefix/<split>)",
+    )
+    parser.add_argument("--output", help="the folder to write (default: output/<experiment>/predict_NNN)")
+    add_trust_file(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    start = prepare(args, "predict", dataset_check_view)
+    with opened(start, output=args.output) as started:
+        report(
+            "predict",
+            predict_checkpoint(start.cfg, start.info, started.folder, start.checkpoint, args.input),
+            start.info,
+        )
+    return 0
+
+
+COMMAND = Command(
+    "--mode predict",
+    "predict",
+    "run --checkpoint on the --input images (or videos, or a packed split) into predictions.csv",
+    add_options,
+    run,
+    needs_checkpoint,
+)

@@ -1,16 +1,21 @@
-"""``--mode test`` (and the test that ends a training run): a checkpoint's network on the test split.
+"""``--mode test --checkpoint C`` (and the test that ends a training run): a checkpoint's network on the test split.
 
-A test mode run writes into a ``test_NNN`` folder of its own (``utils/run_folder.py``); the
-training run's records stay as they were. The test split must reach the network at the size it was trained at (``model.input_size``), as predict's inputs must.
+A test mode run writes into a ``test_NNN`` folder of its own (``utils/run_folder.py``); the training run's records
+stay as they were. The test split must reach the network at the size it was trained at (``model.input_size``), as
+predict's inputs must.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 from typing import Any, Dict
 
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
+from utils.commands.command_line import Command
+from utils.commands.options import ModeParser, add_checkpoint, add_config, add_trust_file, needs_checkpoint
+from utils.commands.started import opened, prepare, report
 from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_task, check_test_size
@@ -84,3 +89,26 @@ def test_checkpoint(cfg: Config, info: DistInfo, run: RunFolder, checkpoint: Che
         return run_test(cfg, run, trainer, dataset, progress.trained_epoch)
     finally:
         trainer.close()
+
+
+def add_options(parser: ModeParser) -> None:
+    add_config(parser)
+    add_checkpoint(parser, "test")
+    add_trust_file(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    start = prepare(args, "test")
+    with opened(start) as started:
+        report("test", test_checkpoint(start.cfg, start.info, started.folder, start.checkpoint), start.info)
+    return 0
+
+
+COMMAND = Command(
+    "--mode test",
+    "test",
+    "evaluate --checkpoint on data.test_split, its saved config as the base, in a test_NNN folder of its own",
+    add_options,
+    run,
+    needs_checkpoint,
+)

@@ -1,15 +1,27 @@
-"""``--mode train`` (the default): the config's network trained top to bottom, then tested with its best weights."""
+"""``--mode train`` (the default): one run, top to bottom, as DESIGN.md's "Flow of one run" tells it.
+
+``run``: the start (the config checked whole, the process group, the config's own rules: ``started.py``), the
+run's folder (new, or the run ``--resume`` continues), then
+``train``: the data and loaders, the network, the weights it starts from, the optimizer, amp and DDP or FSDP,
+the loss, the schedule, the Trainer's services and hooks; the training state restored, ``fit``, and the test of
+the best checkpoint. The result line is ``test: k=v ...``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import logging
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from utils.amp import Amp
 from utils.checkpoint.guard import ResumeChoices, check_resume
 from utils.checkpoint.records import ValidationRecord
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
+from utils.commands.command_line import Command
+from utils.commands.options import ModeParser, add_config, add_trust_file
+from utils.commands.started import opened, prepare, report
 from utils.commands.test import run_test
 from utils.config import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
@@ -37,7 +49,17 @@ from utils.optim.schedules import build_scheduler
 from utils.run_folder import RunFolder
 from utils.start import StartPlan
 
-log = logging.getLogger("main")
+log = logging.getLogger(__name__)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The start, the run's folder, then ``train``; its result line is ``test: k=v ...``."""
+    start = prepare(args, "train")
+    with opened(start, args.resume) as started:
+        resume = (started.checkpoint, started.record)
+        choices = ResumeChoices(args.resume_force, args.reset_optimizer)
+        report("test", train(start.cfg, start.info, started.folder, resume, choices, start.plan), start.info)
+    return 0
 
 
 def train(
@@ -46,8 +68,10 @@ def train(
     run: RunFolder,
     resume: Tuple[Optional[Path], Optional[ValidationRecord]],
     choices: ResumeChoices,
-    plan: StartPlan,  # main() made it before the run folder existed
+    plan: StartPlan,  # made before the run folder existed
 ) -> Dict[str, float]:
+    """Build everything in DESIGN.md's order, restore the training state ``resume`` names, fit, and test the best
+    checkpoint; the test's metrics."""
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
     # the batch of one process (data.global_batch_size / world size)
     train_data = with_process_batch(cfg.data, info.world_size)
@@ -118,7 +142,12 @@ def train(
         ema,
     )
     services = build_services(
-        cfg, info, run, val_loader, resumed.checkpoint.progress.step if resumed is not None else None, plan.monitor_mode
+        cfg,
+        info,
+        run,
+        val_loader,
+        resumed.checkpoint.progress.step if resumed is not None else None,
+        plan.monitor_mode,
     )
     trainer = Trainer(
         parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta
@@ -138,3 +167,69 @@ def train(
         return run_test(cfg, run, trainer, datasets["test"], result.best_epoch)
     finally:
         trainer.close()
+
+
+CONFIG_KEYS = frozenset(field.name for field in dataclasses.fields(Config))
+
+
+def is_override(item: str) -> bool:
+    """``key.sub=value`` whose first name is a config key: an override, never a run or checkpoint's name."""
+    key, equals, _ = item.partition("=")
+    return bool(equals) and key.split(".")[0].strip() in CONFIG_KEYS
+
+
+def resume_alone(argv: List[str]) -> List[str]:
+    """``--resume`` directly followed by an override names no run: it becomes ``--resume=`` (the newest run) and
+    the override stays in its place among the others (``--resume train.epochs=3`` continues with 3 epochs)."""
+    return [
+        "--resume=" if item == "--resume" and index + 1 < len(argv) and is_override(argv[index + 1]) else item
+        for index, item in enumerate(argv)
+    ]
+
+
+def _run_named(value: str) -> object:
+    return value or True  # "--resume=": no run named, the newest
+
+
+def add_options(parser: ModeParser) -> None:
+    add_config(parser)
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_run_named,
+        metavar="RUN_OR_CHECKPOINT",
+        help="continue the experiment's newest run (output/<experiment>/latest), or the run folder or checkpoint "
+        "given right after --resume (a key=value there is an override)",
+    )
+    parser.add_argument(
+        "--resume-force", action="store_true", help="resume even though the model or data config changed"
+    )
+    parser.add_argument(
+        "--reset-optimizer",
+        action="store_true",
+        help="resume without the optimizer state (needed when optim.name changed)",
+    )
+    add_trust_file(parser)
+
+
+def check(parser: ModeParser, args: argparse.Namespace) -> None:
+    """``--resume-force`` and ``--reset-optimizer`` resume."""
+    args.resume = args.resume or args.resume_force or args.reset_optimizer
+
+
+INSTEAD_OF_CHECKPOINT = (
+    "; training never starts from it: to start from its weights use model.pretrained=FILE, to continue its run "
+    "use --resume FILE"
+)
+COMMAND = Command(
+    "--mode train",
+    "train",
+    "train the config's network in a run folder of its own (or continue one: --resume), then test its best checkpoint",
+    add_options,
+    run,
+    check,
+    {"--checkpoint": INSTEAD_OF_CHECKPOINT},
+    resume_alone,
+)

@@ -1,0 +1,121 @@
+"""How a mode that runs in a process group starts and ends (train, test, predict, export), in this order:
+
+1. ``prepare``: the files to trust, the checkpoint read (test, predict, export), the config resolved and every
+   name in it checked, CPU threads, the process group, the kernels, console logging, and every rule of the config
+   that needs no data (``utils/start.py``: ``plan_start``), all before any folder exists;
+2. ``opened``: the run's folder (``open_run``: a new one, or the training run to continue), its log and the
+   start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``);
+3. ``report``: the result line that scripts read (``test: k=v ...``, ``predict: ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+from typing import Callable, Iterator, NamedTuple, Optional, Union
+
+import torch
+
+from utils import __version__
+from utils.checkpoint.safe_load import trust_files
+from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
+from utils.checkpoint.state import Checkpoint
+from utils.config import Config
+from utils.config_load import load_config
+from utils.distributed.determinism import make_deterministic
+from utils.distributed.process_group import DistInfo, cleanup, init_distributed
+from utils.errors import RegistryError, UserError, one_line
+from utils.log import format_metrics, setup_logging
+from utils.references import check_references, import_custom
+from utils.start import OpenedRun, StartPlan, open_run, plan_start
+from utils.threads import Threads, apply_threads, choose_threads, describe
+
+log = logging.getLogger(__name__)
+
+
+class Start(NamedTuple):
+    """What ``prepare`` made: the mode, its config, this process's place in the job, the config's plan, the
+    checkpoint the mode reads (None in training), and what the start line says of threads and kernels."""
+
+    mode: str
+    cfg: Config
+    info: DistInfo
+    plan: StartPlan
+    checkpoint: Optional[Checkpoint]
+    threads: Threads
+    kernels: str
+
+
+def resolve_config(
+    args: argparse.Namespace,
+    mode: str,
+    checkpoint: Optional[Checkpoint],
+    view: Optional[Callable[[Config], Config]] = None,
+) -> Config:
+    """``--config`` and the overrides on the config a checkpoint saved (``checkpoint_base``: test, predict and
+    export start from it). Only the user's ``custom_imports`` are imported; then every name is checked, in the
+    mode's ``view`` of the config (predict reads some ``data.args`` itself, whatever the dataset takes)."""
+    cfg = load_config(args.config, args.overrides, base=checkpoint_base(checkpoint) if checkpoint is not None else None)
+    import_custom(cfg.custom_imports, [cfg.experiment.output_root])
+    try:  # the registries know the custom imports' names now
+        check_references(view(cfg) if view is not None else cfg)
+    except RegistryError as err:
+        left_out = not_imported(checkpoint, cfg)
+        if not left_out:
+            raise
+        raise RegistryError(f"{one_line(err)}; {how_to_import(left_out, mode)}") from None
+    return cfg
+
+
+def prepare(args: argparse.Namespace, mode: str, view: Optional[Callable[[Config], Config]] = None) -> Start:
+    """Everything a start decides before a folder exists; a UserError here leaves nothing behind."""
+    trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
+    checkpoint = Checkpoint.load(args.checkpoint) if mode != "train" else None
+    cfg = resolve_config(args, mode, checkpoint, view)
+    threads = choose_threads(cfg.threads)
+    apply_threads(threads)
+    info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)
+    kernels = make_deterministic(info.device, cfg.deterministic)
+    setup_logging(None, info.rank)  # the console, until the run's folder is known
+    plan = plan_start(cfg, info, mode)  # the config's own rules, before any folder is made
+    return Start(mode, cfg, info, plan, checkpoint, threads, kernels)
+
+
+@contextlib.contextmanager
+def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str] = None) -> Iterator[OpenedRun]:
+    """The run's folder for the block, its log and the start line; released after it, taken back when bad input
+    stopped the block before any result; the process group left when the block ended well."""
+    info = start.info
+    run = open_run(start.cfg, info, start.mode, resume, output)
+    try:
+        setup_logging(run.folder.log, info.rank)
+        log.info(
+            "framework %s, torch %s, %d process(es) (launcher: %s), device %s%s, %s; run folder %s",
+            __version__,
+            torch.__version__,
+            info.world_size,
+            info.launcher,
+            info.device,
+            "".join(f" ({part})" for part in (info.backend, start.kernels) if part),
+            describe(start.threads),
+            run.folder.path,
+        )
+        left_out = not_imported(start.checkpoint, start.cfg)
+        if left_out:
+            log.warning("%s", how_to_import(left_out, start.mode))
+        yield run
+    except UserError:
+        if info.is_main:  # a start stopped before any result leaves no folder (utils/run_folder.py)
+            setup_logging(None, info.rank)  # its log file closed first
+            run.folder.abandon()
+        raise
+    finally:  # in-process callers (tests) run again; a process that ends loses its lock anyway
+        run.folder.release()
+    cleanup()
+
+
+def report(label: str, results: dict, info: DistInfo) -> None:
+    """The result line (rank 0): ``<label>: k=v ...``."""
+    if info.is_main:
+        print(f"{label}: {format_metrics(results)}", flush=True)
