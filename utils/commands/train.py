@@ -1,7 +1,7 @@
 """``--mode train`` (the default): one run, top to bottom, as DESIGN.md's "Flow of one run" tells it.
 
 ``run``: the start (the config checked whole, the process group, the config's own rules: ``started.py``), the
-run's folder (new, or the run ``--resume`` continues), then
+sweep's trial this run reports to (``--trial``), the run's folder (new, or the run ``--resume`` continues), then
 ``train``: the data and loaders, the network, the weights it starts from, the optimizer, amp and DDP or FSDP,
 the loss, the schedule, the Trainer's services and hooks; the training state restored, ``fit``, and the test of
 the best checkpoint. The result line is ``test: k=v ...``.
@@ -48,17 +48,20 @@ from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
 from utils.run_folder import RunFolder
 from utils.start import StartPlan
+from utils.sweep.pruning import Judge, TrialRef, pruning_judge
+from utils.sweep.spec import PRUNERS
 
 log = logging.getLogger(__name__)
 
 
 def run(args: argparse.Namespace) -> int:
-    """The start, the run's folder, then ``train``; its result line is ``test: k=v ...``."""
+    """The start, the sweep's trial, the run's folder, then ``train``; its result line is ``test: k=v ...``."""
     start = prepare(args, "train")
+    judge = pruning_judge(trial_of(args))  # the sweep's trial, checked before the folder is made
     with opened(start, args.resume) as started:
         resume = (started.checkpoint, started.record)
         choices = ResumeChoices(args.resume_force, args.reset_optimizer)
-        report("test", train(start.cfg, start.info, started.folder, resume, choices, start.plan), start.info)
+        report("test", train(start.cfg, start.info, started.folder, resume, choices, start.plan, judge), start.info)
     return 0
 
 
@@ -69,6 +72,7 @@ def train(
     resume: Tuple[Optional[Path], Optional[ValidationRecord]],
     choices: ResumeChoices,
     plan: StartPlan,  # made before the run folder existed
+    judge: Optional[Judge] = None,  # the sweep's pruner, asked after each validation
 ) -> Dict[str, float]:
     """Build everything in DESIGN.md's order, restore the training state ``resume`` names, fit, and test the best
     checkpoint; the test's metrics."""
@@ -148,6 +152,7 @@ def train(
         val_loader,
         resumed.checkpoint.progress.step if resumed is not None else None,
         plan.monitor_mode,
+        judge,
     )
     trainer = Trainer(
         parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta
@@ -212,11 +217,36 @@ def add_options(parser: ModeParser) -> None:
         help="resume without the optimizer state (needed when optim.name changed)",
     )
     add_trust_file(parser)
+    # the sweep's trial this run reports its validations to (--sweep passes them to each run it starts)
+    parser.add_argument("--trial", type=int, metavar="N", help="sweep: the number of the study's trial to report to")
+    parser.add_argument("--trial-study", metavar="NAME", help="sweep: the study's name (with --trial)")
+    parser.add_argument("--trial-storage", metavar="URL", help="sweep: the study's journal file or database URL")
+    parser.add_argument(
+        "--trial-step-offset", type=int, metavar="N", help="sweep: the step this run's epoch 0 reports at (default 0)"
+    )
+    parser.add_argument("--trial-pruner", choices=PRUNERS, help="sweep: the study's pruner (default none)")
 
 
 def check(parser: ModeParser, args: argparse.Namespace) -> None:
-    """``--resume-force`` and ``--reset-optimizer`` resume."""
+    """``--resume-force`` and ``--reset-optimizer`` resume; a sweep's trial is named whole, or not at all."""
     args.resume = args.resume or args.resume_force or args.reset_optimizer
+    trial = {"--trial": args.trial, "--trial-study": args.trial_study, "--trial-storage": args.trial_storage}
+    given = [option for option, value in trial.items() if value is not None]
+    how = args.trial_step_offset is not None or args.trial_pruner is not None  # how it reports: with a trial only
+    if (given or how) and len(given) < len(trial):
+        missing = [option for option in trial if option not in given]
+        parser.error(
+            f"{' and '.join(missing)} missing: --trial, --trial-study and --trial-storage name a sweep's trial "
+            "together (--sweep passes them to each run it starts)"
+        )
+
+
+def trial_of(args: argparse.Namespace) -> Optional[TrialRef]:
+    if args.trial is None:
+        return None
+    return TrialRef(
+        args.trial_storage, args.trial_study, args.trial, args.trial_step_offset or 0, args.trial_pruner or "none"
+    )
 
 
 INSTEAD_OF_CHECKPOINT = (

@@ -4,7 +4,7 @@ services (run writer, checkpointer, validator), the loop's options and the run m
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from utils.checkpoint.sharded import open_checkpoint_store
 from utils.config import Config, to_dict
@@ -18,7 +18,6 @@ from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
 from utils.log import RunWriter
 from utils.run_folder import RunFolder
-from utils.sweep.pruning import pruning_judge
 
 
 def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
@@ -31,9 +30,16 @@ def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:
 
 
 def build_services(
-    cfg: Config, info: DistInfo, run: RunFolder, val_loader: Any, resumed_step: Optional[int], direction: str
+    cfg: Config,
+    info: DistInfo,
+    run: RunFolder,
+    val_loader: Any,
+    resumed_step: Optional[int],
+    direction: str,
+    judge: Optional[Callable[[int, Dict[str, float], str], bool]] = None,
 ) -> Services:
-    """The run writer, the checkpointer and the validator, from their config keys (``direction``: ``StartPlan.monitor_mode``)."""
+    """The run writer, the checkpointer and the validator, from their config keys (``direction``:
+    ``StartPlan.monitor_mode``; ``judge``: a sweep's pruner, asked after each validation)."""
     store = open_checkpoint_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
     return Services(
         writer=RunWriter(run, info.is_main, resumed_step),
@@ -45,7 +51,7 @@ def build_services(
             direction,
             cfg.train.patience,
             cfg.eval.use_ema,
-            pruning_judge(),
+            judge,
         ),
         samples=run.samples if cfg.train.record_samples and info.is_main else None,
     )

@@ -56,7 +56,7 @@ def run_sweep(sweep: str, config: Optional[str], overrides: List[str], build: Ca
     study = open_study(spec, url, direction)
     monitor = ("ema_" if base.eval.use_ema else "") + base.eval.monitor
     added = check_changes(study, spec, monitor, shown_url(url))
-    requeued = requeue_dead_trials(study)
+    requeued = requeue_dead_trials(study, url)
     if requeued:
         log.info("trial(s) %s of a sweep process that is gone: queued again, their runs resume", requeued)
     if added:
@@ -107,7 +107,7 @@ def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, 
                 continue
         log.info("trial %d (configuration %d): %s", trial.number, config_id, params)
         try:
-            runs, pruned = run_configuration(ctx, trial._trial_id, config_id, params, devices)
+            runs, pruned = run_configuration(ctx, trial.number, config_id, params, devices)
         except TrialFailed as err:
             log.error("trial %d failed: %s", trial.number, err)
             with lock:

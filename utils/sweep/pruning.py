@@ -2,49 +2,56 @@
 to the trial in the study's storage and asks the pruner; every rank gets rank 0's answer, so all stop after
 the same validation (and the same step) on 1 or N ranks.
 
-The sweep passes the trial through the environment (``REGTRAIN_SWEEP_*``, set by ``trial_runs.py``); a run
-outside a sweep has no judge. A pruned run ends as an early stop does: its checkpoint, then its test.
+The sweep names the trial on the run's command line (``--trial N --trial-study NAME --trial-storage URL``,
+``--trial-step-offset``, ``--trial-pruner``: ``TrialRef``), which the run checks as it starts (``pruning_judge``);
+a run outside a sweep has no judge. A pruned run ends as an early stop does: its checkpoint, then its test.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, NamedTuple, Optional
 
 from utils.distributed.ops import decided_by_rank0
 
 log = logging.getLogger(__name__)
 
-STORAGE, STUDY, TRIAL, STEP_OFFSET, PRUNER = (
-    "REGTRAIN_SWEEP_STORAGE",
-    "REGTRAIN_SWEEP_STUDY",
-    "REGTRAIN_SWEEP_TRIAL",
-    "REGTRAIN_SWEEP_STEP_OFFSET",
-    "REGTRAIN_SWEEP_PRUNER",
-)
 PRUNED_AT = "pruned_at_epoch"  # the trial's user attribute the parent reads after the run
+Judge = Callable[[int, Dict[str, float], str], bool]
 
 
-def pruning_judge(environ: Mapping[str, str] = os.environ) -> Optional[Callable[[int, Dict[str, float], str], bool]]:
-    """``judge(epoch, metrics, monitor) -> prune?`` for a trial's run, None outside a sweep."""
-    if TRIAL not in environ or environ.get(PRUNER, "none") == "none":
-        return None  # no sweep, or one that never prunes: the run neither loads Optuna nor reports
-    storage, study_name, trial_id = environ[STORAGE], environ[STUDY], int(environ[TRIAL])
-    offset = int(environ.get(STEP_OFFSET, "0"))
-    trial = None
+class TrialRef(NamedTuple):
+    """The running trial of a sweep's study that a run reports its validations to."""
+
+    storage: str  # the study's storage: a journal file's path or a database URL
+    study: str
+    number: int  # the trial's number in the study
+    step_offset: int = 0  # the step its epoch 0 reports at: the run's seed's place among the trial's seeds
+    pruner: str = "none"
+
+
+def pruning_judge(trial: Optional[TrialRef]) -> Optional[Judge]:
+    """``judge(epoch, metrics, monitor) -> prune?`` for a trial's run, None outside a sweep. The trial is checked
+    now, on rank 0 (its storage opens, the study and the running trial exist): one ConfigError on every rank."""
+    if trial is None:
+        return None
+    from utils.sweep.study import running_trial, trial_in
+
+    trial_id = decided_by_rank0(lambda: running_trial(trial.storage, trial.study, trial.number))
+    if trial.pruner == "none":
+        return None  # a sweep that never prunes: the run reports nothing
+    reported = None
 
     def judge(epoch: int, metrics: Dict[str, float], monitor: str) -> bool:
         def decide() -> bool:
-            nonlocal trial
-            if trial is None:
-                from utils.sweep.study import trial_in
-
-                trial = trial_in(storage, study_name, trial_id, environ.get(PRUNER, "none"))
-            trial.report(float(metrics[monitor]), step=offset + epoch)
-            pruned = trial.should_prune()
+            nonlocal reported
+            if reported is None:
+                reported = trial_in(trial.storage, trial.study, trial_id, trial.pruner)
+            step = trial.step_offset + epoch
+            reported.report(float(metrics[monitor]), step=step)
+            pruned = reported.should_prune()
             if pruned:
-                trial.set_user_attr(PRUNED_AT, offset + epoch)
+                reported.set_user_attr(PRUNED_AT, step)
                 log.info(
                     "pruned by the sweep after epoch %d (%s=%.4f): stopping as an early stop",
                     epoch,

@@ -169,17 +169,49 @@ def trial_in(url: str, study_name: str, trial_id: int, pruner: str) -> Any:
     return optuna.trial.Trial(study, trial_id)
 
 
-def requeue_dead_trials(study: Any) -> List[int]:
+def trial_id(storage: Any, study_name: str, number: int) -> int:
+    """The storage's id of trial ``number`` of the study (KeyError when the study or the trial is not there)."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study_name), number)
+
+
+def running_trial(url: str, study_name: str, number: int) -> int:
+    """The id of the study's running trial ``number``, which a run of the sweep reports to; one ConfigError line
+    when the storage does not open, or the study, the trial or its running state is not there."""
+    optuna = optuna_module()
+    storage, where = open_storage(url), shown_url(url)
+    fix = "--sweep names its running trial to each run it starts; outside a sweep leave out the --trial options"
+    try:
+        storage.get_study_id_from_name(study_name)
+    except KeyError:
+        raise ConfigError(f"--trial-study '{study_name}': no such study in {where}; {fix}") from None
+    try:
+        found = trial_id(storage, study_name, number)
+    except KeyError:
+        raise ConfigError(f"--trial {number}: study '{study_name}' in {where} has no trial {number}; {fix}") from None
+    state = storage.get_trial(found).state
+    if state != optuna.trial.TrialState.RUNNING:
+        raise ConfigError(
+            f"--trial {number} of study '{study_name}' in {where} is {state.name.lower()}, not running: a run "
+            f"reports only to a running trial; {fix}"
+        )
+    return found
+
+
+def requeue_dead_trials(study: Any, url: str) -> List[int]:
     """Trials left RUNNING by a sweep process of this host that is gone (kill -9, a crash): each is marked failed and
     its parameters queued again under the same configuration, whose runs then resume. Returns their numbers."""
     optuna = optuna_module()
     requeued = []
+    storage = None
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         attrs = trial.user_attrs
         if attrs.get(HOST) != socket.gethostname() or _alive(int(attrs.get(PID, -1))):
             continue
-        study._storage.set_trial_user_attr(trial._trial_id, REQUEUED, True)  # its configuration runs on
-        study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+        if storage is None:  # a second handle on the study's storage: the study keeps its own to itself
+            storage = open_storage(url)
+        dead = trial_id(storage, study.study_name, trial.number)
+        storage.set_trial_user_attr(dead, REQUEUED, True)  # its configuration runs on
+        storage.set_trial_state_values(dead, optuna.trial.TrialState.FAIL)
         study.enqueue_trial(trial.params, user_attrs={CONFIG_ID: attrs.get(CONFIG_ID, trial.number)})
         requeued.append(trial.number)
     return requeued

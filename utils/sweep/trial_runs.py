@@ -79,9 +79,10 @@ def _part(key: str, value: Any) -> str:
 
 
 def run_configuration(
-    ctx: TrialContext, trial_id: int, config_id: int, params: Dict[str, Any], devices: str
+    ctx: TrialContext, trial: int, config_id: int, params: Dict[str, Any], devices: str
 ) -> Tuple[List[SeedRun], Optional[int]]:
-    """Train (or resume, or read) every seed's run; (the runs, the epoch offset where the pruner stopped, if it did).
+    """Train (or resume, or read) every seed's run of trial number ``trial``; (the runs, the epoch offset where the
+    pruner stopped, if it did).
 
     A run that fails raises ``TrialFailed`` with the end of its output."""
     runs = []
@@ -94,10 +95,10 @@ def run_configuration(
             args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
             args += [*ctx.base_args, *[override(k, v) for k, v in params.items()], f"seed={seed}"]
             args.append(f"experiment.run_tag={name}")
-            _train(ctx, args, trial_id, index * ctx.epochs, devices)
+            _train(ctx, [*args, *_trial_options(ctx, trial, index * ctx.epochs)], devices)
             folder = find_run(ctx.experiment, name)
         runs.append(SeedRun(seed, folder, best_value(folder, ctx.monitor, ctx.direction)))
-        pruned = _pruned_at(ctx, trial_id)
+        pruned = _pruned_at(ctx, trial)
         if pruned is not None:
             return runs, pruned
     return runs, None
@@ -107,19 +108,22 @@ class TrialFailed(Exception):
     """A trial's run ended with an error (its exit status and the end of its output)."""
 
 
-def _train(ctx: TrialContext, args: List[str], trial_id: int, step_offset: int, devices: str) -> None:
+def _trial_options(ctx: TrialContext, trial: int, step_offset: int) -> List[str]:
+    """The options that name the run's trial, which it reports its validations to (a sweep that prunes)."""
+    if ctx.pruner == "none":
+        return []
+    return [
+        *("--trial", str(trial), "--trial-study", ctx.study_name, "--trial-storage", ctx.storage),
+        *("--trial-step-offset", str(step_offset), "--trial-pruner", ctx.pruner),
+    ]
+
+
+def _train(ctx: TrialContext, args: List[str], devices: str) -> None:
     head = [sys.executable, str(ROOT / "main.py")]
     if ctx.nproc > 1:
         head = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ctx.nproc}"]
         head.append(str(ROOT / "main.py"))
-    env = {
-        **ctx.env,
-        pruning.STORAGE: ctx.storage,
-        pruning.STUDY: ctx.study_name,
-        pruning.TRIAL: str(trial_id),
-        pruning.STEP_OFFSET: str(step_offset),
-        pruning.PRUNER: ctx.pruner,
-    }
+    env = dict(ctx.env)
     if devices:
         env["CUDA_VISIBLE_DEVICES"] = devices
     proc = subprocess.run(
@@ -145,12 +149,13 @@ def die_with_parent() -> None:
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _pruned_at(ctx: TrialContext, trial_id: int) -> Optional[int]:
+def _pruned_at(ctx: TrialContext, trial: int) -> Optional[int]:
     if ctx.pruner == "none":
         return None
-    from utils.sweep.study import open_storage
+    from utils.sweep.study import open_storage, trial_id
 
-    return open_storage(ctx.storage).get_trial(trial_id).user_attrs.get(pruning.PRUNED_AT)
+    storage = open_storage(ctx.storage)
+    return storage.get_trial(trial_id(storage, ctx.study_name, trial)).user_attrs.get(pruning.PRUNED_AT)
 
 
 def find_run(experiment: Path, name: str) -> Optional[Path]:
