@@ -91,3 +91,30 @@ def test_a_storage_that_cannot_be_opened_is_one_line(tmp_path):
         assert expected in message and "\n" not in message and "secret" not in message, (url, message)
     assert bad.read_text() == "not a database\n"
     assert not (tmp_path / "missing").exists()
+
+
+def _open_at(barrier, url, errors):
+    barrier.wait()
+    try:
+        open_storage(url)
+    except ConfigError as err:
+        errors.put(str(err))
+
+
+@pytest.mark.slow  # four processes create a database's schema
+def test_workers_started_together_all_open_one_new_sqlite_database(tmp_path):
+    """Each worker of a sweep creates the schema of a new database; started at the same moment, the ones that
+    lose the race find it made (they failed with 'UNIQUE constraint failed: alembic_version')."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    barrier, errors = context.Barrier(4), context.Queue()
+    workers = [context.Process(target=_open_at, args=(barrier, url, errors)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0] * 4
+    assert errors.empty(), errors.get()
+    optuna.create_study(storage=url, study_name="s").ask()  # the database they made works

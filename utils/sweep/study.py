@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -62,11 +63,22 @@ def open_storage(url: str) -> Any:
         ) from None
 
 
+CREATE_TRIES = 5  # workers started together each create the schema of a new database; all but one find it made
+
+
 def _database(optuna: Any, url: str) -> Any:
     import sqlalchemy.exc
 
     try:
-        return optuna.storages.RDBStorage(url)
+        for attempt in range(1, CREATE_TRIES + 1):
+            try:
+                return optuna.storages.RDBStorage(url)
+            except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as err:
+                # another worker creating the same new database at this moment ("UNIQUE constraint failed:
+                # alembic_version", "table ... already exists"): the schema it wrote is there on the next try
+                if attempt == CREATE_TRIES or not created_beside(err):
+                    raise
+                time.sleep(0.2 * attempt)
     except ImportError as err:  # Optuna's, from SQLAlchemy's import of the URL's driver
         module = getattr(err.__cause__, "name", None) or "its driver"
         raise ConfigError(
@@ -86,6 +98,12 @@ def _database(optuna: Any, url: str) -> Any:
             else "check that the server runs and that the URL's user, host and database are right"
         )
         raise ConfigError(f"cannot open storage {shown_url(url)} ({first_line(err.orig or err)}); {fix}") from None
+
+
+def created_beside(err: Exception) -> bool:
+    """Whether ``err`` is what creating a database's schema raises while another process creates it too."""
+    text = str(getattr(err, "orig", None) or err)
+    return "UNIQUE constraint failed: alembic_version" in text or "already exists" in text
 
 
 def shown_url(url: str) -> str:
