@@ -10,7 +10,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from utils.amp import Amp, LossScaler
 from utils.amp.native import NativeAmp
-from utils.checkpoint.files import atomic_save, load_file
+from utils.checkpoint.files import atomic_save
+from utils.checkpoint.readers import load_file
 from utils.config import AmpConfig
 from utils.registry import NETWORKS
 

@@ -18,7 +18,7 @@ import main
 from tests.conftest import fast_overrides
 from tests.fixtures.crafted import errors_of
 from utils.checkpoint import convert
-from utils.checkpoint.files import load_file
+from utils.checkpoint.readers import load_file
 from utils.checkpoint.rng import capture_rng, restore_rng
 from utils.checkpoint.safetensors_io import read_safetensors
 from utils.checkpoint.sharded import SUMS, read_state

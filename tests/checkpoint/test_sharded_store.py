@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils.checkpoint.sharded import BEST, LAST, ShardedCheckpointStore, open_checkpoint_store, read_state
+from utils.checkpoint.sharded import BEST, LAST, ShardedCheckpointStore, read_state
+from utils.checkpoint.stores import open_checkpoint_store
 from utils.errors import CheckpointError
 
 

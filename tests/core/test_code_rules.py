@@ -28,14 +28,6 @@ LEAVES = (
     "utils/plain_tree.py",
     "utils/hook/__init__.py",
 )
-# import cycles being restructured, each the exact group of modules it binds. The list only shrinks: a cycle
-# not listed fails, and so does an entry no cycle matches any more (remove it, or narrow it to what is left)
-KNOWN_CYCLES: Dict[FrozenSet[str], str] = {
-    frozenset(
-        f"utils.checkpoint.{name}"
-        for name in ("dcp_safe", "files", "records", "safe_load", "safetensors_io", "sharded", "store", "verified")
-    ): "being restructured: utils/checkpoint's files and stores (files <-> safetensors_io, safe_load -> sharded -> store -> ...)",
-}
 MAX_PARAMETERS = 8
 MAX_LINES = 300
 
@@ -190,14 +182,8 @@ def test_product_modules_import_each_other_in_no_cycle():
     graph = import_graph()
     assert {"main", "utils.config", "utils.data", "network.classifier"} <= set(graph)
     groups = cycle_groups(graph)
-    new = [
-        f"{a_cycle(graph, group)} (the modules in its circles: {', '.join(sorted(group))})"
-        for group in groups
-        if not any(group <= known for known in KNOWN_CYCLES)
-    ]
-    assert new == [], "import cycles among product files (break each; a lazy import does not)"
-    gone = [f"{', '.join(sorted(known))}: {reason}" for known, reason in KNOWN_CYCLES.items() if known not in groups]
-    assert gone == [], "KNOWN_CYCLES lists cycles that changed or are gone: narrow or remove their entries"
+    found = [f"{a_cycle(graph, group)} (the modules in its circles: {', '.join(sorted(group))})" for group in groups]
+    assert found == [], "import cycles among product files (break each; a lazy import does not)"
 
 
 def test_the_cycle_check_finds_a_circle_through_a_lazy_import(tmp_path):

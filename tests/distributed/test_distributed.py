@@ -19,7 +19,7 @@ from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, free_port, launch, run, torchrun
 from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
-from utils.checkpoint.files import load_file
+from utils.checkpoint.readers import load_file
 from utils.config import DistConfig
 from utils.config_load import load_config
 from utils.data import build_dataset

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import List, Optional
 
 from utils import __version__
-from utils.checkpoint.files import missing, sidecar, write_checkpoint
+from utils.checkpoint.files import sidecar, write_checkpoint
+from utils.checkpoint.readers import missing
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.safetensors_io import is_safetensors, write_safetensors
-from utils.checkpoint.sharded import looks_sharded
+from utils.checkpoint.sharded_layout import looks_sharded
 from utils.checkpoint.state import Checkpoint
 from utils.errors import CheckpointError, UserError, one_line
 from utils.run_folder import run_holding

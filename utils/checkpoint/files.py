@@ -1,4 +1,4 @@
-"""Checkpoint files: the write path (serialize, hash, fsync, rename) and loading with clear errors.
+"""Checkpoint files: the write path (serialize, hash, fsync, rename); ``readers.py`` loads them with clear errors.
 
 ``write_checkpoint`` is the whole write path of one file in one function: it
 touches only its target, the target's ``.sha256`` and their temporaries, so it
@@ -15,14 +15,11 @@ import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, List, Optional, Set, Tuple, Union
 
 import numpy as np
 import torch
 
-from utils.checkpoint.safe_load import load_torch
-from utils.checkpoint.safetensors_io import is_safetensors, read_safetensors
-from utils.errors import CheckpointError
 from utils.file_hash import file_digest  # noqa: F401  # the checkpoint modules' checksum, named here as before
 from utils.tree import tensors_in
 
@@ -197,25 +194,6 @@ def write_hashed(path: Union[str, Path], serialize: Callable[[int], str], recycl
 def atomic_save(obj: Any, path: Union[str, Path]) -> None:
     """``write_checkpoint`` for callers that do not need the checksum."""
     write_checkpoint(obj, path)
-
-
-def missing(path: Union[str, Path]) -> CheckpointError:
-    """The error for a checkpoint path that names no file."""
-    return CheckpointError(
-        f"checkpoint '{path}' does not exist; check the path (runs keep theirs in output/<experiment>/run_NNN/checkpoints/)"
-    )
-
-
-def load_file(path: Union[str, Path]) -> Dict[str, Any]:
-    """Load a checkpoint, state_dict or weights file on the CPU without running code (``safe_load.py``);
-    a ``.safetensors`` file is read as one. CheckpointError when missing, unreadable or asking for more."""
-    path = Path(path)
-    if not path.is_file():
-        raise missing(path)
-    obj = read_safetensors(path) if is_safetensors(path) else load_torch(path)
-    if not isinstance(obj, dict):
-        raise CheckpointError(f"checkpoint '{path}' holds a {type(obj).__name__}, expected a dict or a state_dict")
-    return obj
 
 
 def newest_first(directory: Path, name: "re.Pattern[str]") -> List[Path]:

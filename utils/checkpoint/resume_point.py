@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Optional, Tuple, Union
 
 from utils.checkpoint.records import best_as_of, read_record, record_path
-from utils.checkpoint.sharded import is_sharded_checkpoint, looks_sharded, open_checkpoint_store, verify_dir
+from utils.checkpoint.sharded import verify_dir
+from utils.checkpoint.sharded_layout import is_sharded_checkpoint, looks_sharded
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
+from utils.checkpoint.stores import open_checkpoint_store
 from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
 from utils.run_folder import CHECKPOINTS, CONFIG, LOG, RunFolder, newest_run, numbered, owning_run, run_holding

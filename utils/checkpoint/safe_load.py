@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, List, Optional, Set, Tuple, Union
 import numpy as np
 import torch
 
+from utils.checkpoint.sharded_layout import is_sharded_checkpoint
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,6 @@ ALLOWED = _numpy_random_state()
 def trust_files(paths: Iterable[Union[str, Path]]) -> None:
     """Load exactly these files (or sharded checkpoint directories) with full unpickling from now on (``--trust-file``);
     CheckpointError, trusting nothing, for a path that does not exist or is a folder of another kind."""
-    from utils.checkpoint.sharded import is_sharded_checkpoint  # sharded.py reads files through this module
-
     _TRUSTED.clear()
     _TRUSTED_DIRS.clear()
     files, dirs = set(), set()

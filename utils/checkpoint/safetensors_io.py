@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Union
 
 import torch
 
+from utils.checkpoint.files import write_hashed
 from utils.errors import CheckpointError
 
 SUFFIX = ".safetensors"
@@ -52,8 +53,6 @@ def _unshared(weights: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
 def write_safetensors(weights: Mapping[str, torch.Tensor], path: Union[str, Path], metadata: Mapping[str, str]) -> str:
     """Write ``weights`` to ``path`` as safetensors (temporary file, fsync, ``.sha256``, rename); returns the SHA-256."""
     from safetensors.torch import save
-
-    from utils.checkpoint.files import write_hashed
 
     data = save(_unshared(weights), metadata={"format": "pt", **metadata})
     return write_hashed(path, lambda fd: _write_bytes(data, fd))

@@ -21,42 +21,20 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from utils.checkpoint.files import file_digest, fsync_dir, load_file, newest_first, write_checkpoint, write_text_atomic
+from utils.checkpoint.files import file_digest, fsync_dir, newest_first, write_checkpoint, write_text_atomic
+from utils.checkpoint.readers import load_file
 from utils.checkpoint.records import SUFFIX, record_path
+from utils.checkpoint.sharded_layout import BEST, LAST, NAME, STATE, SUMS, TENSORS
 from utils.checkpoint.sums import check_sums, sums_text
 from utils.distributed.ops import barrier, get_rank
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)
-
-NAME = re.compile(r"^epoch(\d+)_batch(\d+)\.dcp$")
-LAST, BEST = "last.dcp", "best.dcp"
-STATE, SUMS = "state.pt", "SHA256SUMS"
-TENSORS = ("model", "optimizer")  # the entries written as shards; everything else goes to state.pt
-
-
-def is_sharded_checkpoint(path: Path) -> bool:
-    """Whether ``path`` is (a link to) a complete-looking sharded checkpoint directory (it has ``.metadata``)."""
-    return Path(path).is_dir() and (Path(path) / ".metadata").exists()
-
-
-def looks_sharded(path: Path) -> bool:
-    """Whether ``path`` is a sharded checkpoint directory, complete or not: named ``*.dcp``, or holding
-    ``.metadata``, ``state.pt``, ``SHA256SUMS`` or DCP shards (a half-written one has no ``.metadata``)."""
-    path = Path(path)
-    if not path.is_dir():
-        return False
-    return (
-        path.suffix == ".dcp"
-        or any((path / name).exists() for name in (".metadata", STATE, SUMS))
-        or any(path.glob("*.distcp"))
-    )
 
 
 def verify_dir(path: Path) -> Optional[str]:
@@ -248,12 +226,3 @@ class ShardedCheckpointStore:
                 f"no usable checkpoint in '{self.directory}': {'; '.join(problems)}; move the folder away to start afresh"
             )
         return None
-
-
-def open_checkpoint_store(directory: Path, keep: int = 2, sharded: Optional[bool] = None) -> Any:
-    """The store of a run's checkpoint folder: sharded when ``sharded`` says so, or (None) when the folder holds sharded checkpoints."""
-    from utils.checkpoint.store import CheckpointStore
-
-    if sharded is None:
-        sharded = Path(directory).is_dir() and any(NAME.match(p.name) for p in Path(directory).iterdir())
-    return ShardedCheckpointStore(directory, keep) if sharded else CheckpointStore(directory, keep)

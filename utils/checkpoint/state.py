@@ -62,10 +62,10 @@ from utils.checkpoint.rng import reseed_rank, restore_rank_rng
 from utils.checkpoint.sharded import (
     load_full,
     load_sharded_optimizer,
-    looks_sharded,
     numbered_optimizer_state,
     read_state,
 )
+from utils.checkpoint.sharded_layout import looks_sharded
 from utils.checkpoint.snapshot import RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.structure import check_structure
 from utils.checkpoint.verified import load_verified

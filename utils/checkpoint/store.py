@@ -34,7 +34,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from utils.checkpoint.files import fsync_dir, load_file, newest_first, sidecar, write_checkpoint
+from utils.checkpoint.files import fsync_dir, newest_first, sidecar, write_checkpoint
+from utils.checkpoint.readers import load_file
 from utils.checkpoint.records import SUFFIX, record_path
 from utils.checkpoint.safe_load import UnsafeFileError
 from utils.checkpoint.verified import NUMBERED, load_verified, verify

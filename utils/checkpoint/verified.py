@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from utils.checkpoint.files import file_digest, load_file, missing, sidecar
+from utils.checkpoint.files import file_digest, sidecar
+from utils.checkpoint.readers import load_file, missing
 from utils.errors import CheckpointError
 
 NUMBERED = re.compile(r"^epoch(\d+)_batch(\d+)\.pt$")  # a numbered checkpoint's file name, not a link's

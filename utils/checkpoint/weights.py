@@ -9,8 +9,9 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Union
 import torch
 from torch import nn
 
-from utils.checkpoint.files import load_file
-from utils.checkpoint.state import network_weights_of
+from utils.checkpoint.readers import load_file
+from utils.checkpoint.sharded_layout import looks_sharded
+from utils.checkpoint.state import Checkpoint, network_weights_of
 from utils.checkpoint.store import BEST
 from utils.errors import CheckpointError, name_list
 from utils.run_folder import RunFolder
@@ -161,9 +162,6 @@ class MinShare(NamedTuple):
 def read_weights(path: Union[str, Path]) -> Dict[str, torch.Tensor]:
     """The network weights a pretrained source holds: a file (torch or ``.safetensors``) or a sharded checkpoint directory;
     CheckpointError for another folder (a run's, say), naming what to give instead."""
-    from utils.checkpoint.sharded import looks_sharded
-    from utils.checkpoint.state import Checkpoint
-
     if looks_sharded(Path(path)):
         return Checkpoint.load(path).eval_weights
     if Path(path).is_dir():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from utils.checkpoint.sharded import open_checkpoint_store
+from utils.checkpoint.stores import open_checkpoint_store
 from utils.config import Config, to_dict
 from utils.data.identity import data_identity
 from utils.distributed.process_group import DistInfo
