@@ -66,27 +66,39 @@ class RunWriter:
     """The run's record on rank 0: log lines, TensorBoard (scalars, images, text, hparams) and metrics.jsonl.
 
     Every TensorBoard event is at the optimizer step it happened after (epoch-level values at the
-    step that ended the epoch), so one axis orders them all. A resumed run (``resumed_step`` S)
+    step that ended the epoch), so one axis orders them all. A resumed run (``resume_at`` step S)
     hides what the interrupted process wrote after step S (TensorBoard's ``purge_step``) and drops
     those rows from metrics.jsonl; a test already recorded at a step (a run resumed after its end
     tests again) is not written again: every step is written once. Every method is a no-op off rank 0.
     """
 
-    def __init__(self, run: Optional[RunFolder], enabled: bool, resumed_step: Optional[int] = None) -> None:
+    def __init__(self, run: Optional[RunFolder], enabled: bool) -> None:
         self.enabled = enabled and run is not None
-        self._tb = None
-        self._metrics_path = None
+        self._run = run
+        self._tb: Any = None  # opened at the first event, after a resume's ``resume_at``
+        self._purge_step: Optional[int] = None
+        self._closed = False
+        self._metrics_path = run.metrics if self.enabled else None
         # (split, step) of the rows metrics.jsonl held when a resume opened it
         self._recorded: Set[Tuple[str, int]] = set()
         self._muted = False
-        if self.enabled:
+
+    def resume_at(self, step: int) -> None:
+        """A resumed run continues after step ``step``: what the interrupted process wrote after its checkpoint
+        goes (metrics.jsonl's rows, TensorBoard's events: ``purge_step``)."""
+        if not self.enabled:
+            return
+        kept = metrics_file.rewind(self._run.metrics, step)
+        self._recorded = {(row.get("split"), row["step"]) for row in kept if "step" in row}
+        self._purge_step = step + 1
+
+    def _board(self) -> Any:
+        """TensorBoard's writer (rank 0), opened at the first event."""
+        if self._tb is None and self.enabled and not self._closed:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
-            self._metrics_path = run.metrics
-            if resumed_step is not None:  # what the interrupted process wrote after its checkpoint goes
-                kept = metrics_file.rewind(run.metrics, resumed_step)
-                self._recorded = {(row.get("split"), row["step"]) for row in kept if "step" in row}
-            self._tb = SummaryWriter(log_dir=str(run.tb), purge_step=None if resumed_step is None else resumed_step + 1)
+            self._tb = SummaryWriter(log_dir=str(self._run.tb), purge_step=self._purge_step)
+        return self._tb
 
     @classmethod
     def disabled(cls) -> "RunWriter":
@@ -130,21 +142,24 @@ class RunWriter:
         self.metrics({"split": split, "epoch": epoch, "step": step, **metrics})
 
     def scalars(self, prefix: str, values: Dict[str, float], step: int) -> None:
-        if self._tb is None or self._muted:
+        board = None if self._muted else self._board()
+        if board is None:
             return
         for name, value in values.items():
             if isinstance(value, (int, float)):  # NaN and inf too: a value that went wrong stays visible
-                self._tb.add_scalar(f"{prefix}/{name}", value, step)
+                board.add_scalar(f"{prefix}/{name}", value, step)
 
     def image(self, tag: str, image: np.ndarray, step: int) -> None:
         """An ``(H, W, 3)`` uint8 image (a grid, a figure) under ``tag`` in TensorBoard's Images tab."""
-        if self._tb is not None and not self._muted:
-            self._tb.add_image(tag, image, step, dataformats="HWC")
+        board = None if self._muted else self._board()
+        if board is not None:
+            board.add_image(tag, image, step, dataformats="HWC")
 
     def text(self, tag: str, text: str, step: int = 0) -> None:
         """Markdown ``text`` under ``tag`` in TensorBoard's Text tab."""
-        if self._tb is not None and not self._muted:
-            self._tb.add_text(tag, text, step)
+        board = None if self._muted else self._board()
+        if board is not None:
+            board.add_text(tag, text, step)
 
     def hparams(self, params: Dict[str, Any], metrics: Dict[str, float]) -> None:
         """The run's hyperparameters and the scalar tags of its final metrics (HParams tab).
@@ -152,11 +167,12 @@ class RunWriter:
         Written into this run's own event file (``add_hparams`` would open a sub-run), so
         the HParams tab pairs them with the ``metrics`` tags this writer already holds.
         """
-        if self._tb is None or self._muted:
+        board = None if self._muted else self._board()
+        if board is None:
             return
         from torch.utils.tensorboard.summary import hparams
 
-        writer = self._tb._get_file_writer()
+        writer = board._get_file_writer()
         for summary in hparams(params, metrics):
             writer.add_summary(summary)
 
@@ -179,6 +195,7 @@ class RunWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        self._closed = True
 
 
 def format_metrics(values: Dict[str, float]) -> str:

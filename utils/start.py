@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 from utils.amp import AmpPolicy, resolve_policy
-from utils.checkpoint.records import read_record
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
+from utils.checkpoint.start_point import Chosen
 from utils.config import Config
 from utils.config_rules import compile_options
 from utils.data.dali import check_dali
@@ -31,11 +31,11 @@ from utils.run_folder import named as named_run
 
 
 class OpenedRun(NamedTuple):
-    """What ``open_run`` decided: the run's folder, the checkpoint to resume (None: a fresh start) and its validation record."""
+    """What ``open_run`` decided: the run's folder and the checkpoint it continues from, with its validation record
+    (None: a fresh start); ``start_point`` turns that into the run's start."""
 
     folder: RunFolder
-    checkpoint: Optional[Path] = None
-    record: Optional[Any] = None
+    chosen: Optional[Chosen] = None
 
 
 def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional[str]) -> OpenedRun:
@@ -53,14 +53,14 @@ def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional
         return OpenedRun(run)
     try:
         run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
-        found = checkpoint_to_resume(run, start_from, required=bool(resume))
+        chosen = checkpoint_to_resume(run, start_from, required=bool(resume))
         if start_from is not None:  # linked in to start from: a start stopped later takes the folder back all the same
             run.adopted = {entry.name for entry in run.checkpoints.iterdir()}
     except UserError:
         run.abandon()
         run.release()
         raise
-    return OpenedRun(run, found, None if found is None else read_record(found))
+    return OpenedRun(run, chosen)
 
 
 def open_run(
@@ -80,10 +80,12 @@ def open_run(
         if failed is not None:
             raise failed
         assert opened is not None
-        return str(opened.folder.path), None if opened.checkpoint is None else str(opened.checkpoint), opened.record
+        chosen = opened.chosen
+        return str(opened.folder.path), None if chosen is None else str(chosen.path), chosen and chosen.record
 
     path, found, record = decided_by_rank0(answer)  # rank 0's error raised on every rank
-    return opened or OpenedRun(RunFolder(Path(path)), None if found is None else Path(found), record)
+    # the other ranks read the chosen checkpoint themselves (start_point)
+    return opened or OpenedRun(RunFolder(Path(path)), None if found is None else Chosen(Path(found), record))
 
 
 class StartPlan(NamedTuple):

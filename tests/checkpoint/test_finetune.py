@@ -10,6 +10,7 @@ from tests.conftest import ROOT
 from utils.amp import Amp
 from utils.checkpoint.restore import load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
+from utils.checkpoint.start_point import start_point
 from utils.checkpoint.state import Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.config import AmpConfig, ModelConfig
 from utils.errors import CheckpointError
@@ -42,10 +43,7 @@ def test_other_num_classes_loads_the_backbone_and_reinitialises_the_head(tmp_pat
     target = classifier(5, seed=2)
     fresh_head = {k: v.clone() for k, v in target.state_dict().items() if k.startswith("head.")}
     caplog.set_level(logging.INFO)
-    assert (
-        load_initial_weights(target, ModelConfig(pretrained=str(path)), resume_path=None, record=None, check=None)
-        is None
-    )
+    assert load_initial_weights(target, ModelConfig(pretrained=str(path)), None) is None
 
     loaded = target.state_dict()
     for key, value in backbone_of(state).items():
@@ -62,13 +60,7 @@ def test_a_bare_backbone_state_dict_loads_with_a_prefix(tmp_path):
     path = tmp_path / "backbone.pt"
     torch.save(source.backbone.state_dict(), path)
     target = classifier(3, seed=2)
-    load_initial_weights(
-        target,
-        ModelConfig(pretrained=str(path), pretrained_prefix="backbone."),
-        resume_path=None,
-        record=None,
-        check=None,
-    )
+    load_initial_weights(target, ModelConfig(pretrained=str(path), pretrained_prefix="backbone."), None)
     for key, value in backbone_of(source.state_dict()).items():
         assert torch.equal(target.state_dict()[key], value)
 
@@ -77,13 +69,7 @@ def test_strict_pretrained_makes_a_new_head_an_error(tmp_path):
     path = tmp_path / "source.pt"
     torch.save({"model": classifier(3, seed=1).state_dict()}, path)
     with pytest.raises(CheckpointError) as err:
-        load_initial_weights(
-            classifier(5, seed=2),
-            ModelConfig(pretrained=str(path), pretrained_strict=True),
-            resume_path=None,
-            record=None,
-            check=None,
-        )
+        load_initial_weights(classifier(5, seed=2), ModelConfig(pretrained=str(path), pretrained_strict=True), None)
     message = str(err.value)
     assert "head.2.weight" in message and "pretrained_strict=false" in message and "\n" not in message
 
@@ -110,20 +96,21 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
         run_to_continue(tmp_path / "none", resume=True, auto_resume=False)
     # a folder of an earlier version: <experiment>/checkpoints
     run, _ = run_to_continue(tmp_path, resume=False, auto_resume=True)
-    found = checkpoint_to_resume(run, None, required=False)
-    assert found == ckpt_dir / "last.pt"
+    chosen = checkpoint_to_resume(run, None, required=False)
+    assert chosen.path == ckpt_dir / "last.pt"
 
     model = classifier(3, seed=3)
-    resume = load_initial_weights(model, cfg, found, None, check=lambda checkpoint: True)
+    resume = start_point(chosen, guard=lambda checkpoint: True)
+    load_initial_weights(model, cfg, resume)
     assert resume.checkpoint.progress.epoch == 2 and resume.record is None and "resumed from" in caplog.text
     assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in model.state_dict().items())
 
     model = classifier(3, seed=3)
-    load_initial_weights(model, cfg, None, None, check=None)
+    load_initial_weights(model, cfg, None)
     assert all(torch.equal(v, pretrained.state_dict()[k]) for k, v in model.state_dict().items())
 
     model, own = classifier(3, seed=3), classifier(3, seed=3)
-    load_initial_weights(model, ModelConfig(), None, None, check=None)
+    load_initial_weights(model, ModelConfig(), None)
     assert all(torch.equal(v, own.state_dict()[k]) for k, v in model.state_dict().items())
     assert "the network's own initialisation" in caplog.text
 

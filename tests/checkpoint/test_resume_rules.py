@@ -138,7 +138,7 @@ def test_a_changed_monitor_is_rebuilt_from_the_recorded_validations(trained, tmp
     best_epoch = min(val, key=lambda r: r["loss"])["epoch"]
     store = CheckpointStore(run / "checkpoints")
     best = [p for p in store.numbered() if (p.parent / "best.pt").samefile(p)]
-    assert len(best) == 1 and read_record(best[0])["epoch"] == best_epoch
+    assert len(best) == 1 and read_record(best[0]).epoch == best_epoch
 
 
 def test_replay_never_compares_two_metrics():

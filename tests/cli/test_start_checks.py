@@ -117,13 +117,15 @@ def test_open_run_hands_back_the_folder_the_checkpoint_and_its_record(trained, t
     opened = open_run(cfg, info, "train", True)
     try:
         assert opened.folder.path == root / "t" / "run_001"
-        assert opened.checkpoint == root / "t" / "run_001" / "checkpoints" / "epoch0000_batch000002.pt"
-        assert opened.record["epoch"] == 0 and "top1" in opened.record["metrics"]
+        chosen = opened.chosen
+        assert chosen.path == root / "t" / "run_001" / "checkpoints" / "epoch0000_batch000002.pt"
+        assert chosen.record.epoch == 0 and "top1" in chosen.record.metrics
+        assert chosen.loaded.source == str(chosen.path)  # rank 0 read it once, while it chose it
     finally:
         opened.folder.release()
     fresh = open_run(cfg, info, "train", False)
     fresh.folder.release()
-    assert (fresh.folder.path.name, fresh.checkpoint, fresh.record) == ("run_002", None, None)
+    assert (fresh.folder.path.name, fresh.chosen) == ("run_002", None)
 
 
 def test_a_corrupt_checkpoint_starts_no_run(trained, tmp_path, capsys):

@@ -212,4 +212,4 @@ def test_a_sharded_checkpoint_holds_what_its_validation_scored(unsynced, epoch):
         str(checkpoint),
         "data.test_split=val",
     )
-    assert the_test_line(done) == "test: " + format_metrics(read_record(checkpoint)["metrics"])
+    assert the_test_line(done) == "test: " + format_metrics(read_record(checkpoint).metrics)

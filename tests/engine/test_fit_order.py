@@ -12,7 +12,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.checkpoint.records import ValidationRecord
-from utils.checkpoint.restore import Restored
+from utils.checkpoint.start_point import Best, StartPoint
 from utils.checkpoint.state import Progress
 from utils.config import AmpConfig
 from utils.distributed.preempt import Preempted
@@ -152,12 +152,27 @@ def test_each_epoch_is_checkpointed_before_it_is_validated():
     assert run.state.epoch == 2 and run.state.batches_done == run.state.batch == 0
 
 
+class SavedAt:
+    """A checkpoint's stand-in for ``start_from``: its position; its state is restored by no object here."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def restore(self, objects: Any, rank: int, world_size: int, reset_optimizer: bool = False) -> None:
+        pass  # start_from's StartPoint.load_state
+
+
+def resumed_at(progress: Progress, record: Optional[ValidationRecord], best: Best) -> StartPoint:
+    validator = record.validator if record is not None else {}
+    return StartPoint(Path("epoch2_batch0.pt"), SavedAt(progress), record, progress, validator, best)
+
+
 def test_a_resume_finishes_the_pending_validation_first_showing_the_epoch_it_validates():
     events: Events = []
     run = trainer(events, epochs=3)
     # as restored from epoch 1's checkpoint, written before its validation finished
     run.validator.epoch_trained(1, last=False)
-    run.start_from(Restored(Progress(2, 0, 8), Path("epoch2_batch0.pt"), record=None, best=None))
+    run.start_from(resumed_at(Progress(2, 0, 8), record=None, best=Best()))
     fit(run)
     assert events[:6] == [
         ("resumed_from", Path("epoch2_batch0.pt"), None),
@@ -202,14 +217,8 @@ def test_a_resume_whose_validation_was_recorded_continues_after_it():
     events: Events = []
     run = trainer(events)
     state = {"metric": "loss", "mode": "min", "value": 2.0, "epoch": 1, "evals_since_best": 0, "pending": None}
-    run.start_from(
-        Restored(
-            Progress(2, 0, 8),
-            Path("epoch2_batch0.pt"),
-            ValidationRecord(1, 8, {"loss": 2.0}, state, "epoch1_batch0.pt"),
-            "epoch1_batch0.pt",
-        )
-    )
+    record = ValidationRecord(1, 8, {"loss": 2.0}, state, "epoch1_batch0.pt")
+    run.start_from(resumed_at(Progress(2, 0, 8), record, Best("loss", 2.0, 1, "epoch1_batch0.pt")))
     assert run.state.progress == Progress(2, 0, 8) and run.validator.tracker.value == 2.0
     result = fit(run)  # both epochs trained, their validations done: nothing is left to do
     assert events == [

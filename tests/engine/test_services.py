@@ -12,7 +12,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.checkpoint.records import ValidationRecord, best_as_of, read_record, record_path, write_record
-from utils.checkpoint.restore import Resume
+from utils.checkpoint.start_point import Best, Chosen, start_point
 from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.store import CheckpointStore
 from utils.config import AmpConfig
@@ -171,14 +171,15 @@ def test_the_validator_stops_after_patience_evaluations_without_improvement():
     assert stops == [False, False, True] and validator.tracker.should_stop
 
 
-def test_a_resume_restores_the_objects_and_returns_where_training_continues(tmp_path):
+def test_a_start_point_reads_where_training_continues_and_the_best_once(tmp_path):
     source = objects(0, best="epoch0001_batch000000.pt")
     checkpoint = Checkpoint(snapshot_training_state(source, Progress(2, 3, 23), RunRecord()), tmp_path / "a.pt")
-    target = objects(1)
-    restored = Resume(checkpoint, tmp_path / "a.pt", record=None).restore(target, DistInfo())
-    assert restored.progress == Progress(2, 3, 23) and restored.record is None and restored.path == tmp_path / "a.pt"
-    assert restored.best == "epoch0001_batch000000.pt"  # no record: the best the checkpoint's own state names
-    assert target.loop["validator"].state == {"pending": 0}
-    record = ValidationRecord(1, 20, {"top1": 0.7}, {"pending": None}, "epoch0002_batch000000.pt")
-    moved = Resume(checkpoint, tmp_path / "a.pt", record, same_data=False).restore(objects(2), DistInfo())
-    assert moved.progress == Progress(2, 0, 23) and moved.best == "epoch0002_batch000000.pt" and moved.record is record
+    start = start_point(Chosen(tmp_path / "a.pt", None, checkpoint), guard=lambda checkpoint: True)
+    assert start.progress == Progress(2, 3, 23) and start.record is None and start.path == tmp_path / "a.pt"
+    assert start.best.file == "epoch0001_batch000000.pt"  # no record: the best the checkpoint's own state names
+    assert start.validator == {"pending": 0} and start.checkpoint is checkpoint  # read once, by rank 0
+    state = {"metric": "top1", "mode": "max", "value": 0.7, "epoch": 1, "pending": None}
+    record = ValidationRecord(1, 20, {"top1": 0.7}, state, "epoch0002_batch000000.pt")
+    moved = start_point(Chosen(tmp_path / "a.pt", record, checkpoint), guard=lambda checkpoint: False)
+    assert moved.progress == Progress(2, 0, 23) and moved.record is record and moved.validator == state
+    assert moved.best == Best("top1", 0.7, 1, "epoch0002_batch000000.pt")

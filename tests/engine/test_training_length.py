@@ -90,12 +90,13 @@ def test_a_forced_resume_over_other_data_schedules_the_epoch_it_restarts_from_it
     that epoch's steps again (it counted them as done, and ended 5 steps early)."""
     from types import SimpleNamespace
 
-    from utils.checkpoint.restore import Resume
+    from utils.checkpoint.start_point import Chosen, start_point
     from utils.config import TrainConfig
     from utils.engine.training_length import training_length
 
-    saved = SimpleNamespace(progress=Progress(epoch=1, batch=5, step=15))
-    same, forced = Resume(saved, Path("c.pt"), None), Resume(saved, Path("c.pt"), None, same_data=False)
+    saved = SimpleNamespace(progress=Progress(epoch=1, batch=5, step=15), loop_state=lambda name: None)
+    chosen = Chosen(Path("c.pt"), None, saved)
+    same, forced = start_point(chosen, lambda checkpoint: True), start_point(chosen, lambda checkpoint: False)
     assert same.progress == Progress(1, 5, 15) and forced.progress == Progress(1, 0, 15)
     train = TrainConfig(epochs=3)
     assert training_length(train, 10, same.progress) == (3, 15 + 2 * 10 - 5)

@@ -58,10 +58,6 @@ class ValidationRecord:
             int(data["epoch"]), int(data["step"]), dict(data["metrics"]), dict(data["validator"]), data.get("best")
         )
 
-    def __getitem__(self, key: str) -> Any:
-        # scripts and tests read a record as the JSON it is stored as: record["metrics"]
-        return self.to_dict()[key]
-
 
 def record_path(checkpoint: Path) -> Path:
     """The record of the numbered checkpoint ``checkpoint``."""

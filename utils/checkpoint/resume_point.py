@@ -1,6 +1,6 @@
 """Where a training run continues: which run folder, from which checkpoint, with which validation record.
 
-Rank 0 decides (``main.open_run``) and every rank gets its answer, so all resume
+Rank 0 decides (``utils/start.py:open_run``) and every rank gets its answer, so all resume
 from the same file and the same record:
 
 - ``--resume``: the experiment's newest run that has a checkpoint (an empty run folder left by a
@@ -25,6 +25,7 @@ from typing import Optional, Tuple, Union
 from utils.checkpoint.records import best_as_of, read_record, record_path
 from utils.checkpoint.sharded import verify_dir
 from utils.checkpoint.sharded_layout import is_sharded_checkpoint, looks_sharded
+from utils.checkpoint.start_point import Chosen
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.stores import open_checkpoint_store
@@ -104,21 +105,28 @@ def _continued_by_sharded(directory: Path) -> Tuple[Optional[RunFolder], Optiona
     )
 
 
-def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: bool) -> Optional[Path]:
-    """The checkpoint ``run`` continues from: ``start_from`` brought into it, or its newest usable one
-    (CheckpointError when ``required`` and it has none). Call on rank 0 with the run locked."""
+def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: bool) -> Optional[Chosen]:
+    """The checkpoint ``run`` continues from, read once: ``start_from`` brought into it, or its newest usable one
+    (CheckpointError when ``required`` and it has none); with its validation record. Call on rank 0 with the run
+    locked."""
     store = open_checkpoint_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
     if start_from is not None:
-        return adopt(store, start_from)
-    found = store.latest_usable()
-    if found is None and required:
-        raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
-    return found
+        checkpoint = adopt(store, start_from)
+    else:
+        found = store.latest_usable()  # its checksum checked
+        if found is None:
+            if required:
+                raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
+            return None
+        checkpoint = Checkpoint.checked(found)
+    path = Path(checkpoint.source)
+    return Chosen(path, read_record(path), checkpoint)
 
 
-def adopt(store: CheckpointStore, source: Path) -> Path:
-    """``source`` as this store's checkpoint of its position, with its checksum and validation record,
-    and the file it names as the best so far (so the new run's ``best.pt`` is what it was at that point).
+def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
+    """``source`` as this store's checkpoint of its position (returned as read, named by its link in the store),
+    with its checksum and validation record, and the file it names as the best so far (so the new run's
+    ``best.pt`` is what it was at that point).
     ``source`` is read as every checkpoint is (``Checkpoint.load``: its checksum first): a corrupt file starts nothing."""
     checkpoint = Checkpoint.load(source)
     progress = checkpoint.progress
@@ -131,4 +139,4 @@ def adopt(store: CheckpointStore, source: Path) -> Path:
         shutil.copyfile(record_path(source), record_path(store.directory / name))
     if best and best != name and (source.parent / best).is_file():
         store.link(source.parent / best, best)
-    return store.directory / name
+    return checkpoint.at(store.directory / name)

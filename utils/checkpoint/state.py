@@ -58,6 +58,7 @@ from utils.checkpoint.optimizer_state import (
     restore_optimizer,
 )
 from utils.checkpoint.progress import Progress
+from utils.checkpoint.readers import load_file
 from utils.checkpoint.rng import reseed_rank, restore_rank_rng
 from utils.checkpoint.sharded import (
     load_full,
@@ -65,7 +66,7 @@ from utils.checkpoint.sharded import (
     numbered_optimizer_state,
     read_state,
 )
-from utils.checkpoint.sharded_layout import looks_sharded
+from utils.checkpoint.sharded_layout import STATE, looks_sharded
 from utils.checkpoint.snapshot import RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.structure import check_structure
 from utils.checkpoint.verified import load_verified
@@ -129,6 +130,19 @@ class Checkpoint:
         if looks_sharded(Path(path)):  # complete or half-written (read_state names what is missing)
             return cls(read_state(Path(path)), path, shards=Path(path))
         return cls(load_verified(Path(path)), path)
+
+    @classmethod
+    def checked(cls, path: Union[str, Path]) -> "Checkpoint":
+        """``path`` as its store has just checked it (``latest_usable``: a file's checksum, a sharded directory's
+        ``SHA256SUMS``), read without hashing it again."""
+        path = Path(path)
+        if looks_sharded(path):
+            return cls(load_file(path / STATE), path, shards=path)
+        return cls(load_file(path), path)
+
+    def at(self, path: Union[str, Path]) -> "Checkpoint":
+        """The same checkpoint, read from ``path`` (a link to its file: what its errors then name)."""
+        return Checkpoint(self._data, path, self.shards)
 
     @property
     def config(self) -> Optional[Dict[str, Any]]:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from utils.amp import Amp
 from utils.checkpoint.guard import ResumeChoices, check_resume
-from utils.checkpoint.records import ValidationRecord
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
+from utils.checkpoint.start_point import start_point
 from utils.commands.command_line import Command
 from utils.commands.options import ModeParser, add_config, add_trust_file
 from utils.commands.started import opened, prepare, report
@@ -46,8 +45,7 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
-from utils.run_folder import RunFolder
-from utils.start import StartPlan
+from utils.start import OpenedRun, StartPlan
 from utils.sweep.pruning import Judge, TrialRef, pruning_judge
 from utils.sweep.spec import PRUNERS
 
@@ -58,24 +56,23 @@ def run(args: argparse.Namespace) -> int:
     """The start, the sweep's trial, the run's folder, then ``train``; its result line is ``test: k=v ...``."""
     start = prepare(args, "train")
     judge = pruning_judge(trial_of(args))  # the sweep's trial, checked before the folder is made
+    choices = ResumeChoices(args.resume_force, args.reset_optimizer)
     with opened(start, args.resume) as started:
-        resume = (started.checkpoint, started.record)
-        choices = ResumeChoices(args.resume_force, args.reset_optimizer)
-        report("test", train(start.cfg, start.info, started.folder, resume, choices, start.plan, judge), start.info)
+        report("test", train(start.cfg, start.info, started, choices, start.plan, judge), start.info)
     return 0
 
 
 def train(
     cfg: Config,
     info: DistInfo,
-    run: RunFolder,
-    resume: Tuple[Optional[Path], Optional[ValidationRecord]],
+    opened: OpenedRun,  # the run's folder, and the checkpoint it continues from
     choices: ResumeChoices,
     plan: StartPlan,  # made before the run folder existed
     judge: Optional[Judge] = None,  # the sweep's pruner, asked after each validation
 ) -> Dict[str, float]:
-    """Build everything in DESIGN.md's order, restore the training state ``resume`` names, fit, and test the best
-    checkpoint; the test's metrics."""
+    """Build everything in DESIGN.md's order, start where the opened run continues (its start point), fit, and test
+    the best checkpoint; the test's metrics."""
+    run = opened.folder
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
     # the batch of one process (data.global_batch_size / world size)
     train_data = with_process_batch(cfg.data, info.world_size)
@@ -108,14 +105,13 @@ def train(
     )
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
-    # a changed model, data or optimizer type is refused before any weight is loaded (guard.py)
-    resumed = load_initial_weights(
-        model,
-        cfg.model,
-        *resume,
+    # the resume, in one call: a changed model, data or optimizer type is refused before any weight is loaded
+    resumed = start_point(
+        opened.chosen,
         lambda ckpt: check_resume(ckpt, meta.config, meta.data, info.world_size, choices),
         choices.reset_optimizer,
     )
+    load_initial_weights(model, cfg.model, resumed)
     model.to(info.device)
     if cfg.model.channels_last:
         to_channels_last(model)
@@ -133,7 +129,7 @@ def train(
     seed_everything(cfg.seed, info.rank)  # per-rank streams for augmentation and dropout
     criterion = build_criterion(cfg.loss, cfg.model.prediction_key).to(info.device)
     epoch_steps = steps_per_epoch(len(train_loader), cfg.train.accumulate)
-    epochs, total_steps = training_length(cfg.train, epoch_steps, resumed.progress if resumed is not None else None)
+    epochs, total_steps = training_length(cfg.train, epoch_steps, None if resumed is None else resumed.progress)
     scheduler = build_scheduler(optimizer, cfg.schedule, epoch_steps, total_steps)
     parts = Parts(
         model,
@@ -145,22 +141,14 @@ def train(
         build_metric(cfg.eval.metric, cfg.eval.extra_metrics, meta.num_classes),
         ema,
     )
-    services = build_services(
-        cfg,
-        info,
-        run,
-        val_loader,
-        resumed.checkpoint.progress.step if resumed is not None else None,
-        plan.monitor_mode,
-        judge,
-    )
+    services = build_services(cfg, info, run, val_loader, plan.monitor_mode, judge)
     trainer = Trainer(
         parts, loop_options(cfg, epochs, total_steps), services, build_hooks(cfg, run, training=True), info, meta
     )
     try:
         if resumed is not None:
-            trainer.start_from(resumed.restore(trainer.state_objects(), info))
-            del resumed  # the optimizer state it held is copied; free it before training
+            trainer.start_from(resumed)
+        del resumed  # the optimizer state it held is copied; free it before training
         if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
             save_config(cfg, run.config)
         result = trainer.fit()

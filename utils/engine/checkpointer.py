@@ -11,7 +11,8 @@ never written.
 
 Which file is the best is kept in one place, the store's ``best``: this
 checkpointer's state in a checkpoint and the record's ``best`` are its copies
-on disk, and a resume hands the one that applies to ``resumed_from``.
+on disk; a resume's start point (``utils/checkpoint/start_point.py``) reads the
+one that applies and hands it to ``resumed_from``.
 
 ``background`` (``train.async_checkpoint``): the loop only copies the state to
 CPU memory; a writer thread writes it (``utils/checkpoint/background.py``) while
@@ -85,7 +86,7 @@ class Checkpointer:
         barrier()  # no rank looks at best.pt before rank 0 has repaired it
 
     def resumed_from(self, path: Path, best: Optional[str]) -> None:
-        """A resume from checkpoint ``path``, after which file ``best`` is the best (``Restored.best``)."""
+        """A resume from checkpoint ``path``, after which file ``best`` is the best (``StartPoint.best``)."""
         self.last_path, self.store.best = path, best
 
     def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
@@ -198,10 +199,6 @@ class Checkpointer:
     def state_dict(self) -> Dict[str, Any]:
         return {"best": self.store.best}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        # the best file comes with the resume (``resumed_from``): the record's when the checkpoint has one
-        pass
-
 
 @dataclass
 class CheckpointSettings:
@@ -250,6 +247,3 @@ class NoCheckpointer:
 
     def state_dict(self) -> Dict[str, Any]:
         return {}
-
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        pass

@@ -23,22 +23,23 @@ One run, as ``fit`` reads::
 
 The services get what they need when the trainer builds them (``Services`` holds their
 settings): the checkpointer the objects a checkpoint holds, the validator the trainer's
-``evaluate``; no service reaches back into the trainer. A resume is applied by
-``start_from``. Hooks (``utils/hook/``) run by priority; they read ``trainer.state``,
+``evaluate``; no service reaches back into the trainer. A resume's start point is applied by
+``start_from``, in one place. Hooks (``utils/hook/``) run by priority; they read ``trainer.state``,
 ``parts``, ``dist``, ``meta`` and ``writer``. The loop reads no tensor value between
 sync points (``accounting.py``): on a GPU the host queues step after step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from torch import nn
 
 from utils.amp import StepResult
-from utils.checkpoint.restore import Restored
 from utils.checkpoint.rng import rng_untouched
 from utils.checkpoint.snapshot import RunRecord, StateObjects
+from utils.checkpoint.start_point import StartPoint
 from utils.checkpoint.state import Progress
 from utils.distributed.ops import decided_by_rank0
 from utils.distributed.parallel import unwrap, without_ddp
@@ -142,17 +143,24 @@ class Trainer:
         """The mean training loss of the steps since the previous call: what the logs show (one read per step at most)."""
         return self.accounting.read_loss(self.state.step)
 
-    def start_from(self, restored: Restored) -> None:
-        """Continue from a resumed checkpoint (``Resume.restore``): its position, and the validator's and the
-        checkpointer's state as the validation after it left them."""
-        self.state.move_to(restored.progress)
-        self.samples.resume_at(restored.progress.step)
-        record = restored.record
-        if record is not None:
-            self.validator.load_state_dict(record.validator)
-            if not self.writer.recorded("val", record.step):  # a crash between the record and its metrics.jsonl row
-                self.writer.evaluation("val", record.epoch, record.step, record.metrics)
-        self.checkpointer.resumed_from(restored.path, restored.best)
+    def start_from(self, start: StartPoint) -> None:
+        """Continue from a resumed checkpoint, in this one place (``utils/checkpoint/start_point.py``): the training
+        state into the parts (the weights are in already), the position, the records rewound to its step (the run
+        writer's, samples.jsonl), and the validator's state and the checkpointer's best as the validation after it
+        left them."""
+        # the validator's state and the best come with the start point, from the validation record when there is one
+        objects = dataclasses.replace(self.state_objects(), loop={"nonfinite": self.nonfinite})
+        start.load_state(objects, self.dist.rank, self.dist.world_size)
+        self.state.move_to(start.progress)
+        self.writer.resume_at(start.step)
+        self.samples.resume_at(start.step)
+        if start.validator:  # an older checkpoint may have none (a 0.1 run saved before its first validation)
+            self.validator.load_state_dict(start.validator)
+        record = start.record
+        if record is not None and not self.writer.recorded("val", record.step):
+            # a crash between the record and its metrics.jsonl row
+            self.writer.evaluation("val", record.epoch, record.step, record.metrics)
+        self.checkpointer.resumed_from(start.path, start.best.file)
         if self.validator.retracked:  # another eval.monitor: never compare two metrics
             self.validator.retrack(decided_by_rank0(lambda: self.writer.evaluations("val")))
             self.checkpointer.best_is_epoch(self.validator.tracker.epoch)

@@ -34,7 +34,6 @@ def build_services(
     info: DistInfo,
     run: RunFolder,
     val_loader: Any,
-    resumed_step: Optional[int],
     direction: str,
     judge: Optional[Callable[[int, Dict[str, float], str], bool]] = None,
 ) -> Services:
@@ -42,7 +41,7 @@ def build_services(
     ``StartPlan.monitor_mode``; ``judge``: a sweep's pruner, asked after each validation)."""
     store = open_checkpoint_store(run.checkpoints, cfg.train.keep_checkpoints, sharded=cfg.dist.mode == "fsdp")
     return Services(
-        writer=RunWriter(run, info.is_main, resumed_step),
+        writer=RunWriter(run, info.is_main),
         checkpoints=CheckpointSettings(store, cfg.train.checkpoint_every_steps, cfg.train.async_checkpoint),
         validation=ValidationSettings(
             val_loader,
