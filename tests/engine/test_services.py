@@ -107,7 +107,7 @@ def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_
     write_record(checkpoint, record)
     assert list(json.loads(record_path(checkpoint).read_text())) == ["epoch", "step", "metrics", "validator", "best"]
     back = read_record(checkpoint)
-    assert back.epoch == 0 and back["metrics"].keys() == {"top1"} and back.best == record.best
+    assert back.epoch == 0 and back.metrics.keys() == {"top1"} and back.best == record.best
     # an older version's: no best
     record_path(checkpoint).write_text(json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}}))
     older = read_record(checkpoint)
