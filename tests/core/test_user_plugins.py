@@ -27,6 +27,28 @@ DOCS_ITEMS = {NETWORKS: ("my_net", "MyNet"), HOOKS: ("lr_printer", "LrPrinter")}
 
 
 @pytest.fixture
+def followed_the_docs(tmp_path, monkeypatch):
+    """A checkout where the user created network/my_net.py and hook/lr_printer.py as the docs say (here the
+    network with another default width), registered as the auto-import of network/ and hook/ does."""
+    folder = tmp_path / "checkout"
+    folder.mkdir()
+    (folder / "checkout_my_net.py").write_text(
+        readme_file("network/my_net.py").replace("width: int = 64", "width: int = 8")
+    )
+    (folder / "checkout_lr_printer.py").write_text(readme_file("hook/lr_printer.py"))
+    for registry in DOCS_ITEMS:
+        registry.names()
+        monkeypatch.setattr(registry, "_items", dict(registry._items))
+    monkeypatch.syspath_prepend(str(folder))
+    names = ("checkout_my_net", "checkout_lr_printer")
+    for name in names:
+        importlib.import_module(name)
+    yield
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
 def user_plugins(tmp_path, monkeypatch):
     """The README's network/my_net.py and hook/lr_printer.py imported from a user's folder, registered in copies of
     the registries (the real ones stay as they were for the other tests). A user who followed the docs has
@@ -55,6 +77,13 @@ def test_the_readme_s_network_and_hook_pass_the_registry_test_with_their_default
     assert "my_net" in registered.framework_items(NETWORKS) and "lr_printer" in registered.framework_items(HOOKS)
     registered.test_network("my_net")  # built with num_classes filled in, run on grey images (small_cnn's input)
     registered.test_hook("lr_printer", tmp_path / "hook")  # two epochs and a test of the harness
+
+
+def test_the_docs_plugins_are_tested_beside_the_user_s_own_files_of_the_same_names(followed_the_docs, user_plugins):
+    """Following "Add a network" and "Add a hook" made this file's tests error with "name 'my_net' is defined twice"."""
+    assert NETWORKS.get("my_net").__module__ == "readme_my_net" and NETWORKS.get("MyNet").__module__ == "readme_my_net"
+    assert HOOKS.get("lr_printer").__module__ == "readme_lr_printer"
+    registered.test_network("my_net")
 
 
 def test_a_plugin_that_needs_arguments_is_skipped_with_what_to_add(user_plugins):
