@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import FrozenSet
 
 import pytest
 import torch
@@ -24,6 +25,35 @@ def _own_cache_home(tmp_path_factory) -> None:
     """The shard cache's default folder (``$XDG_CACHE_HOME/regtrain-shards``) in the session's temporary folder:
     no test writes into the user's home. Child processes inherit it."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
+
+
+def checkout_entries(root: Path = ROOT) -> FrozenSet[str]:
+    """What the checkout holds where a run or a stray file would appear: its top-level entries, and every
+    ``output/<experiment>/<run>`` (a run folder a test wrote into the default ``output/``). Two directory
+    listings and one per experiment: cheap enough to take around every test."""
+    entries = {entry.name for entry in root.iterdir()}
+    output = root / "output"
+    if output.is_dir():
+        for experiment in output.iterdir():
+            entries.add(f"output/{experiment.name}")
+            if experiment.is_dir() and not experiment.is_symlink():
+                entries.update(f"output/{experiment.name}/{run.name}" for run in experiment.iterdir())
+    return frozenset(entries)
+
+
+@pytest.fixture(autouse=True)
+def _writes_only_in_its_temporary_folders(request):
+    """A test writes only into its temporary folders: a run folder in the checkout's output/ (shown to the user in
+    TensorBoard, taken for the user's own run by ``--resume``) or a file beside main.py fails the test that made it."""
+    before = checkout_entries()
+    yield
+    appeared = sorted(checkout_entries() - before)
+    if appeared:
+        pytest.fail(
+            f"{request.node.nodeid} wrote {', '.join(appeared)} into the checkout ({ROOT}); write under tmp_path "
+            "(experiment.output_root=..., --output ...) and delete what it wrote (or another process wrote it meanwhile)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

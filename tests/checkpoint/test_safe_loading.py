@@ -123,7 +123,9 @@ def test_trust_file_loads_exactly_the_file_it_names(best, tmp_path, capsys):
     )
     linked = tmp_path / "link.pt"
     linked.symlink_to(file)  # compared by resolved path
-    assert main.main(["--mode", "test", "--checkpoint", str(file), "--trust-file", str(linked)]) == 0
+    # a checkpoint outside every run tests into <experiment.output_root>/<name>/test_NNN: the default is ./output
+    out = f"experiment.output_root={tmp_path / 'output'}"
+    assert main.main(["--mode", "test", "--checkpoint", str(file), "--trust-file", str(linked), out]) == 0
     assert "test: top1=" in capsys.readouterr().out
 
 
