@@ -19,6 +19,7 @@ import yaml
 
 from utils.config_rules import MAPPING_EXAMPLES
 from utils.errors import ConfigError
+from utils.key_hints import did_you_mean
 from utils.yaml_load import EXPONENT, load_yaml
 
 
@@ -161,24 +162,25 @@ def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, A
     return out
 
 
-def merge_into(section: Any, updates: Dict[str, Any], prefix: str) -> None:
-    """Write ``updates`` into the dataclass ``section``, checking keys and types.
+def merge_into(section: Any, updates: Dict[str, Any], prefix: str, root: Any = None) -> None:
+    """Write ``updates`` into the dataclass ``section`` (at ``prefix`` in the config ``root``), checking keys and
+    types; an unknown key is named with the key of the whole tree it most likely meant (``utils/key_hints.py``).
 
     A mapping given for a dict field (``model.args``) replaces it whole.
     """
+    root = section if root is None else root
     hints = typing.get_type_hints(type(section))
     for key, value in updates.items():
         path = f"{prefix}{key}"
         if key not in hints:
-            hint = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.4)
-            fix = f"; did you mean '{prefix}{hint[0]}'?" if hint else f"; valid keys: {', '.join(hints)}"
+            fix = did_you_mean(root, path, value) or f"; valid keys: {', '.join(hints)}"
             raise ConfigError(f"unknown config key '{path}'{fix}")
         tp = hints[key]
         current = getattr(section, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key '{path}' is a section; give a mapping of its keys, got {value!r}")
-            merge_into(current, value, path + ".")
+            merge_into(current, value, path + ".", root)
             continue
         value = _coerce(value, tp)
         if not type_ok(value, tp):
@@ -208,7 +210,7 @@ def apply_override(cfg: Any, dotted: str, value: Any) -> None:
         if rest and isinstance(current, dict):
             value, rest = _deep_update(current, _nest(".".join(rest), value)), []
         if not rest or not dataclasses.is_dataclass(current):
-            merge_into(node, _nest(".".join([part, *rest]), value), prefix)
+            merge_into(node, _nest(".".join([part, *rest]), value), prefix, cfg)
             return
         node = current
 

@@ -49,6 +49,30 @@ def test_unknown_key_names_the_closest_valid_key(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    "override, error",
+    [
+        # was "did you mean 'train.iterations'": the key is top-level
+        (
+            "train.threads=1",
+            "'train.threads'; did you mean 'threads'? ('threads' is a key of the top level, not of 'train')",
+        ),
+        ("train.thread=1", "'train.thread'; did you mean 'threads'? ('threads'"),  # a typo, in the wrong section too
+        (
+            "optim.warmup_epochs=2",
+            "'optim.warmup_epochs'; did you mean 'schedule.warmup_epochs'? ('warmup_epochs' is a key of 'schedule', not of 'optim')",
+        ),
+        ("train.amp.opt_level=O1", "'train.amp'; did you mean 'amp.opt_level'?"),  # a section given under another
+        ("train.name=x", "'train.name'; did you mean 'experiment.name' or 'data.name' or 'model.name' or "),
+        ("train.epoch=3", "'train.epoch'; did you mean 'train.epochs'?"),  # a near miss in its own section
+    ],
+)
+def test_an_unknown_key_is_looked_for_in_the_whole_key_tree(override, error):
+    with pytest.raises(ConfigError) as raised:
+        load_config(overrides=[override])
+    assert str(raised.value).startswith(f"unknown config key {error}")
+
+
 def test_wrong_type_names_key_and_expected_type():
     with pytest.raises(ConfigError, match=r"'train.epochs' must be an integer, got 'ten' \(str\)"):
         load_config(overrides=["train.epochs=ten"])
