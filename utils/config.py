@@ -256,10 +256,15 @@ def to_dict(cfg: Config) -> Dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
+def config_yaml(cfg: Config) -> str:
+    """The resolved config as the YAML a run's config.yaml holds (``--print-config`` prints it), which ``--config`` reads back."""
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
 def save_config(cfg: Config, path: Union[str, Path]) -> None:
     """Write the resolved config as YAML that ``--config`` reads back (OutputError when the disk refuses)."""
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        Path(path).write_text(config_yaml(cfg))
     except OSError as err:
         raise OutputError.writing(path, err) from err

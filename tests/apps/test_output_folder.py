@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
+import yaml
 
 import main
 from tests.fixtures.outputs import one_error, partial_files, small_disk
@@ -129,3 +130,15 @@ def test_a_full_disk_while_writing_the_csv_is_one_line_with_predicts_advice_and_
             "then run the predict again (into a new or empty --output, or without --output)"
         )
         assert partial_files(disk) == [] and not (disk / "out").exists()  # a start without a result leaves no folder
+
+
+def test_print_config_of_a_checkpoint_prints_its_saved_config_and_writes_nothing(trained, tmp_path, capsys):
+    out = tmp_path / "output"
+    argv = ["--mode", "test", "--checkpoint", str(trained["checkpoint"]), f"experiment.output_root={out}"]
+    assert main.main([*argv, "--print-config", "data.eval_batch_size=3"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert (
+        printed["model"]["args"]["num_classes"] == 3 and printed["data"]["name"] == "image_folder"
+    )  # the checkpoint's
+    assert printed["data"]["eval_batch_size"] == 3  # and the overrides on top
+    assert not out.exists()

@@ -15,6 +15,8 @@ import torch
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.docs_pages import all_text
+from utils.config import config_yaml
+from utils.config_load import load_config
 from utils.log import format_metrics
 from utils.registry import METRICS
 from utils.threads import choose_threads, usable_cores
@@ -100,3 +102,26 @@ def test_the_readme_dali_line_is_accepted_up_to_dali_itself(tmp_path, capsys):
         "or use data.loader=torch"
     ), line
     assert "run folder" not in err and not any(tmp_path.iterdir())
+
+
+def test_print_config_prints_what_config_yaml_would_hold_and_makes_no_run(tmp_path, capsys):
+    overrides = [
+        f"experiment.output_root={tmp_path / 'output'}",
+        "train.epochs=3",
+        "data.name=image_folder",
+        f"data.root={tmp_path / 'no_such_data'}",  # a run would stop on it: the data is never read
+        "model.args={backbone: small_cnn, num_classes: 3}",
+    ]
+    assert main.main(["--print-config", *overrides]) == 0
+    printed = capsys.readouterr().out
+    assert printed == config_yaml(load_config(None, overrides))  # save_config writes config.yaml from this
+    saved = tmp_path / "printed.yaml"
+    saved.write_text(printed)
+    assert load_config(saved) == load_config(None, overrides)  # --config reads it back
+    assert not (tmp_path / "output").exists()
+
+
+def test_print_config_is_refused_with_a_sweep():
+    with pytest.raises(SystemExit) as stopped:
+        main.main(["--print-config", "--sweep", "sweep.yaml"])
+    assert stopped.value.code == 2

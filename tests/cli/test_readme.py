@@ -12,7 +12,8 @@ Each command is checked for what it prints, not only for its exit code: a traini
 of an experiment's ``latest/checkpoints/best.pt`` prints the test line that the run ``latest`` points to
 printed (N ranks or one); ``--resume`` logs ``training state restored: epoch E, step S`` in the run it
 continues and prints that run's test line again; a config with ``model.pretrained`` logs ``loaded N tensors
-from PATH``; ``--mode export`` prints the file it wrote; ``--mode compare`` its table and the folder it wrote. At the end each experiment's folder holds exactly
+from PATH``; ``--mode export`` prints the file it wrote; ``--mode compare`` its table and the folder it wrote; ``--print-config``
+the resolved config as YAML. At the end each experiment's folder holds exactly
 the folders the commands named (one per run or mode) and ``latest`` points to its last training run.
 """
 
@@ -169,6 +170,10 @@ def check(command: str, out: str, err: str, seen: Chain) -> None:
     assert "Traceback" not in err, err[-3000:]
     if "--help" in command:
         assert out.startswith("usage:"), out
+        return
+    if "--print-config" in command:  # the resolved config as YAML, and no run folder
+        assert {"experiment", "data", "model", "train"} <= set(yaml.safe_load(out)), out
+        assert "run folder" not in err, err[-3000:]
         return
     if "--mode compare" in command:  # no process, no run folder: the table, then the folder it wrote
         wrote = re.search(r"^compare: runs=\d+ configurations=\d+ incomplete=\d+ folder=(\S+)$", out, re.M)

@@ -36,9 +36,16 @@ from utils import __version__
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.command_line import Command
-from utils.commands.options import ModeParser, add_checkpoint, add_config, add_trust_file, needs_checkpoint
+from utils.commands.options import (
+    ModeParser,
+    add_checkpoint,
+    add_config,
+    add_print_config,
+    add_trust_file,
+    needs_checkpoint,
+)
 from utils.commands.output_files import EXPORT_ADVICE, write_config, write_json
-from utils.commands.started import opened, prepare, report
+from utils.commands.started import opened, prepare, print_config, report
 from utils.config import AmpConfig, Config
 from utils.distributed.ops import get_rank
 from utils.errors import ConfigError, ExportError, OutputError
@@ -250,9 +257,12 @@ def add_options(parser: ModeParser) -> None:
     )
     parser.add_argument("--output", help="the folder to write (default: output/<experiment>/export_NNN)")
     add_trust_file(parser)
+    add_print_config(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.print_config:
+        return print_config(args, "export")
     start = prepare(args, "export")
     with opened(start, output=args.output) as started:
         report("export", export_checkpoint(start.cfg, started.folder, start.checkpoint, args.format), start.info)

@@ -58,6 +58,15 @@ def add_trust_file(parser: ModeParser) -> None:
     )
 
 
+def add_print_config(parser: ModeParser) -> None:
+    """``--print-config``: the modes that resolve a config and start a run (``started.print_config``)."""
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config as YAML (what the run's config.yaml would hold) and exit: no run folder, no data read",
+    )
+
+
 def add_checkpoint(parser: ModeParser, mode: str) -> None:
     """``--checkpoint PATH``: the checkpoint test, predict and export read (``needs_checkpoint`` checks it is given)."""
     parser.add_argument("--checkpoint", help=f"the checkpoint {mode} reads (its saved config is the base)")

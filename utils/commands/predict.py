@@ -32,9 +32,16 @@ import torch
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.command_line import Command
-from utils.commands.options import ModeParser, add_checkpoint, add_config, add_trust_file, needs_checkpoint
+from utils.commands.options import (
+    ModeParser,
+    add_checkpoint,
+    add_config,
+    add_print_config,
+    add_trust_file,
+    needs_checkpoint,
+)
 from utils.commands.output_files import PREDICT_ADVICE, write_atomic, write_config
-from utils.commands.started import opened, prepare, report
+from utils.commands.started import opened, prepare, print_config, report
 from utils.config import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
@@ -250,9 +257,12 @@ def add_options(parser: ModeParser) -> None:
     )
     parser.add_argument("--output", help="the folder to write (default: output/<experiment>/predict_NNN)")
     add_trust_file(parser)
+    add_print_config(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.print_config:
+        return print_config(args, "predict", dataset_check_view)
     start = prepare(args, "predict", dataset_check_view)
     with opened(start, output=args.output) as started:
         report(

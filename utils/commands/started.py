@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-from typing import Callable, Iterator, NamedTuple, Optional, Union
+from typing import Callable, Iterator, NamedTuple, Optional, Tuple, Union
 
 import torch
 
@@ -21,7 +21,7 @@ from utils import __version__
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
-from utils.config import Config
+from utils.config import Config, config_yaml
 from utils.config_load import load_config
 from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
@@ -68,11 +68,25 @@ def resolve_config(
     return cfg
 
 
-def prepare(args: argparse.Namespace, mode: str, view: Optional[Callable[[Config], Config]] = None) -> Start:
-    """Everything a start decides before a folder exists; a UserError here leaves nothing behind."""
+def read_config(
+    args: argparse.Namespace, mode: str, view: Optional[Callable[[Config], Config]] = None
+) -> Tuple[Optional[Checkpoint], Config]:
+    """The checkpoint the mode reads (None in training) and the config resolved on it, every name checked."""
     trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
     checkpoint = Checkpoint.load(args.checkpoint) if mode != "train" else None
-    cfg = resolve_config(args, mode, checkpoint, view)
+    return checkpoint, resolve_config(args, mode, checkpoint, view)
+
+
+def print_config(args: argparse.Namespace, mode: str, view: Optional[Callable[[Config], Config]] = None) -> int:
+    """``--print-config``: the config ``prepare`` would resolve, as the YAML a run's config.yaml holds; exit 0 before
+    any thread setting, process group, folder or data."""
+    print(config_yaml(read_config(args, mode, view)[1]), end="", flush=True)
+    return 0
+
+
+def prepare(args: argparse.Namespace, mode: str, view: Optional[Callable[[Config], Config]] = None) -> Start:
+    """Everything a start decides before a folder exists; a UserError here leaves nothing behind."""
+    checkpoint, cfg = read_config(args, mode, view)
     threads = choose_threads(cfg.threads)
     apply_threads(threads)
     info = init_distributed(cfg.device, cfg.dist.backend, cfg.dist.timeout_s)

@@ -35,5 +35,10 @@ COMMAND = Command(
     "the trials of the sweep file, each configuration once per seed, in sweep_<name>/ beside the runs",
     add_options,
     run,
-    instead={"--resume": CONTINUES, "--resume-force": CONTINUES, "--reset-optimizer": CONTINUES},
+    instead={
+        "--resume": CONTINUES,
+        "--resume-force": CONTINUES,
+        "--reset-optimizer": CONTINUES,
+        "--print-config": "; --print-config prints one run's config, and each trial of a sweep has its own: leave out --sweep",
+    },
 )

@@ -14,8 +14,15 @@ from typing import Any, Dict
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.command_line import Command
-from utils.commands.options import ModeParser, add_checkpoint, add_config, add_trust_file, needs_checkpoint
-from utils.commands.started import opened, prepare, report
+from utils.commands.options import (
+    ModeParser,
+    add_checkpoint,
+    add_config,
+    add_print_config,
+    add_trust_file,
+    needs_checkpoint,
+)
+from utils.commands.started import opened, prepare, print_config, report
 from utils.config import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_task, check_test_size
@@ -95,9 +102,12 @@ def add_options(parser: ModeParser) -> None:
     add_config(parser)
     add_checkpoint(parser, "test")
     add_trust_file(parser)
+    add_print_config(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.print_config:
+        return print_config(args, "test")
     start = prepare(args, "test")
     with opened(start) as started:
         report("test", test_checkpoint(start.cfg, start.info, started.folder, start.checkpoint), start.info)

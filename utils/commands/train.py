@@ -19,8 +19,8 @@ from utils.checkpoint.guard import ResumeChoices, check_resume
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.start_point import start_point
 from utils.commands.command_line import Command
-from utils.commands.options import ModeParser, add_config, add_trust_file
-from utils.commands.started import opened, prepare, report
+from utils.commands.options import ModeParser, add_config, add_print_config, add_trust_file
+from utils.commands.started import opened, prepare, print_config, report
 from utils.commands.test import run_test
 from utils.config import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 def run(args: argparse.Namespace) -> int:
     """The start, the sweep's trial, the run's folder, then ``train``; its result line is ``test: k=v ...``."""
+    if args.print_config:
+        return print_config(args, "train")
     start = prepare(args, "train")
     judge = pruning_judge(trial_of(args))  # the sweep's trial, checked before the folder is made
     choices = ResumeChoices(args.resume_force, args.reset_optimizer)
@@ -205,6 +207,7 @@ def add_options(parser: ModeParser) -> None:
         help="resume without the optimizer state (needed when optim.name changed)",
     )
     add_trust_file(parser)
+    add_print_config(parser)
     # the sweep's trial this run reports its validations to (--sweep passes them to each run it starts)
     parser.add_argument("--trial", type=int, metavar="N", help="sweep: the number of the study's trial to report to")
     parser.add_argument("--trial-study", metavar="NAME", help="sweep: the study's name (with --trial)")
