@@ -198,5 +198,29 @@ class RunWriter:
         self._closed = True
 
 
+def format_number(value: Any) -> str:
+    """A metric as the lines scripts read show it: a float to 4 decimals, anything else as it is."""
+    return f"{value:.4f}" if isinstance(value, float) else f"{value}"
+
+
 def format_metrics(values: Dict[str, float]) -> str:
-    return " ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+    return " ".join(f"{k}={format_number(v)}" for k, v in values.items())
+
+
+def best_line(monitor: str, value: Optional[float], epoch: Optional[int]) -> str:
+    """``best <metric>=<value> at epoch E``: one of the lines scripts read (docs/reliability.md), the value rounded."""
+    return f"best {monitor}={format_number(value)} at epoch {epoch}"
+
+
+def wall_time(seconds: float) -> str:
+    """``27.4 s``, ``2 min 05 s``, ``1 h 02 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = int(seconds // 60)
+    return f"{minutes} min {int(seconds % 60):02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def closing_line(folder: Path, seconds: float, best: Optional[str] = None) -> str:
+    """What a run ends with, after its result line: the wall time, the best validation (a training run's ``best_line``)
+    and the folder that holds everything it wrote."""
+    return f"done in {wall_time(seconds)}{f'; {best}' if best else ''}; run folder {folder}"

@@ -17,7 +17,7 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.docs_pages import all_text
 from utils.config import config_yaml
 from utils.config_load import load_config
-from utils.log import format_metrics
+from utils.log import best_line, format_metrics, wall_time
 from utils.registry import METRICS
 from utils.threads import choose_threads, usable_cores
 
@@ -75,6 +75,21 @@ def test_the_start_line_names_the_threads_and_counts_print_as_counts(tmp_path, c
     cores = usable_cores()
     assert f"{threads} CPU thread{'s' if threads > 1 else ''} ({cores} usable cores; " in caplog.text
     assert re.search(r"epoch 0 train: .* steps=2 skipped_steps=0$", caplog.text, re.M), caplog.text  # was steps=2.0000
+    # the run ends on a summary after its test line: the wall time, the best rounded as the test line rounds, the folder
+    best = [
+        found for line in caplog.messages if (found := re.match(r"best top1=(\d\.\d{4}) at epoch 0; testing ", line))
+    ]
+    assert best, caplog.messages  # was top1=0.9777777777777777
+    assert re.fullmatch(
+        rf"done in \d+\.\d s; best top1={best[0].group(1)} at epoch 0; run folder {tmp_path / 't' / 'run_001'}",
+        caplog.messages[-1],
+    ), caplog.messages[-1]
+
+
+def test_the_closing_line_s_wall_time_reads_at_a_glance():
+    assert [wall_time(s) for s in (0.04, 27.44, 125.0, 3725.0)] == ["0.0 s", "27.4 s", "2 min 05 s", "1 h 02 min"]
+    assert best_line("top1", 0.9777777777777777, 5) == "best top1=0.9778 at epoch 5"
+    assert best_line("loss", None, None) == "best loss=None at epoch None"  # no validation ran
 
 
 def test_the_number_of_videos_prints_as_a_whole_number():

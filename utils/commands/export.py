@@ -265,7 +265,9 @@ def run(args: argparse.Namespace) -> int:
         return print_config(args, "export")
     start = prepare(args, "export")
     with opened(start, output=args.output) as started:
-        report("export", export_checkpoint(start.cfg, started.folder, start.checkpoint, args.format), start.info)
+        report(
+            "export", export_checkpoint(start.cfg, started.folder, start.checkpoint, args.format), start, started.folder
+        )
     return 0
 
 

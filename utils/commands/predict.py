@@ -268,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
         report(
             "predict",
             predict_checkpoint(start.cfg, start.info, started.folder, start.checkpoint, args.input),
-            start.info,
+            start,
+            started.folder,
         )
     return 0
 

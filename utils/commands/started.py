@@ -5,7 +5,8 @@
    that needs no data (``utils/start.py``: ``plan_start``), all before any folder exists;
 2. ``opened``: the run's folder (``open_run``: a new one, or the training run to continue), its log and the
    start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``);
-3. ``report``: the result line that scripts read (``test: k=v ...``, ``predict: ...``).
+3. ``report``: the result line that scripts read (``test: k=v ...``, ``predict: ...``), then the closing line
+   (``done in T; [best ...; ]run folder PATH``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import time
 from typing import Callable, Iterator, NamedTuple, Optional, Tuple, Union
 
 import torch
@@ -26,8 +28,9 @@ from utils.config_load import load_config
 from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
-from utils.log import format_metrics, setup_logging
+from utils.log import closing_line, format_metrics, setup_logging
 from utils.references import check_references, import_custom
+from utils.run_folder import RunFolder
 from utils.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.threads import Threads, apply_threads, choose_threads, describe
 
@@ -45,6 +48,7 @@ class Start(NamedTuple):
     checkpoint: Optional[Checkpoint]
     threads: Threads
     kernels: str
+    began: float  # time.monotonic() when prepare began: the closing line's wall time
 
 
 def resolve_config(
@@ -86,6 +90,7 @@ def print_config(args: argparse.Namespace, mode: str, view: Optional[Callable[[C
 
 def prepare(args: argparse.Namespace, mode: str, view: Optional[Callable[[Config], Config]] = None) -> Start:
     """Everything a start decides before a folder exists; a UserError here leaves nothing behind."""
+    began = time.monotonic()
     checkpoint, cfg = read_config(args, mode, view)
     threads = choose_threads(cfg.threads)
     apply_threads(threads)
@@ -93,7 +98,7 @@ def prepare(args: argparse.Namespace, mode: str, view: Optional[Callable[[Config
     kernels = make_deterministic(info.device, cfg.deterministic)
     setup_logging(None, info.rank)  # the console, until the run's folder is known
     plan = plan_start(cfg, info, mode)  # the config's own rules, before any folder is made
-    return Start(mode, cfg, info, plan, checkpoint, threads, kernels)
+    return Start(mode, cfg, info, plan, checkpoint, threads, kernels, began)
 
 
 @contextlib.contextmanager
@@ -129,7 +134,9 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
     cleanup()
 
 
-def report(label: str, results: dict, info: DistInfo) -> None:
-    """The result line (rank 0): ``<label>: k=v ...``."""
-    if info.is_main:
+def report(label: str, results: dict, start: Start, folder: RunFolder, best: Optional[str] = None) -> None:
+    """The result line (rank 0), ``<label>: k=v ...``, then the closing line: the wall time since ``prepare``, a
+    training run's ``best`` and the folder holding what the run wrote."""
+    if start.info.is_main:
         print(f"{label}: {format_metrics(results)}", flush=True)
+        log.info("%s", closing_line(folder.path, time.monotonic() - start.began, best))

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         return print_config(args, "test")
     start = prepare(args, "test")
     with opened(start) as started:
-        report("test", test_checkpoint(start.cfg, start.info, started.folder, start.checkpoint), start.info)
+        report("test", test_checkpoint(start.cfg, start.info, started.folder, start.checkpoint), start, started.folder)
     return 0
 
 

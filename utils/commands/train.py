@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from utils.amp import Amp
 from utils.checkpoint.guard import ResumeChoices, check_resume
@@ -34,6 +34,7 @@ from utils.engine.trainer import Trainer
 from utils.engine.trainer_setup import build_hooks, build_services, loop_options, run_meta
 from utils.engine.trainer_types import Parts
 from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
+from utils.log import best_line
 from utils.metrics import build_metric
 from utils.metrics.extra import check_extra_classes
 from utils.model.build import build_network
@@ -60,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     judge = pruning_judge(trial_of(args))  # the sweep's trial, checked before the folder is made
     choices = ResumeChoices(args.resume_force, args.reset_optimizer)
     with opened(start, args.resume) as started:
-        report("test", train(start.cfg, start.info, started, choices, start.plan, judge), start.info)
+        results, best = train(start.cfg, start.info, started, choices, start.plan, judge)
+        report("test", results, start, started.folder, best)
     return 0
 
 
@@ -71,9 +73,9 @@ def train(
     choices: ResumeChoices,
     plan: StartPlan,  # made before the run folder existed
     judge: Optional[Judge] = None,  # the sweep's pruner, asked after each validation
-) -> Dict[str, float]:
+) -> Tuple[Dict[str, float], str]:
     """Build everything in DESIGN.md's order, start where the opened run continues (its start point), fit, and test
-    the best checkpoint; the test's metrics."""
+    the best checkpoint; the test's metrics and the ``best_line``."""
     run = opened.folder
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
     # the batch of one process (data.global_batch_size / world size)
@@ -155,11 +157,10 @@ def train(
             save_config(cfg, run.config)
         result = trainer.fit()
         check_replicas(model)
-        log.info(
-            "best %s=%s at epoch %s; testing %s", result.monitor, result.best_value, result.best_epoch, result.best_path
-        )
+        best = best_line(result.monitor, result.best_value, result.best_epoch)
+        log.info("%s; testing %s", best, result.best_path)
         load_eval_weights(model, result.best_path)
-        return run_test(cfg, run, trainer, datasets["test"], result.best_epoch)
+        return run_test(cfg, run, trainer, datasets["test"], result.best_epoch), best
     finally:
         trainer.close()
 
