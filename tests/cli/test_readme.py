@@ -172,8 +172,7 @@ def check(command: str, out: str, err: str, seen: Chain) -> None:
         assert out.startswith("usage:"), out
         return
     if "--print-config" in command:  # the resolved config as YAML, and no run folder
-        assert {"experiment", "data", "model", "train"} <= set(yaml.safe_load(out)), out
-        assert "run folder" not in err, err[-3000:]
+        assert {"experiment", "data", "model", "train"} <= set(yaml.safe_load(out)) and "run folder" not in err, out
         return
     if "--mode compare" in command:  # no process, no run folder: the table, then the folder it wrote
         wrote = re.search(r"^compare: runs=\d+ configurations=\d+ incomplete=\d+ folder=(\S+)$", out, re.M)

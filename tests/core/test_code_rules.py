@@ -24,6 +24,7 @@ LEAVES = (
     "utils/config_rules.py",
     "utils/errors.py",
     "utils/typed_merge.py",
+    "utils/key_hints.py",
     "utils/yaml_load.py",
     "utils/plain_tree.py",
     "utils/hook/__init__.py",
