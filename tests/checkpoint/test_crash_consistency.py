@@ -72,8 +72,8 @@ def best_saves(ops: List[Tuple[int, str, str]]) -> List[List[Tuple[int, str]]]:
 def test_the_trace_covers_every_write_of_both_best_epochs(reference):
     saves = best_saves(reference[1])
     assert len(saves) == 2
-    for epoch, save in enumerate(saves, 1):
-        name = f"epoch{epoch:04d}_batch000000.pt"
+    for epoch, save in enumerate(saves):
+        name = f"epoch{epoch:04d}_batch000019.pt"  # the end of the epoch (of 19 batches)
         # the checkpoint first, then its validation's record, then best.pt
         assert [what for _, what in save] == [
             "data -",
@@ -113,7 +113,7 @@ def fail_validation_and_resume(
     failed = run(folder, *hook)
     # before the resume
     failed.left_behind = sorted(
-        p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0002_batch000000.pt*")
+        p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0001_batch000019.pt*")
     )
     return failed, run(folder, "--resume")
 
@@ -146,7 +146,7 @@ def test_killed_at_a_write_of_a_best_epoch_then_resumed_tests_the_named_best(ref
     assert killed_run.returncode == -9, f"not killed at {what}: {killed_run.stderr[-2000:]}"
     assert final_test(resumed) == reference[0], f"killed at {what}:\n{resumed.stderr[-3000:]}"
     best = re.search(r"testing (\S+)", resumed.stderr)
-    assert best and os.path.basename(best.group(1)) in ("best.pt", "epoch0002_batch000000.pt"), resumed.stderr[-2000:]
+    assert best and os.path.basename(best.group(1)) in ("best.pt", "epoch0001_batch000019.pt"), resumed.stderr[-2000:]
 
 
 @pytest.mark.timeout(600)
@@ -157,8 +157,8 @@ def test_a_failing_validation_loses_no_epoch_and_a_resume_runs_it_again(referenc
     _, _, failed, resumed = killed[fault]
     assert failed.returncode == (1 if fault == "raise" else -9), failed.stderr[-2000:]
     assert (
-        "epoch0002_batch000000.pt" in failed.left_behind
-        and "epoch0002_batch000000.pt.val.json" not in failed.left_behind
+        "epoch0001_batch000019.pt" in failed.left_behind
+        and "epoch0001_batch000019.pt.val.json" not in failed.left_behind
     ), failed.left_behind
     assert "training state restored: epoch 2, step" in resumed.stderr
     assert final_test(resumed) == reference[0], resumed.stderr[-3000:]

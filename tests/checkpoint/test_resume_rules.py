@@ -46,8 +46,9 @@ def resumed(trained: Path, tmp_path: Path, *extra: str, code: int = 0) -> Path:
     return tmp_path / "base" / "run_001"
 
 
-def checkpoint(run: Path, epoch: int) -> dict:
-    return torch.load(run / "checkpoints" / f"epoch{epoch:04d}_batch000000.pt", weights_only=False)
+def checkpoint(run: Path, epochs: int) -> dict:
+    """The checkpoint after ``epochs`` epochs of 19 batches: the end of epoch ``epochs - 1``."""
+    return torch.load(run / "checkpoints" / f"epoch{epochs - 1:04d}_batch000019.pt", weights_only=False)
 
 
 def test_every_config_key_has_a_resume_rule():

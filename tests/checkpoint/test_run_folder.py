@@ -17,6 +17,7 @@ import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
 from tests.fixtures.metrics_rows import rows
+from utils.engine.trainer import Trainer
 from utils.run_folder import RunFolder, numbered
 
 
@@ -92,7 +93,7 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
     ]
     # --resume with a run folder continues that one
     assert main.main([*args, "train.epochs=2", "--resume", str(experiment / "run_001")]) == 0
-    assert (experiment / "run_001" / "checkpoints" / "epoch0002_batch000000.pt").is_file()
+    assert (experiment / "run_001" / "checkpoints" / "epoch0001_batch000019.pt").is_file()  # epoch 1's end
     capsys.readouterr()
 
     # --mode test writes into a folder of its own: the training run's records stay byte-identical
@@ -110,17 +111,27 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
     assert row["split"] == "test" and row["step"] == 38 and row["epoch"] == 1  # the step and epoch the weights are of
 
 
-def test_a_folder_of_an_earlier_version_resumes_in_place(tmp_path, capsys):
+def test_a_folder_of_an_earlier_version_resumes_in_place(tmp_path, capsys, monkeypatch):
+    """Framework 0.2's layout, and the checkpoint names of 0.3 and older: an epoch's end named after the next epoch
+    (epoch0001_batch000000.pt where the log said "epoch 0")."""
     args = [*fast_overrides(tmp_path, "old", epochs=1), "threads=1"]
+    named_as_before = Trainer._checkpoint
+    monkeypatch.setattr(Trainer, "_checkpoint", lambda self, position, named=None: named_as_before(self, position))
     assert main.main(args) == 0
+    monkeypatch.undo()
     experiment = tmp_path / "old"
+    assert (experiment / "run_001" / "checkpoints" / "epoch0001_batch000000.pt").is_file()
     for entry in (experiment / "run_001").iterdir():  # the layout of framework 0.2: everything under <experiment>/
         entry.rename(experiment / entry.name)
     (experiment / "run_001").rmdir()
     (experiment / "latest").unlink()
     assert main.main([*args, "train.epochs=2", "--resume"]) == 0
     assert "training state restored: epoch 1, step 19" in capsys.readouterr().err
-    assert (experiment / "checkpoints" / "epoch0002_batch000000.pt").is_file() and not (experiment / "run_001").exists()
+    assert not (experiment / "run_001").exists()
+    # epoch 1's end, named as the log numbers it, after the older name of epoch 0's end
+    assert os.path.samefile(
+        experiment / "checkpoints" / "epoch0001_batch000019.pt", experiment / "checkpoints" / "last.pt"
+    )
 
 
 def test_resume_from_an_older_checkpoint_branches_into_a_new_run_and_from_the_newest_continues(tmp_path, capsys):
@@ -128,20 +139,20 @@ def test_resume_from_an_older_checkpoint_branches_into_a_new_run_and_from_the_ne
     experiment = tmp_path / "branch"
     assert main.main(args) == 0
     first = snapshot(experiment / "run_001")
-    older = experiment / "run_001" / "checkpoints" / "epoch0001_batch000000.pt"
+    older = experiment / "run_001" / "checkpoints" / "epoch0000_batch000019.pt"
     assert main.main([*args, "--resume", str(older)]) == 0  # epoch 1 again, in a run of its own
     assert snapshot(experiment / "run_001") == first
     branch = experiment / "run_002" / "checkpoints"
     assert (
-        os.path.samefile(branch / "epoch0001_batch000000.pt", older) or (branch / "epoch0001_batch000000.pt").is_file()
+        os.path.samefile(branch / "epoch0000_batch000019.pt", older) or (branch / "epoch0000_batch000019.pt").is_file()
     )
-    assert (branch / "epoch0002_batch000000.pt").is_file() and (branch / "best.pt").is_file()
+    assert (branch / "epoch0001_batch000019.pt").is_file() and (branch / "best.pt").is_file()
     # last.pt of a run's newest checkpoint continues that very run
     assert (
         main.main([*fast_overrides(tmp_path, "branch", epochs=3), "threads=1", "--resume", str(branch / "last.pt")])
         == 0
     )
-    assert (branch / "epoch0003_batch000000.pt").is_file() and not (experiment / "run_003").exists()
+    assert (branch / "epoch0002_batch000019.pt").is_file() and not (experiment / "run_003").exists()
     capsys.readouterr()
     # a branch refused by the resume guard (another seed) leaves no folder, and latest where it was
     latest = os.readlink(experiment / "latest")

@@ -68,7 +68,7 @@ def test_a_full_disk_is_one_line_and_the_folder_resumes_on_a_larger_disk(small_d
     assert (
         "could not write checkpoint" in error
         and "No space left on device" in error
-        and "epoch0001_batch000000.pt' is intact" in error
+        and "epoch0000_batch000019.pt' is intact" in error
     ), error
     assert not [p for p in (small_disk / "full" / "latest" / "checkpoints").iterdir() if p.name.startswith(".")]
     # moved to a larger disk (hard links become copies)
@@ -97,7 +97,7 @@ def test_a_short_write_reported_by_torch_as_runtime_error_is_the_one_line_error(
     mode = f"train.async_checkpoint={str(background).lower()}"
     assert main.main(args(tmp_path, mode)) == 2
     error = one_error(capsys)
-    assert "No space left on device" in error and "epoch0001_batch000000.pt' is intact" in error, error
+    assert "No space left on device" in error and "epoch0000_batch000019.pt' is intact" in error, error
     monkeypatch.undo()
     assert main.main([*args(tmp_path), mode, "--resume"]) == 0
     assert final_test(capsys) == reference

@@ -185,7 +185,7 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
     assert all(e["ema_updates"] == e["step"] for e in steps)  # priority 50 runs after the EMA (20)
     ends = [e for e in first if e["event"] == "after_epoch"]
     # after_epoch runs before the epoch's checkpoint
-    assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith("epoch0001_batch000000.pt")
+    assert ends[0]["checkpoint"] is None and ends[1]["checkpoint"].endswith(f"epoch0000_batch{steps_per_epoch:06d}.pt")
     assert [e["metrics"] for e in first if e["event"] == "after_validation"][0] == [
         "ema_loss",
         "ema_samples",

@@ -264,8 +264,9 @@ def test_the_built_in_services_and_hooks_of_a_training_run(tmp_path):
     ]
     assert trainer.parts.ema.updates == trainer.state.step == 6 and trainer.stop.agreed is None
     assert trainer.validator.tracker.epoch in (0, 1) and trainer.validator.pending is None
-    assert (tmp_path / "ckpt" / "best.pt").is_file() and (tmp_path / "ckpt" / "epoch0002_batch000000.pt").is_file()
-    assert (tmp_path / "ckpt" / "epoch0002_batch000000.pt.val.json").is_file()  # the validation after it, recorded
+    # the end of epoch 1 (of 3 batches), numbered as the log's "epoch 1"
+    assert (tmp_path / "ckpt" / "best.pt").is_file() and (tmp_path / "ckpt" / "epoch0001_batch000003.pt").is_file()
+    assert (tmp_path / "ckpt" / "epoch0001_batch000003.pt.val.json").is_file()  # the validation after it, recorded
     assert {"ProfilerStep#1", "ProfilerStep#2"} <= {
         e.get("name") for e in _json(tmp_path / "profile" / "trace.json")["traceEvents"]
     }

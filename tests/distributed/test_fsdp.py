@@ -122,7 +122,7 @@ def test_sharded_checkpoint_resumes_on_three_ranks_in_the_global_order(runs):
     out = tmp / "on3"
     shutil.copytree(tmp / "fsdp", out, symlinks=True)
     checkpoints = out / "run" / "latest" / "checkpoints"
-    for later in [*(f"epoch0000_batch{b:06d}.dcp" for b in range(36, 52, 3)), "epoch0001_batch000000.dcp"]:
+    for later in [*(f"epoch0000_batch{b:06d}.dcp" for b in range(36, 52, 3)), "epoch0000_batch000052.dcp"]:
         shutil.rmtree(checkpoints / later)
         (checkpoints / f"{later}.val.json").unlink(missing_ok=True)
     (checkpoints / "epoch0000_batch000033.dcp" / ".metadata").unlink()  # killed while writing it: skipped
@@ -200,7 +200,8 @@ def test_a_sharded_checkpoint_holds_what_its_validation_scored(unsynced, epoch):
     from utils.log import format_metrics
 
     tmp: Path = unsynced["tmp"]
-    checkpoint = tmp / f"full/run/latest/checkpoints/epoch{epoch:04d}_batch000000.dcp"
+    # the end of the epoch-th epoch, numbered from 0 as the log numbers it
+    checkpoint = tmp / f"full/run/latest/checkpoints/epoch{epoch - 1:04d}_batch{STEPS:06d}.dcp"
     done = launch(
         1,
         tmp / f"val{epoch}",

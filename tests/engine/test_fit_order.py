@@ -45,7 +45,7 @@ class SpyCheckpointer(NoCheckpointer):
     def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
         return self.every_steps > 0 and step % self.every_steps == 0 and batch < num_batches
 
-    def save(self, progress: Progress, final: bool = False) -> None:
+    def save(self, progress: Progress, final: bool = False, named: Optional[Progress] = None) -> None:
         self.events.append(("save", progress, final))
         self.last_path = Path(f"epoch{progress.epoch}_batch{progress.batch}.pt")
 

@@ -76,6 +76,16 @@ def test_the_checkpointer_saves_what_its_contents_hold_after_their_sync_point(tm
     assert saver.is_periodic(4, 2, 10) and not saver.is_periodic(4, 10, 10) and not saver.is_periodic(3, 2, 10)
 
 
+def test_an_epoch_s_checkpoint_is_named_after_that_epoch_and_holds_the_next_one_s_start(tmp_path):
+    """The log's "epoch 5" was epoch0006_batch000000.pt: the file is named as the log numbers epochs, its state
+    says where training continues (what a resume reads, from files of either naming)."""
+    saver = checkpointer(tmp_path, objects(), [])
+    path = saver.save(Progress(6, 0, 114), named=Progress(5, 19, 114))
+    assert path == tmp_path / "epoch0005_batch000019.pt" and Checkpoint.load(path).progress == Progress(6, 0, 114)
+    older = saver.save(Progress(7, 0, 133))  # as earlier versions named the end of epoch 6
+    assert [p.name for p in saver.store.numbered()] == [older.name, path.name]  # ordered as training went
+
+
 def test_the_checkpointer_refuses_non_finite_weights(tmp_path):
     state = objects()
     with torch.no_grad():

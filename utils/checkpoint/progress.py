@@ -1,9 +1,10 @@
 """Where training is, in the one meaning of "epoch" the framework uses.
 
 ``Progress.epoch`` is the epoch training continues in (0-based), after ``batch`` of its batches:
-a checkpoint written at an epoch's end names the *next* epoch, batch 0. A validation record
-names the epoch it validated instead: the last epoch whose training the weights hold,
-``Progress.trained_epoch``. Nothing else converts between the two.
+the state of a checkpoint written at an epoch's end holds the *next* epoch, batch 0. A validation
+record, the log's ``epoch E`` lines and the checkpoint's file name (``epoch0005_batch000019.pt``,
+``utils/engine/checkpointer.py``) name the epoch that ended instead: the last epoch whose training
+the weights hold, ``Progress.trained_epoch``. Nothing else converts between the two.
 """
 
 from __future__ import annotations

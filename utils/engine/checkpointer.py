@@ -1,7 +1,9 @@
 """The checkpointer: the training state at every checkpoint point, and ``best.pt`` after each validation.
 
-A checkpoint point writes ``epoch<E>_batch<B>.pt`` (the point training
-continues from): every ``train.checkpoint_every_steps`` steps inside an epoch,
+A checkpoint point writes ``epoch<E>_batch<B>.pt``, named as the log numbers epochs: epoch E (from 0)
+after B of its batches, so epoch 5's end of 19 batches is ``epoch0005_batch000019.pt`` (the training
+state inside says where training continues: epoch 6, batch 0). It is written
+every ``train.checkpoint_every_steps`` steps inside an epoch,
 when the ranks agreed to stop (preemption), and at each epoch's end *before*
 that epoch's validation, so a failing validation loses no training. The
 validation then commits its outcome (``commit_validation``): its record beside
@@ -93,17 +95,20 @@ class Checkpointer:
         """Every ``every_steps`` steps inside an epoch (a step that ends the epoch is saved at the epoch's end)."""
         return self.every_steps > 0 and step % self.every_steps == 0 and batch < num_batches
 
-    def save(self, progress: Progress, final: bool = False) -> Path:
-        """The checkpoint of ``progress``; ``final``: the process stops next, so a background write is waited for."""
+    def save(self, progress: Progress, final: bool = False, named: Optional[Progress] = None) -> Path:
+        """The checkpoint of ``progress``, its file named after ``named`` (default: ``progress``; at an epoch's end
+        the epoch that ended and its batches, where ``progress`` is the next epoch's start); ``final``: the process
+        stops next, so a background write is waited for."""
+        named = named or progress
         self.contents.sync()
         objects, dist = self.contents.objects(), self.contents.dist
         if not weights_finite(objects.model, objects.ema.module if objects.ema is not None else None):
             raise NonFiniteError(
-                f"the weights became NaN/inf by step {progress.step} (epoch {progress.epoch}); no checkpoint written, "
+                f"the weights became NaN/inf by step {progress.step} (epoch {named.epoch}); no checkpoint written, "
                 + (f"the last good one '{self.last_path}' is kept" if self.last_path else "and none was written before")
                 + "; lower optim.lr or enable train.clip_grad_norm"
             )
-        path = self.store.path_for(progress.epoch, progress.batch)
+        path = self.store.path_for(named.epoch, named.batch)
         # One set of replicated buffers (BatchNorm statistics: each rank's last steps updated its own) on every
         # rank before the snapshot: a sharded checkpoint takes them from any rank, and the validation after it
         # scores exactly what it holds; a resume then starts every rank from what the uninterrupted run continues with.
@@ -112,13 +117,13 @@ class Checkpointer:
         sharded = self.store.collective  # a sharded store: every rank writes its shards
         data = snapshot_training_state(objects, progress, self.contents.run, sharded)
         if dist.is_main or sharded:
-            self.write(data, progress)
+            self.write(data, named)
         if dist.is_main:
             log.info(
                 "checkpoint %s (epoch %d, batch %d, step %d)%s",
                 path,
-                progress.epoch,
-                progress.batch,
+                named.epoch,
+                named.batch,
                 progress.step,
                 "; written in the background" if self.background is not None else "",
             )
@@ -129,7 +134,7 @@ class Checkpointer:
         return path
 
     def write(self, data: Dict[str, Any], progress: Progress) -> None:
-        """Write a snapshot (rank 0): at once, or handed to the background writer after a CPU copy."""
+        """Write a snapshot (rank 0) as the file of ``progress``: at once, or handed to the background writer after a CPU copy."""
         if self.background is None:
             self.store.save(data, progress.epoch, progress.batch)
             return
@@ -227,7 +232,7 @@ class NoCheckpointer:
     def is_periodic(self, step: int, batch: int, num_batches: int) -> bool:
         return False
 
-    def save(self, progress: Progress, final: bool = False) -> None:
+    def save(self, progress: Progress, final: bool = False, named: Optional[Progress] = None) -> None:
         return None
 
     def commit_validation(self, validation: Validation) -> None:

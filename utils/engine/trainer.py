@@ -179,7 +179,8 @@ class Trainer:
             self._train_epoch()
             # the next epoch, unless the step budget ended this one
             position = self.state.progress.rolled_over(self.num_batches)
-            self._checkpoint(position)  # BEFORE the validation: a failing one loses no training
+            # BEFORE the validation: a failing one loses no training; named after the epoch that ended
+            self._checkpoint(position, named=self.state.progress)
             self._validate()
             self.state.move_to(position)
         return self._finish()
@@ -231,11 +232,12 @@ class Trainer:
         if periodic or self.stop.agreed is not None:
             self._checkpoint(state.progress)
 
-    def _checkpoint(self, position: Progress) -> None:
-        """The checkpoint of ``position``; when the ranks agreed to stop (at the last sync point), Preempted after it."""
+    def _checkpoint(self, position: Progress, named: Optional[Progress] = None) -> None:
+        """The checkpoint of ``position`` (its file named after ``named``: ``Checkpointer.save``); when the ranks
+        agreed to stop (at the last sync point), Preempted after it."""
         stopping = self.stop.agreed is not None
         self.samples.flush()  # before: a checkpoint never covers a step samples.jsonl lacks
-        self.checkpointer.save(position, final=stopping)
+        self.checkpointer.save(position, final=stopping, named=named)
         if stopping:
             raise Preempted(self.stop.agreed, str(self.checkpointer.last_path))
 
