@@ -20,6 +20,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 
+def pytest_configure(config) -> None:
+    """A torchvision of another build than torch (a CPU torch beside a CUDA torchvision) stops the suite with the
+    one line main.py prints, before collection imports torchvision into a traceback per test file."""
+    from utils.errors import InstallError
+    from utils.torchvision_check import check_torchvision
+
+    try:
+        check_torchvision()
+    except InstallError as err:
+        pytest.exit(f"error: {err}", returncode=2)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _own_cache_home(tmp_path_factory) -> None:
     """The shard cache's default folder (``$XDG_CACHE_HOME/regtrain-shards``) in the session's temporary folder:

@@ -58,6 +58,10 @@ class ExportError(UserError, RuntimeError):
     differs from the network by more than the stated tolerance."""
 
 
+class InstallError(UserError, ImportError):
+    """Installed packages that do not work together (torch and torchvision of two builds: ``utils/torchvision_check.py``)."""
+
+
 class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
 

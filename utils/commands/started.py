@@ -33,6 +33,7 @@ from utils.references import check_references, import_custom
 from utils.run_folder import RunFolder
 from utils.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.threads import Threads, apply_threads, choose_threads, describe
+from utils.torchvision_check import check_torchvision
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,9 @@ def resolve_config(
 ) -> Config:
     """``--config`` and the overrides on the config a checkpoint saved (``checkpoint_base``: test, predict and
     export start from it). Only the user's ``custom_imports`` are imported; then every name is checked, in the
-    mode's ``view`` of the config (predict reads some ``data.args`` itself, whatever the dataset takes)."""
+    mode's ``view`` of the config (predict reads some ``data.args`` itself, whatever the dataset takes). A torchvision
+    of another build than torch is one error line here, before anything imports it (``utils/torchvision_check.py``)."""
+    check_torchvision()
     cfg = load_config(args.config, args.overrides, base=checkpoint_base(checkpoint) if checkpoint is not None else None)
     import_custom(cfg.custom_imports, [cfg.experiment.output_root])
     try:  # the registries know the custom imports' names now

@@ -40,6 +40,7 @@ from utils.sweep.study import (
 )
 from utils.sweep.table import write_table
 from utils.sweep.trial_runs import TrialContext, TrialFailed, run_configuration
+from utils.torchvision_check import check_torchvision
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,8 @@ def _mode(cfg: Config) -> str:
 def default_build(config: Optional[str], overrides: List[str]) -> Callable[[List[str]], Config]:
     """A trial's config from the base file, the user's overrides and the trial's, every name checked."""
     from utils.references import check_references, import_custom
+
+    check_torchvision()  # the trials' runs would each stop on it
 
     def build(extra: List[str]) -> Config:
         cfg = load_config(config, [*overrides, *extra])
