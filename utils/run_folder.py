@@ -64,6 +64,7 @@ class RunFolder:
         self._made: List[Path] = []  # the folders this process created for it, deepest first
         self._latest: Optional[Tuple[Path, Optional[str]]] = None  # the experiment's ``latest`` and its target before
         self.adopted: Set[str] = set()  # checkpoint files linked in to start from (``--resume FILE``): no result of it
+        self.chosen = ""  # why ``--resume`` alone chose this run, for the start line (``resume_point.py``)
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
@@ -167,15 +168,13 @@ def numbered(experiment: Path, kind: str = "run") -> List[RunFolder]:
     return [RunFolder(path) for _, path in sorted(found)]
 
 
-def newest_run(experiment: Path) -> Optional[RunFolder]:
-    """The experiment's newest training run that has a checkpoint (a folder left empty by a start that
-    failed is passed over), else a folder of an earlier version that keeps its checkpoints directly
-    under the experiment, else None."""
-    for run in reversed(numbered(experiment)):
-        if run.has_checkpoints():
-            return run
+def runs_with_checkpoints(experiment: Path) -> List[RunFolder]:
+    """The experiment's training runs that have a checkpoint, newest first (a folder left empty by a start that
+    failed is passed over); else a folder of an earlier version that keeps its checkpoints directly under the
+    experiment; else none."""
+    runs = [run for run in reversed(numbered(experiment)) if run.has_checkpoints()]
     legacy = RunFolder(experiment)
-    return legacy if legacy.has_checkpoints() else None
+    return runs or ([legacy] if legacy.has_checkpoints() else [])
 
 
 def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> RunFolder:

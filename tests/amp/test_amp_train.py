@@ -93,7 +93,7 @@ def test_resume_continues_the_loss_scale_and_the_fp32_masters(out_root):
     torch.save(state, path)
     for checksum in path.parent.glob("*.sha256"):  # an edited checkpoint no longer matches its checksum
         checksum.unlink()
-    assert main.main(["--resume", *args, "train.epochs=2"]) == 0
+    assert main.main(["--resume", str(out_root / "resume" / "run_001"), *args, "train.epochs=2"]) == 0
     resumed = load_file(path)
     newly_skipped = resumed["amp"]["skipped_steps"] - state["amp"]["skipped_steps"]
     assert resumed["amp"]["loss_scaler"]["scale"] == 1234.0 * 0.5**newly_skipped

@@ -85,7 +85,7 @@ def test_a_run_whose_checkpoint_write_fails_stops_with_one_message(out_root, mon
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(torch, "save", no_permission)
-    assert main.main([*args, "train.epochs=3", "--resume"]) == 2
+    assert main.main([*args, "train.epochs=3", "--resume", str(out_root / "full" / "run_001")]) == 2
     err = capsys.readouterr().err
     assert "error: could not write checkpoint" in err and "Permission denied" in err and "Traceback" not in err
     monkeypatch.undo()

@@ -54,7 +54,8 @@ def test_a_read_only_run_folder_on_resume_is_one_line(best, tmp_path, capsys, mo
             "experiment.name=t",
             "train.epochs=2",
             "model.args.backbone_args={widths: [8, 16]}",
-            "--resume",
+            "--resume",  # the finished run, named
+            str(disk / "t" / "run_001"),
         ]
         assert main.main(args) == 2
         line = errors_of(capsys)[0]

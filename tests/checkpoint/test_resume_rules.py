@@ -35,15 +35,12 @@ def trained(tmp_path_factory) -> Path:
 
 
 def resumed(trained: Path, tmp_path: Path, *extra: str, code: int = 0) -> Path:
-    """A copy of the trained run resumed with ``extra``; the copy's run folder."""
+    """A copy of the trained (finished) run, named to continue it, resumed with ``extra``; the copy's run folder."""
     shutil.copytree(trained / "base", tmp_path / "base", symlinks=True)
-    assert (
-        main.main(
-            [*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3", "--resume", *extra]
-        )
-        == code
-    )
-    return tmp_path / "base" / "run_001"
+    run = tmp_path / "base" / "run_001"
+    overrides = [*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3"]
+    assert main.main([*overrides, "--resume", str(run), *extra]) == code
+    return run
 
 
 def checkpoint(run: Path, epochs: int) -> dict:
@@ -170,9 +167,10 @@ def test_training_on_other_data_is_refused(tmp_path, capsys):
     assert main.main([*args, f"data.root={first}"]) == 0
     moved = tmp_path / "moved"
     shutil.move(str(first), moved)  # the same data elsewhere resumes
-    assert main.main([*args, f"data.root={moved}", "train.epochs=2", "--resume"]) == 0
+    run = str(tmp_path / "out" / "folder" / "run_001")  # finished: continued when named
+    assert main.main([*args, f"data.root={moved}", "train.epochs=2", "--resume", run]) == 0
     capsys.readouterr()
-    assert main.main([*args, f"data.root={other}", "train.epochs=3", "--resume"]) == 2
+    assert main.main([*args, f"data.root={other}", "train.epochs=3", "--resume", run]) == 2
     err = capsys.readouterr().err
     assert "training samples: 30 -> 24" in err and "--resume-force" in err
 
@@ -190,7 +188,15 @@ def test_a_checkpoint_of_the_previous_version_resumes_positionally(trained, tmp_
     store.best = data["loop"]["checkpointer"]["best"]
     store.save(data, data["progress"]["epoch"], data["progress"]["batch"])
     assert (
-        main.main([*fast_overrides(tmp_path, "base", epochs=3), "threads=1", "train.keep_checkpoints=3", "--resume"])
+        main.main(
+            [
+                *fast_overrides(tmp_path, "base", epochs=3),
+                "threads=1",
+                "train.keep_checkpoints=3",
+                "--resume",
+                str(tmp_path / "base" / "run_001"),
+            ]
+        )
         == 0
     )
     assert "test: top1=" in capsys.readouterr().out

@@ -4,6 +4,7 @@ locked."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ from tests.fixtures.dist_utils import PYTHON
 from tests.fixtures.metrics_rows import rows
 from utils.engine.trainer import Trainer
 from utils.run_folder import RunFolder, numbered
+from utils.unfinished_run import finished
 
 
 def start(out: Path, *extra: str) -> subprocess.Popen:
@@ -83,8 +85,15 @@ def test_the_same_command_twice_makes_two_runs_and_resume_and_test_mode_keep_the
     assert snapshot(experiment / "run_001") == first
     assert os.readlink(experiment / "latest") == "run_002"
 
-    # --resume continues the newest run; its records gain the new epoch once
-    assert main.main([*args, "train.epochs=2", "--resume"]) == 0
+    # both finished: --resume alone continues neither, and names the newest
+    assert main.main([*args, "train.epochs=2", "--resume"]) == 2
+    assert (
+        f"error: --resume: every run of '{experiment}' finished (the newest, run_002, tested its best checkpoint); "
+        f"a finished run is continued only when named: --resume {experiment / 'run_002'}" in capsys.readouterr().err
+    )
+    assert sorted(p.name for p in experiment.iterdir()) == ["latest", "run_001", "run_002"]
+    # named, it continues; its records gain the new epoch once
+    assert main.main([*args, "train.epochs=2", "--resume", str(experiment / "run_002")]) == 0
     assert [(r["split"], r["epoch"]) for r in rows(experiment / "run_002")] == [
         ("val", 0),
         ("test", 0),
@@ -159,6 +168,24 @@ def test_resume_from_an_older_checkpoint_branches_into_a_new_run_and_from_the_ne
     assert main.main([*args, "seed=5", "--resume", str(older)]) == 2
     assert "seed: 0 -> 5" in capsys.readouterr().err
     assert not (experiment / "run_003").exists() and os.readlink(experiment / "latest") == latest
+
+
+def test_resume_alone_continues_the_newest_run_that_did_not_finish_and_says_which(tmp_path, caplog):
+    """A bare --resume continued the newest run although it had finished and an older one had been killed."""
+    caplog.set_level(logging.INFO)
+    args = [*fast_overrides(tmp_path, "two", epochs=1), "threads=1", "train.iterations=2"]
+    experiment = tmp_path / "two"
+    assert main.main(args) == 0 and main.main(args) == 0
+    metrics = experiment / "run_001" / "metrics.jsonl"  # killed after its last checkpoint, before its test
+    metrics.write_text("".join(line for line in metrics.read_text().splitlines(True) if '"test"' not in line))
+    caplog.clear()
+    assert main.main([*args, "--resume"]) == 0
+    assert (
+        f"run folder {experiment / 'run_001'} (continued: the newest run that did not finish; run_002 finished, "
+        f"continued only when named: --resume {experiment / 'run_002'})" in caplog.text
+    )
+    assert "training state restored: epoch 0, step 2" in caplog.text and finished(RunFolder(experiment / "run_001"))
+    assert not (experiment / "run_003").exists()
 
 
 def test_resume_passes_over_an_empty_run_and_rewrites_a_validation_row_lost_in_a_crash(tmp_path, capsys):

@@ -53,7 +53,8 @@ CASES: Dict[str, tuple] = {
     "resume with a changed model": (
         lambda tmp, run: [
             *fast_overrides(run, "run", epochs=2),
-            "--resume",
+            "--resume",  # a finished run continues only when named
+            str(run / "run" / "run_001"),
             "model.args.backbone_args={widths: [8, 32]}",
             "data.batch_size=32",
         ],
@@ -74,11 +75,11 @@ CASES: Dict[str, tuple] = {
         r"checkpoint '.*best.pt': checksum mismatch \(stored [0-9a-f]{12}\.\.\., file [0-9a-f]{12}\.\.\.\): the file is truncated or corrupt; .*delete its .sha256",
     ),
     "resume on another world size without a global batch": (
-        lambda tmp, run: _as_if_two_ranks(run, tmp) + ["--resume"],
+        lambda tmp, run: _as_if_two_ranks(run, tmp) + ["--resume", str(tmp / "out" / "two" / "run_001")],
         r"cannot resume from '.*': the config changed the model or the data \(world size: 2 -> 1, which changes the global batch from 2 x 64 = 128 to 1 x 64 = 64 samples \(resume with 2 processes; a run started with data.global_batch_size resumes on any world size that divides it\)\)",
     ),
     "every checkpoint corrupt": (
-        lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume"],
+        lambda tmp, run: _copy_corrupt(run, tmp) + ["--resume", str(tmp / "out" / "broken" / "run_001")],
         r"no usable checkpoint in '.*': .*checksum mismatch.*move the folder away to start afresh",
     ),
     "pretrained weights of integers (model.pretrained)": (
@@ -149,6 +150,7 @@ def test_bad_checkpoint_or_resume_is_one_line_and_exit_code_2(case, tmp_path, tr
 def test_resume_force_accepts_a_changed_data_config(trained, tmp_path, caplog):
     # the shared run stays as the other cases expect it
     shutil.copytree(trained / "run", tmp_path / "run", symlinks=True)
-    args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume-force", "data.batch_size=32"]
+    run = str(tmp_path / "run" / "run_001")
+    args = [*fast_overrides(tmp_path, "run", epochs=2), "--resume", run, "--resume-force", "data.batch_size=32"]
     assert main.main(args) == 0
     assert "--resume-force: resuming" in caplog.text and "data.batch_size: 64 -> 32" in caplog.text

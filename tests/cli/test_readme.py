@@ -35,6 +35,7 @@ import yaml
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
 from tests.fixtures.docs_pages import reading_order
+from tests.fixtures.readme_steps import bare_resume, folder_of, preempted
 from tests.fixtures.readme_sweep import sweep_folders
 
 README = ROOT / "README.md"
@@ -158,13 +159,6 @@ class Chain:
     printed: Dict[str, str] = field(default_factory=dict)  # command -> the test line it printed first
 
 
-def folder_of(err: str, repo: Path) -> Path:
-    found = re.search(r"run folder (\S+)", err)
-    assert found, "no 'run folder' in the start-up line"
-    path = Path(found.group(1))
-    return path if path.is_absolute() else repo / path
-
-
 def check(command: str, out: str, err: str, seen: Chain) -> None:
     """What ``command`` (as the README writes it) must have printed: stdout ``out``, the log ``err``."""
     assert "Traceback" not in err, err[-3000:]
@@ -270,6 +264,8 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
     def run_chain(commands: List[str]) -> Chain:
         seen = Chain(repo)
         for command in commands:
+            if bare_resume(command):  # "preempted; later": the run it continues did not finish
+                preempted(seen.runs[chain(command, repo)].folder)
             proc = subprocess.run(shortened(command), cwd=repo, env=env, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, f"documented command failed: {command}\n{proc.stderr[-3000:]}"
             try:

@@ -114,7 +114,7 @@ def test_open_run_hands_back_the_folder_the_checkpoint_and_its_record(trained, t
     shutil.copytree(trained, root, symlinks=True)
     _, args = parse_command_line([*fast_overrides(root, "t", epochs=2), *QUICK], "")
     cfg, info = resolve_config(args, "train", None), init_distributed("cpu")
-    opened = open_run(cfg, info, "train", True)
+    opened = open_run(cfg, info, "train", str(root / "t" / "run_001"))  # finished: continued when named
     try:
         assert opened.folder.path == root / "t" / "run_001"
         chosen = opened.chosen

@@ -104,7 +104,9 @@ def test_resume_continues_from_the_saved_epoch(out_root, caplog):
     ckpt = out_root / "resume" / "latest" / "checkpoints" / "last.pt"
     first = torch.load(ckpt, weights_only=False)
     assert first["progress"]["epoch"] == 2
-    assert main.main(["--resume", *args, "train.epochs=3"]) == 0
+    assert (
+        main.main(["--resume", str(out_root / "resume" / "run_001"), *args, "train.epochs=3"]) == 0
+    )  # finished: named
     second = torch.load(ckpt, weights_only=False)
     assert second["progress"]["epoch"] == 3 and second["progress"]["step"] > first["progress"]["step"]
     assert "resumed from" in caplog.text

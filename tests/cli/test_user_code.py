@@ -200,7 +200,8 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
     assert saved["hooks"]["event_recorder"] == {"steps": 2 * steps_per_epoch}
 
     log.unlink()
-    test_metrics(run_main(repo, *args, "train.epochs=3", "--resume"))
+    finished = repo / "output" / "hooked" / "run_001"  # continued when named
+    test_metrics(run_main(repo, *args, "train.epochs=3", "--resume", str(finished)))
     resumed = [e for e in events(log) if e["event"] == "after_step"]
     assert [e["steps_seen"] for e in resumed] == list(range(2 * steps_per_epoch + 1, 3 * steps_per_epoch + 1))
 

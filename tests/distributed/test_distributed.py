@@ -151,7 +151,8 @@ def test_two_torchrun_agents_resume_the_launched_run_as_two_nodes(launched, tmp_
     epochs = EPOCHS
     port = free_port()
     args = [
-        "--resume",
+        "--resume",  # a finished run: continued when named
+        str(run_dir),
         f"experiment.output_root={tmp_path}",
         "experiment.name=launch",
         *TRAIN,

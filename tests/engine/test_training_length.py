@@ -49,7 +49,8 @@ def test_a_5_step_run_resumed_to_30_steps_reads_every_batch_once_and_takes_30_st
     train(tmp_path, "short", tmp_path / "short", "train.iterations=5")
     last = torch.load(tmp_path / "short" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert last["progress"] == {"epoch": 0, "batch": 5, "step": 5}  # where it stopped: 5 of epoch 0's 19 batches
-    train(tmp_path, "short", tmp_path / "short", "train.iterations=30", "--resume")
+    # a run that used up its steps finished: continued when named
+    train(tmp_path, "short", tmp_path / "short", "train.iterations=30", "--resume", str(tmp_path / "short" / "run_001"))
     train(tmp_path, "long", tmp_path / "long", "train.iterations=30")
     resumed, uninterrupted = reads(tmp_path / "short"), reads(tmp_path / "long")
     assert len(resumed) == 30 * 64 and resumed == uninterrupted  # the same batches, in the same order

@@ -92,7 +92,8 @@ def test_fsdp_bf16_trains_and_resumes_on_the_gpu(tmp_path):
     settings = ["dist.mode=fsdp", "amp.opt_level=O2", "amp.dtype=bfloat16"]
     first = launch(digits(tmp_path, "fsdp", *settings, config=RESNET), nproc=1)
     first.test_line()
-    again = launch(["--resume", *digits(tmp_path, "fsdp", *settings, epochs=2, config=RESNET)], nproc=1)
+    finished = str(run_folder(tmp_path, "fsdp"))  # continued when named
+    again = launch(["--resume", finished, *digits(tmp_path, "fsdp", *settings, epochs=2, config=RESNET)], nproc=1)
     again.test_line()
     assert "training state restored: epoch 1" in again.out, again.out[-3000:]
 

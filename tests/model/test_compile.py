@@ -109,10 +109,13 @@ def runs(tmp_path_factory):
         assert main.main([*fast_overrides(root, name, epochs=1), *FAST, *extra]) == 0
         out[name] = load_verified(root / name / "latest" / "checkpoints" / "last.pt")
     base = [*fast_overrides(root, "compiled", epochs=2), *FAST]
-    assert main.main(["--resume", *base]) == 0  # compiled checkpoint, eager run
+    finished = str(root / "compiled" / "run_001")  # continued when named
+    assert main.main(["--resume", finished, *base]) == 0  # compiled checkpoint, eager run
     out["then_eager"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     # and back
-    assert main.main(["--resume", *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0
+    assert (
+        main.main(["--resume", finished, *fast_overrides(root, "compiled", epochs=3), *FAST, "train.compile=true"]) == 0
+    )
     out["then_compiled"] = load_verified(root / "compiled" / "latest" / "checkpoints" / "last.pt")
     assert main.main([*fast_overrides(root, "eager3", epochs=3), *FAST]) == 0
     out["eager3"] = load_verified(root / "eager3" / "latest" / "checkpoints" / "last.pt")

@@ -102,7 +102,7 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     assert max(spans) <= 4  # a global batch of 64 lies in one window of 2 shards, or across two windows
     assert len({shard[k] for k in keys[:64]}) <= 4 < len(dataset.packed.index.shards)
     # a resume may move or resize the cache (inert), not change the order (refused)
-    resume = [*args, "--resume"]
+    resume = [*args, "--resume", str(next((tmp_path / "out").glob("*/run_001")))]  # finished: named
     assert main.main([a.replace("{shuffle_window: 2}", "{shuffle_window: 2, cache_limit: 1GB}") for a in resume]) == 0
     assert "changed on resume: data.args.cache_limit" in capsys.readouterr().err
     assert main.main([a.replace("{shuffle_window: 2}", "{shuffle_window: 3}") for a in resume]) == 2

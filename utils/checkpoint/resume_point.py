@@ -3,15 +3,16 @@
 Rank 0 decides (``utils/start.py:open_run``) and every rank gets its answer, so all resume
 from the same file and the same record:
 
-- ``--resume``: the experiment's newest run that has a checkpoint (an empty run folder left by a
-  start that failed does not hide the run before it), from its newest usable checkpoint;
+- ``--resume``: the experiment's newest run that has a checkpoint and did not finish (``utils/unfinished_run.py``:
+  it wrote its test row), from its newest usable checkpoint; an empty run folder left by a start that
+  failed does not hide the run before it, and a finished run is continued only when named;
 - ``--resume RUN_FOLDER``: that run, from its newest usable checkpoint;
 - ``--resume FILE``: the newest checkpoint of a run (or ``last.pt``/``best.pt`` when they link to
   it) continues that run; any other checkpoint (an older one, ``best.pt`` of a run that went on,
   a file outside a run folder) starts a new run from it: the file is linked (or copied) into the
   new run's ``checkpoints/`` with its checksum and validation record, so the new run's files, its
   records and its ``best.pt`` never mix with another run's;
-- ``train.auto_resume``: like ``--resume`` when a run with a checkpoint exists, else a fresh run.
+- ``train.auto_resume``: like ``--resume``, else the newest run (finished), else a fresh run.
 
 A corrupt newest checkpoint falls back to the one before it (``CheckpointStore.latest_usable``).
 """
@@ -31,7 +32,8 @@ from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.stores import open_checkpoint_store
 from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
-from utils.run_folder import CHECKPOINTS, CONFIG, LOG, RunFolder, newest_run, numbered, owning_run, run_holding
+from utils.run_folder import CHECKPOINTS, CONFIG, LOG, RunFolder, numbered, owning_run, run_holding
+from utils.unfinished_run import unfinished_run
 
 Request = Union[bool, str]  # --resume: True (the newest run) or a run folder or checkpoint path; False: no resume
 
@@ -58,10 +60,7 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
         return _run_folder(given, resume), None
     if not (resume or auto_resume):
         return None, None
-    run = newest_run(experiment)
-    if run is None and resume:
-        raise CheckpointError(f"--resume: no checkpoint in '{experiment}'; train without --resume first")
-    return run, None
+    return unfinished_run(experiment, required=bool(resume)), None
 
 
 def _run_folder(given: Path, resume: str) -> RunFolder:

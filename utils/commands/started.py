@@ -113,7 +113,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
     try:
         setup_logging(run.folder.log, info.rank)
         log.info(
-            "framework %s, torch %s, %d process(es) (launcher: %s), device %s%s, %s; run folder %s",
+            "framework %s, torch %s, %d process(es) (launcher: %s), device %s%s, %s; run folder %s%s",
             __version__,
             torch.__version__,
             info.world_size,
@@ -122,6 +122,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
             "".join(f" ({part})" for part in (info.backend, start.kernels) if part),
             describe(start.threads),
             run.folder.path,
+            run.folder.chosen,  # why --resume alone continues this run
         )
         left_out = not_imported(start.checkpoint, start.cfg)
         if left_out:

@@ -1,0 +1,48 @@
+"""Which run a bare ``--resume`` (or ``train.auto_resume``) continues: the experiment's newest run that did not
+finish. A training run finishes by testing its best checkpoint, the last thing it does: its ``metrics.jsonl``
+holds a ``test`` row. A run killed before (or while writing) that row did not finish; a finished run goes on
+(with more ``train.epochs``, say) only when named: ``--resume RUN_FOLDER``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+from utils import metrics_file
+from utils.errors import CheckpointError, name_list
+from utils.run_folder import RunFolder, runs_with_checkpoints
+
+
+def finished(run: RunFolder) -> bool:
+    """Whether a training run ended: it tested its best checkpoint (its test row in metrics.jsonl)."""
+    return any(row.get("split") == "test" for row in metrics_file.read_lenient(run.metrics))
+
+
+def unfinished_run(experiment: Path, required: bool) -> Optional[RunFolder]:
+    """``--resume`` alone (``required``) or ``train.auto_resume``: the newest run with a checkpoint that did not
+    finish, its ``chosen`` saying so for the start line. Without one, ``--resume`` is a CheckpointError naming the
+    newest finished run; auto-resume continues that run (a job started again after it ended trains no more,
+    as before) or, without any run, starts a fresh one (None)."""
+    runs = runs_with_checkpoints(experiment)
+    if not runs and required:
+        raise CheckpointError(f"--resume: no checkpoint in '{experiment}'; train without --resume first")
+    done: List[RunFolder] = []  # newest first
+    for run in runs:
+        if run.path == experiment or not finished(run):  # a folder of framework 0.2 resumes as it did
+            named = f"; {name_list([r.path.name for r in done], show=3)} finished, {_when_named(done)}" if done else ""
+            run.chosen = f" (continued: the newest run that did not finish{named})"
+            return run
+        done.append(run)
+    if required:
+        raise CheckpointError(
+            f"--resume: every run of '{experiment}' finished (the newest, {done[0].path.name}, tested its best "
+            f"checkpoint); a finished run is {_when_named(done)} (e.g. with more train.epochs), or start a new run without --resume"
+        )
+    if done:  # auto-resume of a job that ended: its run again (it trains further only with more train.epochs)
+        done[0].chosen = " (continued: train.auto_resume, every run finished, the newest)"
+        return done[0]
+    return None
+
+
+def _when_named(done: List[RunFolder]) -> str:
+    return f"continued only when named: --resume {done[0].path}"
