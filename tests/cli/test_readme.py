@@ -1,20 +1,18 @@
 """The examples of the README and of the docs pages, pasted in order into a fresh copy of the repository, run.
 
-Every ``python main.py`` / ``torchrun`` / ``torch.distributed.launch`` line of their bash blocks runs in
-reading order (the README's, then each page's in the order the README's map lists the pages:
-``tests/fixtures/docs_pages.py``), after the files a page tells to create (``Create `network/my_net.py`:``
-and its code block) are written, shortened as the README says (``train.iterations=2``; ``--nproc_per_node=2``
-on this CPU; the demos' data sizes). Lines that need what no CPU machine has here (several hosts, srun, a
-GPU dataset) are listed in SKIPPED with the reason.
+Every ``python main.py`` / ``torchrun`` / ``torch.distributed.launch`` / sample images line of their bash blocks
+runs in reading order (the README's, then each page's in the map's order: ``tests/fixtures/docs_pages.py``),
+after the files a page tells to create (``Create `network/my_net.py`:`` and its code block) are written,
+shortened as the README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
+sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset) are in SKIPPED.
 
-Each command is checked for what it prints, not only for its exit code: a training run prints one
-``test: k=v ...`` line and logs ``best <metric>=<value> at epoch E`` and ``N process(es)``; ``--mode test``
-of an experiment's ``latest/checkpoints/best.pt`` prints the test line that the run ``latest`` points to
-printed (N ranks or one); ``--resume`` logs ``training state restored: epoch E, step S`` in the run it
-continues and prints that run's test line again; a config with ``model.pretrained`` logs ``loaded N tensors
-from PATH``; ``--mode export`` prints the file it wrote; ``--mode compare`` its table and the folder it wrote; ``--print-config``
-the resolved config as YAML. At the end each experiment's folder holds exactly
-the folders the commands named (one per run or mode) and ``latest`` points to its last training run.
+Each command is checked for what it prints: a training run one ``test: k=v ...`` line, ``best <metric>=<value>
+at epoch E`` and ``N process(es)``; ``--mode test`` of an experiment's ``latest/checkpoints/best.pt`` the test
+line that the run ``latest`` points to printed (N ranks or one); ``--resume`` ``training state restored: epoch
+E, step S`` in the run it continues, and that run's test line again; a config with ``model.pretrained``
+``loaded N tensors from PATH``; ``--mode export`` the file it wrote; ``--mode compare`` its table and folder;
+``--print-config`` the config as YAML (``tests/fixtures/readme_steps.py``: the rest). At the end each
+experiment's folder holds exactly the folders the commands named and ``latest`` points to its last run.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ import yaml
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
 from tests.fixtures.docs_pages import reading_order
-from tests.fixtures.readme_steps import bare_resume, folder_of, preempted
+from tests.fixtures.readme_steps import COMMANDS, SAMPLES, bare_resume, folder_of, preempted, sample_images
 from tests.fixtures.readme_sweep import sweep_folders
 
 README = ROOT / "README.md"
@@ -51,7 +49,6 @@ SKIPPED = {
     "srun ": "a SLURM allocation",
     "data.root=/data/imagenet": "ImageNet and NVIDIA DALI",
     "minet_resnet50_duts": "the DUTS dataset and a GPU",
-    "my_photos": "the user's own images (tests/apps/test_predict.py predicts an image folder)",
 }
 
 
@@ -70,13 +67,15 @@ def steps() -> List[Tuple[str, str, str]]:
                 # "pip install -e . && python main.py": the install is done
                 for command in line.split("  #")[0].split("&&"):
                     command = command.strip()
-                    if command.startswith(("python main.py", "torchrun", "python -m torch.distributed.launch")):
+                    if command.startswith(COMMANDS):
                         found.append(("run", command, ""))
     return found
 
 
 def shortened(command: str) -> List[str]:
     args = shlex.split(command)
+    if command.startswith(SAMPLES):
+        return [sys.executable, *args[1:]]
     args = [f"--nproc_per_node={RANKS}" if a.startswith("--nproc_per_node=") else a for a in args]
     if args[0] == "torchrun" or "torch.distributed.launch" in args:
         launcher = ["-m", "torch.distributed.run"] if args[0] == "torchrun" else ["-m", "torch.distributed.launch"]
@@ -121,6 +120,7 @@ def own_experiment(command: str, following: str, repo: Path, number: int) -> str
     so it runs beside the others (the ``latest`` link that later commands read stays the quick start's)."""
     if (
         command == "python main.py"
+        or command.startswith(SAMPLES)
         or "--resume" in following
         or reads_or_resumes(command, repo)
         or chain(command, repo) != "digits_small_cnn"
@@ -165,6 +165,8 @@ def check(command: str, out: str, err: str, seen: Chain) -> None:
     if "--help" in command:
         assert out.startswith("usage:"), out
         return
+    if command.startswith(SAMPLES):
+        return sample_images(out, seen.repo)
     if "--print-config" in command:  # the resolved config as YAML, and no run folder
         assert {"experiment", "data", "model", "train"} <= set(yaml.safe_load(out)) and "run folder" not in err, out
         return
@@ -286,7 +288,7 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
     quick = next(seen.printed["python main.py"] for seen in done if "python main.py" in seen.printed)
     assert set(metrics(example)) == set(metrics(quick)), (example, quick)
     # one folder per run and per mode, named by its command; latest is the experiment's last training run
-    named = sorted(path for seen in done for path in seen.folders)
+    named = sorted(path for seen in done for path in seen.folders if path.parent.parent == repo / "output")
     on_disk = sorted(path for path in (repo / "output").glob("*/*") if path.is_dir() and not path.is_symlink())
     assert named == on_disk, (named, on_disk)
     for seen in done:
