@@ -25,10 +25,15 @@ RUN_TAG_MAX = 150  # characters of experiment.run_tag (a sweep's tags fit it: ut
 
 @dataclass
 class ExperimentConfig:
-    # a plain folder name: the runs go to <output_root>/<name>/run_NNN
-    name: str = field(
-        default="digits_small_cnn",
-        metadata=rule(plain_name, "a plain folder name (no '/', not '.' or '..', at most 200 bytes)") | INERT,
+    # a plain folder name: the runs go to <output_root>/<name>/run_NNN; null: named after what the run trains
+    # (``utils/config_load.py``: ``default_experiment_name``), so experiments without a name do not share one folder
+    name: Optional[str] = field(
+        default=None,
+        metadata=rule(
+            lambda v: v is None or plain_name(v),
+            "a plain folder name (no '/', not '.' or '..', at most 200 bytes), or null (named after the config)",
+        )
+        | INERT,
     )
     output_root: str = field(default="output", metadata=PATH | INERT)
     # a training run's folder is run_NNN_<tag> (a sweep names its trials' configuration and seed so)

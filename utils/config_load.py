@@ -1,6 +1,7 @@
 """Loading a config: dataclass defaults <- a base (a checkpoint's config) <- YAML file <- ``key.sub=value``
 overrides, each key merged with its type checked (``utils/typed_merge.py``), then the whole config checked
-(``utils/config_checks.py``) before any data is read."""
+(``utils/config_checks.py``) before any data is read. An experiment without a name is named after the config
+(``default_experiment_name``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from utils.config import Config
 from utils.config_checks import validate
-from utils.config_rules import expand_paths
+from utils.config_rules import expand_paths, plain_name
 from utils.typed_merge import apply_override, merge_into, parse_override
 from utils.yaml_load import read_config_file
 
@@ -28,6 +29,19 @@ def load_config(
         merge_into(cfg, read_config_file(Path(path)), "")
     for item in overrides or []:
         apply_override(cfg, *parse_override(item))
+    if cfg.experiment.name is None:
+        cfg.experiment.name = default_experiment_name(cfg, path)
     expand_paths(cfg)
     validate(cfg)
     return cfg
+
+
+def default_experiment_name(cfg: Config, path: Optional[Union[str, Path]]) -> str:
+    """The experiment's name when the config gives none: the ``--config`` file's name without its suffix
+    (``configs/my_resnet.yaml``: ``my_resnet``), else ``<data.name>_<model.args.backbone, else model.name>``
+    (the defaults: ``digits_small_cnn``)."""
+    stem = Path(path).stem if path is not None else ""
+    if stem and plain_name(stem):
+        return stem
+    backbone = cfg.model.args.get("backbone") if isinstance(cfg.model.args, dict) else None
+    return f"{cfg.data.name}_{backbone if isinstance(backbone, str) else cfg.model.name}"

@@ -110,7 +110,8 @@ def chain(command: str, repo: Path) -> str:
     if config:
         text = (repo / config.group(1)).read_text()
         used = re.search(r"output/([\w.]+)/", text)
-        return used.group(1) if used else yaml.safe_load(text).get("experiment", {}).get("name", "digits_small_cnn")
+        stem = Path(config.group(1)).stem  # a config without experiment.name is named after its file
+        return used.group(1) if used else yaml.safe_load(text).get("experiment", {}).get("name", stem)
     return "digits_small_cnn"
 
 

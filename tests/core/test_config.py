@@ -240,3 +240,15 @@ def test_the_monitor_direction_comes_from_the_metric_and_a_contradiction_is_a_wa
     assert monitor_mode("video", "video_top1", None) == "max"
     assert monitor_mode("classification", "loss", "max") == "max"
     assert "eval.monitor_mode=max, but a lower loss is better" in caplog.text
+
+
+def test_an_experiment_without_a_name_is_named_after_its_config_file_or_its_data_and_network(tmp_path):
+    """Every experiment without experiment.name landed in digits_small_cnn/, the default name."""
+    (tmp_path / "my_resnet.yaml").write_text("model: {args: {backbone: resnet18}}\n")
+    (tmp_path / "named.yaml").write_text("experiment: {name: mine}\n")
+    assert load_config(tmp_path / "my_resnet.yaml").experiment.name == "my_resnet"
+    assert load_config(tmp_path / "named.yaml").experiment.name == "mine"  # a name given wins
+    assert load_config().experiment.name == "digits_small_cnn"  # the quick start's, as before
+    assert load_config(overrides=["model.args.backbone=resnet18"]).experiment.name == "digits_resnet18"
+    assert load_config(overrides=["model.args={num_classes: 3}"]).experiment.name == "digits_classifier"
+    assert load_config(overrides=["experiment.name=null"]).experiment.name == "digits_small_cnn"
