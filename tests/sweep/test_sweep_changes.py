@@ -1,10 +1,13 @@
 """The same sweep again with a changed sweep file (real journal studies): added seeds continue the finished
 configurations, a change that would mix incomparable trials is one error line naming old -> new; a
-configuration the sampler draws again is not trained again. Nothing here trains: the trials are told by hand."""
+configuration the sampler draws again is not trained again; each trial and seed says where the sweep is. Nothing
+here trains: the trials are told by hand, or their runs are found done."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import threading
 
 import pytest
@@ -16,6 +19,7 @@ from utils.sweep.driver import _work, suggest
 from utils.sweep.spec import load_spec
 from utils.sweep.study import claim, continue_trials, open_study, used
 from utils.sweep.table import best_trial, trial_rows
+from utils.sweep.trial_runs import TrialContext, tag
 
 optuna = pytest.importorskip("optuna")
 
@@ -90,3 +94,25 @@ def test_a_configuration_drawn_again_is_not_trained_again(tmp_path):
     rows = trial_rows(study, ["optim.lr"])
     assert [r["state"] for r in rows] == ["complete", "fail (same as trial 0)"]
     assert best_trial(study).number == 0
+
+
+def test_each_trial_and_seed_says_where_the_sweep_is(tmp_path, caplog):
+    """A sweep was silent for minutes between its start and its table: each trial says when it starts and ends,
+    and each seed when it is done (trial, configuration, seeds done of all, elapsed)."""
+    study, spec, _ = _open(tmp_path, {"space": {"optim.lr": {"grid": [0.01]}}, "seeds": [0, 1]})
+    experiment = tmp_path / "exp"
+    for number, (seed, top1) in enumerate([(0, 0.5), (1, 0.75)], start=1):  # runs a killed sweep finished
+        run = experiment / f"run_{number:03d}_{tag(0, {'optim.lr': 0.01}, seed)}"
+        run.mkdir(parents=True)
+        rows = [{"split": "val", "epoch": 0, "top1": top1}, {"split": "test", "epoch": 0, "top1": top1}]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    ctx = TrialContext([], experiment, [0, 1], 1, "study.journal", spec.name, "top1", "maximize", 1)
+    with caplog.at_level(logging.INFO):
+        _work(study, spec, ctx, threading.Lock(), "", tmp_path)
+    lines = [re.sub(r"\d+\.\d s", "T", m) for m in caplog.messages if m.startswith("trial ")]
+    assert lines == [
+        "trial 0 (configuration 0, 1 of 1): {'optim.lr': 0.01}; 2 seed(s); T into the sweep",
+        "trial 0: seed 0 done before (1/2 seeds done): best top1=0.5000; T into the sweep",
+        "trial 0: seed 1 done before (2/2 seeds done): best top1=0.7500; T into the sweep",
+        "trial 0 done in T: top1=0.6250 (mean of 2 seed(s)); T into the sweep",
+    ], caplog.messages

@@ -13,6 +13,7 @@ import logging
 import os
 import statistics
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -20,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional
 from utils.config import Config
 from utils.config_load import load_config
 from utils.errors import ConfigError
+from utils.log import format_number, wall_time
 from utils.references import monitor_mode
 from utils.sweep.changes import check_changes
 from utils.sweep.spec import SweepSpec, check_space, load_spec
@@ -101,12 +103,23 @@ def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, 
             trial = study.ask()
             drawn = CONFIG_ID not in trial.user_attrs  # by the sampler, not queued again by the sweep
             config_id = claim(trial)
+            tried = used(study)  # this configuration counted
             params = suggest(trial, spec)
             before = drawn_before(study, trial) if drawn else None
             if before is not None:
                 _tell_drawn_again(study, trial, before)
                 continue
-        log.info("trial %d (configuration %d): %s", trial.number, config_id, params)
+        began = time.monotonic()
+        log.info(
+            "trial %d (configuration %d, %d of %d): %s; %d seed(s); %s into the sweep",
+            trial.number,
+            config_id,
+            tried,
+            spec.trials,
+            params,
+            len(spec.seeds),
+            wall_time(began - ctx.began),
+        )
         try:
             runs, pruned = run_configuration(ctx, trial.number, config_id, params, devices)
         except TrialFailed as err:
@@ -124,7 +137,22 @@ def _work(study: Any, spec: SweepSpec, ctx: TrialContext, lock: threading.Lock, 
             else:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             write_table(study, folder, spec, ctx.monitor)
-        log.info("trial %d: %s", trial.number, "pruned" if pruned is not None else values)
+        log.info(
+            "trial %d done in %s: %s; %s into the sweep",
+            trial.number,
+            wall_time(time.monotonic() - began),
+            _outcome(ctx.monitor, values, pruned),
+            wall_time(time.monotonic() - ctx.began),
+        )
+
+
+def _outcome(monitor: str, values: List[float], pruned: Optional[int]) -> str:
+    """What a trial's end line says it came to: pruned, its objective over its seeds, or no value."""
+    if pruned is not None:
+        return f"pruned ({len(values)} seed(s) trained)"
+    if not values:
+        return f"no {monitor} recorded: failed"
+    return f"{monitor}={format_number(statistics.fmean(values))} (mean of {len(values)} seed(s))"
 
 
 def _tell_drawn_again(study: Any, trial: Any, before: Any) -> None:

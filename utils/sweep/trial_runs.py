@@ -11,22 +11,27 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import logging
 import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from utils.config import RUN_TAG_MAX, Config, to_dict
 from utils.errors import ConfigError, name_list
+from utils.log import format_number, wall_time
 from utils.metrics_file import read_lenient
 from utils.run_folder import RunFolder, numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
 
 ROOT = Path(__file__).resolve().parents[2]  # main.py's folder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,6 +50,7 @@ class TrialContext:
     pruner: str = "none"
     env: Dict[str, str] = field(default_factory=dict)
     build: Optional[Callable[[List[str]], Config]] = None  # a trial's resolved config from its overrides
+    began: float = field(default_factory=time.monotonic)  # when the sweep began: its progress lines' elapsed time
 
 
 @dataclass
@@ -91,13 +97,33 @@ def run_configuration(
         folder = find_run(ctx.experiment, name)
         if folder is not None and ctx.build is not None:
             same_configuration(folder, ctx.build([*[override(k, v) for k, v in params.items()], f"seed={seed}"]))
-        if folder is None or not has_test_row(folder):
+        began, trained = time.monotonic(), folder is None or not has_test_row(folder)
+        if trained:
             args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
+            log.info(
+                "trial %d: seed %s %s (%d/%d seeds done)",
+                trial,
+                seed,
+                "resumes" if args else "starts",
+                index,
+                len(ctx.seeds),
+            )
             args += [*ctx.base_args, *[override(k, v) for k, v in params.items()], f"seed={seed}"]
             args.append(f"experiment.run_tag={name}")
             _train(ctx, [*args, *_trial_options(ctx, trial, index * ctx.epochs)], devices)
             folder = find_run(ctx.experiment, name)
         runs.append(SeedRun(seed, folder, best_value(folder, ctx.monitor, ctx.direction)))
+        log.info(
+            "trial %d: seed %s %s (%d/%d seeds done): best %s=%s; %s into the sweep",
+            trial,
+            seed,
+            f"trained in {wall_time(time.monotonic() - began)}" if trained else "done before",
+            index + 1,
+            len(ctx.seeds),
+            ctx.monitor,
+            format_number(runs[-1].value),
+            wall_time(time.monotonic() - ctx.began),
+        )
         pruned = _pruned_at(ctx, trial)
         if pruned is not None:
             return runs, pruned
