@@ -180,3 +180,21 @@ def test_a_sweep_folder_stands_for_the_runs_its_table_lists(tmp_path):
     assert main.main(["--mode", "compare", str(folder / "sweep_lr")]) == 0
     rows = read_csv(folder / "compare_001" / "compare.csv")
     assert len(rows) == 1 and rows[0]["n"] == "2"  # experiment.run_tag is bookkeeping, not a configuration
+
+
+def test_the_printed_table_fits_the_terminal_and_says_where_the_whole_table_is(experiment, capsys, monkeypatch):
+    """12 columns (rank, optim.lr, n, 4 statistics of top1 and of loss, p_value) printed into 80 were wrapped."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main.main(["--mode", "compare", str(experiment)]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("|")]
+    assert table and all(len(line) <= 80 for line in table), table
+    head = [cell.strip() for cell in table[0].strip("|").split("|")]
+    assert head[:4] == ["rank", "optim.lr", "n", "test_top1_mean"]  # the most important, in the table's order
+    folder = experiment / "compare_001"
+    note = next(line for line in out.splitlines() if "more column(s) in" in line)
+    assert note.startswith(f"{12 - len(head)} more column(s) in {folder}/compare.md and compare.csv"), note
+    assert "test_top1_std" in note and "test_top1_std" in (folder / "compare.md").read_text()  # there, whole
+    monkeypatch.delenv("COLUMNS")  # no terminal (captured): the whole table, as compare.md holds it
+    assert main.main(["--mode", "compare", str(experiment)]) == 0
+    assert "more column(s)" not in capsys.readouterr().out

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from utils.atomic_write import write_atomic, write_text
 from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import draw_figure
 from utils.compare.group import group_runs
 from utils.compare.monitor import choose_monitor
+from utils.compare.narrow import printed_table
 from utils.compare.ranking import metric_names, partial_metrics, rank
 from utils.compare.table import (
     csv_text,
@@ -87,11 +88,13 @@ def compare_command(paths: Sequence[str], output: Optional[str], overrides: Sequ
     monitor = choose_monitor(records)
     metrics = metric_names(configurations)
     rows = rank(configurations, metrics, monitor)
-    parts: List[str] = [heading(len(records), rows, monitor), markdown_table(keys, metrics, rows)]
     for line in [*repeated_seeds(configurations), *partial_metrics(rows, metrics)]:
         log.warning("%s", line)
-    repeats = repeated_list(configurations)
-    summary = "\n\n".join(part for part in (*parts, repeats, incomplete_list(keys, incomplete)) if part)
+    head, rest = (
+        heading(len(records), rows, monitor),
+        (repeated_list(configurations), incomplete_list(keys, incomplete)),
+    )
+    summary = _joined(head, markdown_table(keys, metrics, rows), *rest)
     image = draw_figure(rows, metrics, monitor, len(incomplete))
     folder = output_folder(output, runs[0])
     try:
@@ -101,10 +104,14 @@ def compare_command(paths: Sequence[str], output: Optional[str], overrides: Sequ
     except UserError:
         folder.abandon()  # a folder this command made and left without a result goes again
         raise
-    print(summary, flush=True)
+    print(_joined(head, printed_table(keys, metrics, rows, monitor.name, shown_path(folder.path)), *rest), flush=True)
     print(
         f"compare: runs={len(records)} configurations={len(rows)} incomplete={len(incomplete)} "
         f"folder={shown_path(folder.path)}",
         flush=True,
     )
     return 0
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(part for part in parts if part)

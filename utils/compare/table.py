@@ -90,18 +90,24 @@ def heading(runs: int, rows: Sequence[Row], monitor: Monitor) -> str:
     )
 
 
-def markdown_table(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row]) -> str:
-    """The Markdown table: the CSV's configuration rows, numbers to 4 decimals (p-values to 3 digits)."""
+def table_cells(keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row]) -> List[List[str]]:
+    """The Markdown table's rows as text: the CSV's configuration rows, numbers to 4 decimals (p-values to 3 digits)."""
+    return [
+        [str(rank), *[shown(row.configuration.values[key]) for key in keys], str(row.configuration.n)]
+        + [*_cells(row, metrics, "{:.4f}"), _p(row.p_value, "{:.3g}")]
+        for rank, row in enumerate(rows, start=1)
+    ]
+
+
+def markdown_table(
+    keys: Sequence[str], metrics: Sequence[str], rows: Sequence[Row], shown_columns: Optional[Sequence[str]] = None
+) -> str:
+    """The Markdown table of ``table_cells``: every column, or those of ``shown_columns`` in the table's order."""
     head = columns(keys, metrics)
+    kept = [at for at, name in enumerate(head) if shown_columns is None or name in shown_columns]
     align = ["---:" if name == "rank" or name == "n" or name.startswith(("test_", "p_")) else "---" for name in head]
-    lines = [_markdown_row(head), "|" + "|".join(align) + "|"]
-    for rank, row in enumerate(rows, start=1):
-        values = [shown(row.configuration.values[key]) for key in keys]
-        lines.append(
-            _markdown_row(
-                [rank, *values, row.configuration.n, *_cells(row, metrics, "{:.4f}"), _p(row.p_value, "{:.3g}")]
-            )
-        )
+    lines = [_markdown_row([head[at] for at in kept]), "|" + "|".join(align[at] for at in kept) + "|"]
+    lines += [_markdown_row([cells[at] for at in kept]) for cells in table_cells(keys, metrics, rows)]
     return "\n".join(lines)
 
 
