@@ -34,7 +34,7 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
             handler.close()
     root.setLevel(level if rank == 0 else logging.WARNING)
     prefix = "" if rank == 0 else f"[rank{rank}] "
-    console = logging.StreamHandler(sys.stderr)
+    console = _Console(sys.stderr)
     console.setFormatter(logging.Formatter(prefix + _FORMAT, "%H:%M:%S"))
     console._framework = True
     root.addHandler(console)
@@ -43,6 +43,16 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
         file_handler.setFormatter(logging.Formatter(_FORMAT))
         file_handler._framework = True
         root.addHandler(file_handler)
+
+
+class _Console(logging.StreamHandler):
+    """The console's handler: a line logged while a progress bar is shown goes above the bar, which is cleared
+    first and drawn again below it (``tqdm.external_write_mode``). Written straight to the terminal, the epoch's
+    line was glued onto a bar left at its last redraw (53%: one redraw a second), the bar frozen above it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with tqdm.external_write_mode(file=self.stream):
+            super().emit(record)
 
 
 def progress(iterable: Iterable, total: Optional[int], desc: str, enabled: bool) -> Iterable:
