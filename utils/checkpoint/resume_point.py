@@ -55,7 +55,7 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
             return _continued_by(given)
         if not given.is_dir():
             raise CheckpointError(
-                f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
+                f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run that did not finish"
             )
         return _run_folder(given, resume), None
     if not (resume or auto_resume):
@@ -76,7 +76,7 @@ def _run_folder(given: Path, resume: str) -> RunFolder:
         hint = (
             f"it holds runs: --resume {runs[-1].path} continues the newest (or --resume alone)"
             if runs
-            else "give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run"
+            else "give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run that did not finish"
         )
     raise CheckpointError(
         f"--resume {resume}: '{given}' is not a run folder (no {CHECKPOINTS}/, {CONFIG} or {LOG} of a run); {hint}"
