@@ -172,10 +172,19 @@ def test_two_rank_job_killed_and_resumed_is_bit_identical(tmp_path, reference_2r
     count = kill_point("two ranks", 2, 8)
     proc = start(torchrun(tmp_path, "killed"))
     wait_for_checkpoints(proc, tmp_path / "killed", count)
-    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks
-    proc.wait(timeout=30)
-    finish(start(torchrun(tmp_path, "killed", "--resume")))
+    kill_job(proc)
+    resumed = finish(start(torchrun(tmp_path, "killed", "--resume")))
+    assert "training state restored" in resumed, killed_at(count)
     assert_identical(outcome(tmp_path / "killed"), reference_2ranks, killed_at(count))
+
+
+def kill_job(launcher: subprocess.Popen) -> None:
+    """SIGKILL a torchrun job: its ranks, which torchrun starts in sessions of their own (the launcher's process
+    group does not hold them: killed alone, they train on to the end), then the launcher."""
+    for pid in worker_pids(launcher.pid):
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(launcher.pid, signal.SIGKILL)
+    launcher.wait(timeout=30)
 
 
 def worker_pids(launcher: int) -> List[int]:
