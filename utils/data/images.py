@@ -74,14 +74,34 @@ def open_image(path: PathLike, kind: str = "image") -> Image.Image:
 def decode_image(fh: BinaryIO, what: str, fix: str) -> Image.Image:
     """The image in ``fh`` (a file, or a shard member's bytes), upright by its EXIF orientation: a file or a
     packed copy decode alike. ``BadFile`` naming ``what`` (e.g. ``image 'a/b.png'``) and ``fix`` when PIL cannot."""
+    image = open_header(fh, what, fix)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(fh, formats=RASTER_FORMATS)  # by content, among these only
             image.load()
         ImageOps.exif_transpose(image, in_place=True)
         return image
     except BAD_IMAGE as err:
+        raise bad_file(what, err, fix) from err
+
+
+def open_header(fh: BinaryIO, what: str, fix: str) -> Image.Image:
+    """The image in ``fh`` opened, not decoded: its format, mode, size and EXIF read from the header, a
+    decompression bomb refused (``BadFile`` as ``decode_image`` says); ``load()`` decodes it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            return Image.open(fh, formats=RASTER_FORMATS)  # by content, among these only
+    except BAD_IMAGE as err:
+        raise bad_file(what, err, fix) from err
+
+
+def file_bytes(path: PathLike, what: str, fix: str) -> bytes:
+    """The bytes of the file at ``path``; ``BadFile`` (``what``, ``fix``) when it is gone or unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:  # gone or unreadable: as bad as a file PIL cannot decode
         raise bad_file(what, err, fix) from err
 
 
