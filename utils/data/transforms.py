@@ -54,6 +54,7 @@ class ConfiguredTransforms:
     def __init__(self, compose: Callable, key: str, pixels_first: bool = False) -> None:
         self.compose = compose
         self.key = key
+        self.pixels_first = pixels_first
         self.parts: Tuple[Optional[Callable], Optional[Callable]] = (None, self)
         if pixels_first:
             ops = list(compose.transforms)
@@ -61,6 +62,12 @@ class ConfiguredTransforms:
             if n:
                 rest = ConfiguredTransforms(_v2().Compose(ops[n:]), key) if n < len(ops) else None
                 self.parts = (ConfiguredTransforms(_v2().Compose(ops[:n]), key), rest)
+
+    def without_first(self) -> Optional["ConfiguredTransforms"]:
+        """The list less its first transform, split as this one is; None when that was the only one (a reader
+        that applied the first while decoding runs the rest: ``utils/data/crop_decode.py``)."""
+        ops = list(self.compose.transforms)[1:]
+        return ConfiguredTransforms(_v2().Compose(ops), self.key, self.pixels_first) if ops else None
 
     def __call__(self, *inputs: Any) -> Any:
         try:

@@ -23,9 +23,10 @@ from torch.utils.data import Dataset, default_collate
 from utils.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
+from utils.data.crop_decode import Decoded, crop_reader
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
 from utils.data.identity import relative_key
-from utils.data.images import check_channels, read_pixels
+from utils.data.images import check_channels, file_bytes, read_pixels
 from utils.data.samplers import WindowOrder
 from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
@@ -99,6 +100,9 @@ class ImageFolder(Dataset):
     The sample list is two arrays that loader workers share: ``keys``, a table of the
     paths relative to the split folder (``utils/data/string_table.py``), and ``labels``;
     ``path(i)`` and ``label(i)`` read them.
+
+    ``decode_for_crop`` (on by default): a JPEG whose transforms start with ``RandomResizedCrop`` or a resize
+    is decoded at the size they need (``utils/data/crop_decode.py``); false decodes every image whole.
     """
 
     SIZING = ("image_size", "first")  # --mode predict: resized to data.args.image_size before the eval transforms
@@ -118,6 +122,7 @@ class ImageFolder(Dataset):
         cache_limit: Union[int, str] = DEFAULT_CACHE_LIMIT,
         cache_dir: Optional[str] = None,
         shuffle_window: Optional[Count] = None,
+        decode_for_crop: bool = True,
     ) -> None:
         self.bad_samples = BadSamples(on_bad_sample, "image_folder")
         self.channels = check_channels(channels, "image_folder")
@@ -135,6 +140,8 @@ class ImageFolder(Dataset):
 
         self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
         self.transform = transform
+        in_memory = self.packed is not None and self.packed.in_memory
+        self.for_crop = crop_reader(transform, self.resize) if decode_for_crop and not in_memory else None
         self._first_of_shape: Dict[Tuple[int, ...], str] = {}  # this process's first file of each tensor shape
 
     def _scan(self, root: Path, split: str, classes: Optional[Sequence[str]]) -> None:
@@ -198,21 +205,32 @@ class ImageFolder(Dataset):
         """The class index of sample ``index``."""
         return int(self.labels[index])
 
-    def _read(self, at: int) -> Tuple[torch.Tensor, int, str]:
+    def _read(self, at: int) -> Tuple[Decoded, int, str]:
         path = self.path(at)
+        if self.for_crop is not None:
+            if self.packed is not None:
+                data, ext = self.packed.image_bytes(at)
+                if ext == "npy":
+                    return Decoded(self.packed.image(at, self.channels), False), self.label(at), path
+            else:
+                data = file_bytes(path, f"image '{path}'", "fix or remove the file")
+            return self.for_crop.read(data, path, self.channels), self.label(at), path
         if self.packed is not None:
-            return self.packed.image(at, self.channels), self.label(at), path
-        return read_pixels(path, self.channels), self.label(at), path
+            return Decoded(self.packed.image(at, self.channels), False), self.label(at), path
+        return Decoded(read_pixels(path, self.channels), False), self.label(at), path
 
     def window_order(self) -> Optional[WindowOrder]:
         """A pack's shard-window order (``data.args.shuffle_window``); None for files (a shuffle of the split)."""
         return self.packed.window_order() if self.packed is not None else None
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
-        values, label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
+        (values, cropped), label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
         if self.packed is not None and self.packed.in_memory:  # an in-memory dataset's tensor, as it gave it
             return (values if self.transform is None else self.transform(values)), label
-        image = pixels_then_floats(values, self.resize, self.transform)
+        if cropped:  # its RandomResizedCrop applied while decoding
+            image = pixels_then_floats(values, None, self.for_crop.rest)
+        else:
+            image = pixels_then_floats(values, self.resize, self.transform)
         self._first_of_shape.setdefault(tuple(image.shape), path)
         return image, label
 

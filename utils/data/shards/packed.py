@@ -112,6 +112,10 @@ class PackedSplit:
         """Sample ``at``'s image as ``read_pixels`` reads a file (an in-memory dataset's tensor as it was)."""
         return self._decoded(at, [0], channels)[0]
 
+    def image_bytes(self, at: int) -> Tuple[bytes, str]:
+        """Sample ``at``'s image member as stored (a JPEG's bytes as they were packed) and its extension."""
+        return self.reader.members(at, [0])[0], self.index.ext(self.index.spans(at)[0])
+
     def pair(self, at: int, channels: int) -> Tuple[torch.Tensor, np.ndarray, str]:
         """Sample ``at``'s image (floats) and mask as ``load_pair`` reads its files, and its stem."""
         image_data, mask_data = self.reader.members(at)
