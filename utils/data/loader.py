@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from utils.config import DataConfig
-from utils.data.prefetch import PrefetchLoader, resolve_mode
+from utils.data.prefetch import PrefetchLoader, collates_new_tensors, resolve_mode
 from utils.data.samplers import GlobalBatchSampler, ResumableSampler, SliceSampler
 from utils.data.transforms import build_transforms
 from utils.errors import ConfigError, DataError
@@ -98,9 +98,13 @@ def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, A
 def _prefetching(
     loader: Any, cfg: DataConfig, mode: str, device: Optional[torch.device], channels_last: bool
 ) -> PrefetchLoader:
-    # DALI normalizes inside its pipeline; the prefetcher does it for the torch loader.
-    mean, std = (None, None) if cfg.loader == "dali" else (cfg.mean, cfg.std)
-    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, mean, std, channels_last)
+    # DALI normalizes inside its pipeline; the prefetcher does it for the torch loader, and makes floats of the
+    # 8-bit images a dataset gives when asked (``batches_of_uint8``): once per batch, on the GPU with prefetch=cuda.
+    if cfg.loader == "dali":
+        return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, None, None, channels_last)
+    ask = getattr(loader.dataset, "batches_of_uint8", None) if isinstance(loader, DataLoader) else None
+    eight_bit = bool(ask()) if callable(ask) and collates_new_tensors(loader) else False
+    return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, cfg.mean, cfg.std, channels_last, eight_bit)
 
 
 def build_train_loader(

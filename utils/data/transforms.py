@@ -108,10 +108,14 @@ def split_at_float(transform: Optional[Callable]) -> Tuple[Optional[Callable], O
     return None, transform
 
 
-def pixels_then_floats(values: torch.Tensor, resize: Optional[Callable], transform: Optional[Callable]) -> torch.Tensor:
+def pixels_then_floats(
+    values: torch.Tensor, resize: Optional[Callable], transform: Optional[Callable], to_float: bool = True
+) -> torch.Tensor:
     """An image's stored values (``[C, H, W]``, uint8 for 8-bit data) through ``resize``, then ``transform``:
     its leading crops, resizes and flips on the pixels (cheaper on uint8, torchvision v2's order), the rest on
-    floats in [0, 1]. Image folders and their packed copies read through this one path, so they agree."""
+    floats in [0, 1]. Image folders and their packed copies read through this one path, so they agree.
+    ``to_float=False``: a list with nothing after its pixel transforms leaves 8-bit values as they are (the
+    loader converts whole batches: ``utils/data/prefetch.py``)."""
     from torchvision import tv_tensors
 
     from utils.data.images import as_float
@@ -122,6 +126,8 @@ def pixels_then_floats(values: torch.Tensor, resize: Optional[Callable], transfo
     on_pixels, on_floats = split_at_float(transform)
     if on_pixels is not None:
         image = on_pixels(image)
+    if not to_float and on_floats is None:
+        return image
     image = tv_tensors.wrap(as_float(image.as_subclass(torch.Tensor)), like=image)
     return on_floats(image) if on_floats is not None else image
 
