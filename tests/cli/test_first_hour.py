@@ -100,23 +100,30 @@ def test_the_number_of_videos_prints_as_a_whole_number():
 
 def test_the_readme_dali_line_is_accepted_up_to_dali_itself(tmp_path, capsys):
     """As written it failed on its literal '...' and on model.input_size's single channel; now only a missing
-    DALI stops it, before any data is read or any folder made."""
+    DALI stops it, before any data is read or any folder made, and with DALI installed only the missing
+    ImageNet folder does, before any step."""
     try:
         import nvidia.dali  # noqa: F401
 
-        pytest.skip("DALI is installed: this machine would train on /data/imagenet")
+        dali = True
     except ImportError:
-        pass
+        dali = False
     block = re.search(r"```bash\n(python main\.py data\.name=image_folder[^`]*data\.loader=dali[^`]*)```", all_text())
     assert block, "the DALI example of docs/speed.md"
     args = shlex.split(block.group(1).replace("\\\n", " "))[2:]
-    assert main.main([*args, f"experiment.output_root={tmp_path}"]) == 2
+    root = tmp_path / "imagenet"  # a missing folder where the docs say /data/imagenet: never a real dataset
+    args = [f"data.root={root}" if arg.startswith("data.root=") else arg for arg in args]
+    assert main.main([*args, f"experiment.output_root={tmp_path / 'out'}"]) == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
-    assert line.startswith("error: data.loader=dali needs NVIDIA DALI, which is not installed") and line.endswith(
-        "or use data.loader=torch"
-    ), line
-    assert "run folder" not in err and not any(tmp_path.iterdir())
+    if dali:
+        assert line.startswith(f"error: data folder '{root / 'train'}' does not exist"), line
+    else:
+        assert line.startswith("error: data.loader=dali needs NVIDIA DALI, which is not installed") and line.endswith(
+            "or use data.loader=torch"
+        ), line
+        assert "run folder" not in err
+    assert not any(tmp_path.iterdir())  # no run folder left, nothing written
 
 
 def test_print_config_prints_what_config_yaml_would_hold_and_makes_no_run(tmp_path, capsys):
