@@ -107,3 +107,15 @@ def test_evaluation_resize_decodes_at_the_scale_that_covers_it(tmp_path):
     assert fast.for_crop._covering(180, 240) == 4  # 45 x 60 still covers a shorter side of 40
     a, b = fast[0][0], full[0][0]
     assert a.shape == b.shape == (3, 40, 40) and (a - b).abs().mean() < 2 / 255
+
+
+def test_predict_reads_a_jpeg_as_the_eval_split_does(tmp_path):
+    from utils.data.predict_inputs import ImageFiles, PredictImages, Sizing
+
+    root = one_image_folder(tmp_path, "a.jpg", Image.fromarray(_picture(180, 240)), quality=90)
+    val = dataset(root, "data.args={image_size: 40}", split="val")
+    files = ImageFiles([root / "val" / "a" / "a.jpg"], root)
+    image, info = PredictImages(files, Sizing(channels=3, resize_first=(40, 40)), None, "stop", True)[0]
+    assert torch.equal(image, val[0][0]) and info["size"] == [180, 240]  # its own size, not the decoded one
+    whole, _ = PredictImages(files, Sizing(channels=3, resize_first=(40, 40)), None, "stop")[0]
+    assert 0 < (whole - image).abs().mean() < 2 / 255

@@ -105,7 +105,8 @@ def predict_dataset(cfg: Config, spec: Optional[str]) -> Union[PredictImages, Pr
                 f"--mode predict cuts videos into clips as the training data did, but dataset '{cfg.data.name}' names no {missing}; set data.args.{missing[0]}=..."
             )
         return PredictVideos(input_source(cfg, spec), transform, ClipArgs(**clips), sizing, on_bad_sample)
-    return PredictImages(input_source(cfg, spec), sizing, transform, on_bad_sample)
+    decode_for_crop = dataset_arg(cfg, "decode_for_crop") is True  # image_folder's (and its packs') reading
+    return PredictImages(input_source(cfg, spec), sizing, transform, on_bad_sample, decode_for_crop)
 
 
 def _class_rows(probs: torch.Tensor, classes: List[str]) -> List[Dict[str, Any]]:

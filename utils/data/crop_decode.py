@@ -51,10 +51,12 @@ def _simplejpeg() -> Any:
 
 
 class Decoded(NamedTuple):
-    """An image's values (``[C, H, W]``, as ``read_pixels`` gives them) and whether its first transform was applied."""
+    """An image's values (``[C, H, W]``, as ``read_pixels`` gives them), whether its first transform was applied,
+    and its stored ``(height, width)`` where the values are not that size (decoded reduced; None: their own)."""
 
     values: torch.Tensor
     cropped: bool
+    size: Optional[Tuple[int, int]] = None
 
 
 class DecodeForCrop:
@@ -76,7 +78,7 @@ class DecodeForCrop:
         height, width = image.size[1], image.size[0]
         if self.crop is None:
             array = self._decode(data, image, self._covering(height, width), what)
-            return Decoded(to_channels(_chw(array), channels), False)
+            return Decoded(to_channels(_chw(array), channels), False, (height, width))
         state = torch.get_rng_state()  # a file that fails after its draw: drawn again, as without this path
         params = self.crop.make_params([torch.zeros((), dtype=torch.uint8).expand(1, height, width)])
         reduction = (

@@ -25,7 +25,7 @@ from torch.utils.data import Dataset, default_collate
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import glob_visible, split_glob, walk_visible
-from utils.data.images import read_pixels
+from utils.data.images import file_bytes, read_pixels
 from utils.data.transforms import pixels_then_floats
 from utils.errors import DataError
 
@@ -151,17 +151,37 @@ class ImageFiles:
     def pixels(self, index: int, channels: int) -> torch.Tensor:
         return read_pixels(self.paths[index], channels)
 
+    def encoded(self, index: int) -> Optional[bytes]:
+        """The file's bytes, for a reader that decodes them at the size it needs (``utils/data/crop_decode.py``)."""
+        return file_bytes(self.paths[index], f"image '{self.paths[index]}'", "fix or remove the file")
+
 
 class PredictImages(Dataset):
     """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})`` of ``source`` (:class:`ImageFiles`, or a packed
-    split's images); ``size``: the image's own size."""
+    split's images); ``size``: the image's own size. ``decode_for_crop``: the training dataset decoded JPEGs at
+    the size its eval resize needs (``image_folder``'s ``data.args.decode_for_crop``), and so does this."""
 
-    def __init__(self, source: Any, sizing: Sizing, transform: Optional[Callable], on_bad_sample: str) -> None:
+    def __init__(
+        self,
+        source: Any,
+        sizing: Sizing,
+        transform: Optional[Callable],
+        on_bad_sample: str,
+        decode_for_crop: bool = False,
+    ) -> None:
         self.source = source
         self.paths = source.paths
         self.sizing = sizing
         self.transform = transform
         self.bad = BadSamples(on_bad_sample, "predict")
+        self.for_crop = None
+        if decode_for_crop and sizing.resize_last is None and sizing.crop_first is None:
+            from torchvision.transforms import v2
+
+            from utils.data.crop_decode import crop_reader
+
+            first = v2.Resize(list(sizing.resize_first), antialias=True) if sizing.resize_first else None
+            self.for_crop = crop_reader(transform, first)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -169,13 +189,12 @@ class PredictImages(Dataset):
     def __getitem__(self, index: int) -> Tuple[Optional[torch.Tensor], dict]:
         path = self.paths[index]
         try:
-            values = self.source.pixels(index, self.sizing.channels)
+            values, size = self._read(index)
         except BadFile as err:
             if self.bad.policy == "stop":
                 raise DataError(f"{err}, or set data.args.on_bad_sample=skip") from err
             log.warning("skipping %s; data.args.on_bad_sample=skip", err.skipped)
             return None, {"index": index}
-        size = list(values.shape[-2:])
         from torchvision.transforms.v2 import functional as TF
 
         sized_first = self.sizing.resize_first is not None or self.sizing.crop_first is not None
@@ -185,6 +204,16 @@ class PredictImages(Dataset):
             image = TF.resize(image, list(self.sizing.resize_last), antialias=True)
         self.sizing.check(image, path)
         return image.as_subclass(torch.Tensor), {"index": index, "size": size}
+
+    def _read(self, index: int) -> Tuple[torch.Tensor, List[int]]:
+        """The stored values (decoded at the size the eval resize needs where ``for_crop`` serves the file) and
+        the image's own size."""
+        data = self.source.encoded(index) if self.for_crop is not None else None
+        if data is not None:
+            decoded = self.for_crop.read(data, str(self.paths[index]), self.sizing.channels)
+            return decoded.values, list(decoded.size or decoded.values.shape[-2:])
+        values = self.source.pixels(index, self.sizing.channels)
+        return values, list(values.shape[-2:])
 
     def _size_first(self, image: Any) -> Any:
         """The sizing ahead of the eval transforms, on the stored pixels (8-bit data as uint8, as image_folder)."""

@@ -67,6 +67,11 @@ class ShardImages:
     def pixels(self, index: int, channels: int) -> torch.Tensor:
         return self.packed.image(index, channels)  # its mask, if packed, is not read
 
+    def encoded(self, index: int) -> Optional[bytes]:
+        """The image member's bytes as packed; None for an in-memory dataset's tensor."""
+        data, ext = self.packed.image_bytes(index)
+        return None if ext == "npy" else data
+
 
 class ShardVideos:
     """A packed split's videos, as :class:`~utils.data.predict_videos.FrameFolders` gives folders."""

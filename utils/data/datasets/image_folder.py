@@ -225,7 +225,7 @@ class ImageFolder(Dataset):
         return self.packed.window_order() if self.packed is not None else None
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
-        (values, cropped), label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
+        (values, cropped, _), label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
         if self.packed is not None and self.packed.in_memory:  # an in-memory dataset's tensor, as it gave it
             return (values if self.transform is None else self.transform(values)), label
         if cropped:  # its RandomResizedCrop applied while decoding
