@@ -4,6 +4,7 @@ loader makes floats of whole batches before normalizing them, with the numbers o
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 from torch.utils.data import default_collate
@@ -65,3 +66,19 @@ def test_the_train_loader_turns_8_bit_batches_into_normalized_floats(tmp_path):
     assert loader.normalize.eight_bit
     (x, _), *_ = list(loader)
     assert x.dtype == torch.float32 and x.shape == (1, 3, 8, 8) and x.min() < 0  # normalized
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
+def test_cuda_prefetch_makes_floats_of_8_bit_batches_on_the_gpu():
+    from torch.utils.data import DataLoader
+
+    from utils.data.prefetch import PrefetchLoader
+
+    images = torch.randint(0, 256, (8, 3, 4, 4), dtype=torch.uint8)
+    source = DataLoader(list(zip(images, range(8))), batch_size=4, pin_memory=True)
+    loader = PrefetchLoader(source, "cuda", 2, torch.device("cuda", 0), MEAN, STD, eight_bit=True)
+    on_cpu = Normalize(MEAN, STD, in_place=True, eight_bit=True)  # the thread prefetcher's conversion
+    for (x, _), (expected, _) in zip(loader, source):
+        assert x.is_cuda and x.dtype == torch.float32  # copied as uint8, made floats on the GPU
+        assert torch.allclose(x.cpu(), on_cpu(expected), atol=1e-6)
