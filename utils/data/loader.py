@@ -107,6 +107,23 @@ def _prefetching(
     return PrefetchLoader(loader, mode, cfg.prefetch_depth, device, cfg.mean, cfg.std, channels_last, eight_bit)
 
 
+def train_sampler(
+    dataset: Dataset, cfg: DataConfig, rank: int, world_size: int, seed: int, generator: torch.Generator
+) -> Any:
+    """This rank's training order: a ``GlobalBatchSampler`` with ``data.global_batch_size``, else a
+    ``ResumableSampler``; both reseed ``generator`` (the workers') per epoch and skip a resume's samples."""
+    window = getattr(dataset, "window_order", lambda: None)()  # packed shards' data.args.shuffle_window
+    if window is not None:
+        _warn_small_window(window, cfg.global_batch_size or cfg.batch_size * world_size)
+    if cfg.global_batch_size is None:
+        return ResumableSampler(dataset, world_size, rank, seed, generator, window)
+    if len(dataset) < cfg.global_batch_size:
+        raise DataError(
+            f"the training split has {len(dataset)} samples, fewer than one global batch (data.global_batch_size={cfg.global_batch_size}); lower it"
+        )
+    return GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator, window)
+
+
 def build_train_loader(
     dataset: Dataset,
     cfg: DataConfig,
@@ -139,18 +156,7 @@ def build_train_loader(
             build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last
         )
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
-    window = getattr(dataset, "window_order", lambda: None)()  # packed shards' data.args.shuffle_window
-    if window is not None:
-        _warn_small_window(window, cfg.global_batch_size or cfg.batch_size * world_size)
-    sampler: Any
-    if cfg.global_batch_size is not None:
-        if len(dataset) < cfg.global_batch_size:
-            raise DataError(
-                f"the training split has {len(dataset)} samples, fewer than one global batch (data.global_batch_size={cfg.global_batch_size}); lower it"
-            )
-        sampler = GlobalBatchSampler(len(dataset), cfg.global_batch_size, rank, world_size, seed, generator, window)
-    else:
-        sampler = ResumableSampler(dataset, world_size, rank, seed, generator, window)
+    sampler = train_sampler(dataset, cfg, rank, world_size, seed, generator)
     # a batch larger than the data: its one incomplete batch is kept
     drop_last = cfg.drop_last and len(sampler) >= cfg.batch_size
     if batchnorm and not drop_last and len(sampler) % cfg.batch_size == 1:  # every rank's sampler has the same length
