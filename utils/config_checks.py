@@ -81,11 +81,11 @@ def _validate_references(cfg: Config) -> None:
         ema_settings(ema)
     if data.global_batch_size is not None and data.loader == "dali":
         raise ConfigError(
-            "config key 'data.global_batch_size' needs data.loader=torch (DALI's readers shard and shuffle the data themselves); set data.loader=torch or data.global_batch_size=null"
+            "config key 'data.global_batch_size' needs data.loader=torch (the loader its exactness over world sizes is checked with); set data.loader=torch or data.global_batch_size=null"
         )
     if cfg.train.record_samples and data.loader == "dali":
         raise ConfigError(
-            "config key 'train.record_samples' needs data.loader=torch (DALI's readers choose the order of the samples themselves); set data.loader=torch or train.record_samples=false"
+            "config key 'train.record_samples' needs data.loader=torch (the loader whose batches it is checked to record); set data.loader=torch or train.record_samples=false"
         )
     if data.global_batch_size is not None and cfg.optim.lr_scaling != "none":
         raise ConfigError(

@@ -96,3 +96,26 @@ def test_dali_train_loader_drops_the_last_partial_batch_and_runs_epochs(image_ro
         loader.sampler.set_epoch(epoch)
         batches = list(loader)
         assert len(batches) == 3 and all(x.shape == (4, 3, 8, 8) for x, _ in batches)
+
+
+def test_dali_steps_hold_the_torch_loaders_samples_and_a_resume_skips_by_index(tmp_path):
+    pytest.importorskip("nvidia.dali", reason=NO_WHEEL)
+    for i in range(12):  # each image one flat grey, 20 * (its index + 1): any crop or resize keeps it
+        folder = tmp_path / "train" / ("cat" if i < 6 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((12, 16, 3), 20 * (i + 1), dtype=np.uint8)).save(folder / f"{i:02d}.png")
+
+    def steps(loader, epoch, skip=0):
+        loader.sampler.set_epoch(epoch)
+        loader.sampler.skip_first(skip)
+        return [(x[:, 0].mean(dim=(1, 2)) * 255 / 20).round().long().tolist() for x, _ in loader]
+
+    for rank in range(2):
+        torch_cfg = _cfg(tmp_path, "data.loader=torch").data
+        dali, plain = (
+            build_train_loader(build_dataset(cfg, "train"), cfg, rank, 2, seed=3)
+            for cfg in (_cfg(tmp_path).data, torch_cfg)
+        )
+        for epoch in range(2):
+            assert steps(dali, epoch) == steps(plain, epoch)
+        assert steps(dali, 1, skip=4) == steps(plain, 1)[1:]  # a resume after one step: the rest of that epoch

@@ -1,7 +1,10 @@
 """NVIDIA DALI loader for image-folder data (``data.loader=dali``).
 
 CPU pipelines (decode -> resize -> crop-mirror-normalize), so they also run
-without a GPU; each rank reads its own slice (DALI's ``shard_id``/``num_shards``).
+without a GPU (``device_id=None``). The order is the framework's: the torch loader's
+sampler (``train_sampler`` for training, ``SliceSampler`` for evaluation) chooses each
+batch's samples, whose file bytes DALI's ``external_source`` takes, so a step holds the
+torch loader's samples on any world size and a resume skips by index.
 DALI is optional: ``pip install -e ".[dali]"`` (package nvidia-dali-cuda130);
 it is imported only when a run asks for this loader (``check_dali`` before the run starts, then to build it).
 """
@@ -11,16 +14,15 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from utils.config import DataConfig
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-READER = "reader"
 
 
 def _import_dali() -> Any:
@@ -43,38 +45,41 @@ def check_dali() -> None:
 
 @dataclass
 class PipelineSpec:
-    """What one rank's DALI pipeline reads and how it transforms it."""
+    """How one rank's DALI pipeline transforms what it reads."""
 
-    files: Sequence[str]  # the dataset's images and class indices (its one class list for every split)
-    labels: Sequence[int]
     batch_size: int
     num_threads: int
     train: bool
     size: int
     mean: Sequence[float]
     std: Sequence[float]
-    rank: int  # DALI's shard_id: the slice of the data this rank reads
-    world_size: int  # DALI's num_shards
-    seed: int
 
 
-def _build_pipeline(spec: PipelineSpec) -> Any:
+class BatchFeed:
+    """DALI's ``external_source``: the file bytes and labels of each batch of dataset indices, in order."""
+
+    def __init__(self, dataset: Any, batches: List[List[int]]) -> None:
+        self.dataset, self.batches, self.at = dataset, batches, 0
+
+    def __iter__(self) -> "BatchFeed":
+        self.at = 0
+        return self
+
+    def __next__(self) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+        if self.at >= len(self.batches):
+            raise StopIteration
+        indices, self.at = self.batches[self.at], self.at + 1
+        files = [np.fromfile(self.dataset.path(i), dtype=np.uint8) for i in indices]
+        return files, [np.array([self.dataset.label(i)], dtype=np.int64) for i in indices]
+
+
+def _build_pipeline(spec: PipelineSpec, feed: BatchFeed, seed: int) -> Any:
     dali = _import_dali()
     fn, types = dali.fn, dali.types
 
-    @dali.pipeline_def(batch_size=spec.batch_size, num_threads=spec.num_threads, device_id=None, seed=spec.seed)
+    @dali.pipeline_def(batch_size=spec.batch_size, num_threads=spec.num_threads, device_id=None, seed=seed)
     def pipeline() -> Tuple[Any, Any]:
-        # The same seed on every rank: one global permutation per epoch, split into disjoint slices.
-        jpegs, labels = fn.readers.file(
-            files=list(spec.files),
-            labels=list(spec.labels),
-            shard_id=spec.rank,
-            num_shards=spec.world_size,
-            shuffle_after_epoch=spec.train,
-            pad_last_batch=False,
-            name=READER,
-            seed=spec.seed,
-        )
+        jpegs, labels = fn.external_source(source=feed, num_outputs=2, batch=True, dtype=[types.UINT8, types.INT64])
         images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
         images = fn.resize(images, resize_shorter=spec.size)
         crop = (
@@ -103,43 +108,42 @@ def _build_pipeline(spec: PipelineSpec) -> Any:
 
 
 class DaliLoader:
-    """Iterates ``(images, labels)`` like a DataLoader: float CHW images, int64 labels.
+    """Iterates ``(images, labels)`` like a DataLoader: float CHW images, int64 labels, the batches of
+    ``sampler``'s order (``len()``, ``sampler.set_epoch`` and ``sampler.skip_first`` as on the DataLoader).
 
-    ``len()`` is the number of batches of this rank's slice; ``sampler.set_epoch``
-    exists for the training loop (DALI reshuffles by itself after every epoch,
-    from the pipeline seed, so the order does not depend on the epoch number).
+    Each epoch builds its pipeline over that epoch's batches (a fraction of a second), seeded from the run's
+    seed and the epoch: DALI's random crops and mirrors differ between epochs and are not the torch loader's.
     """
 
-    def __init__(self, pipe: Any, train: bool, slice_size: int, batch_size: int) -> None:
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
-        policy = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
-        self._iterator = DALIGenericIterator(
-            [pipe], ["images", "labels"], reader_name=READER, last_batch_policy=policy, auto_reset=True
-        )
-        self._len = slice_size // batch_size if train else math.ceil(slice_size / batch_size)
-        self.batch_size = batch_size
-        self.epoch = 0
-
-    @property
-    def sampler(self) -> "DaliLoader":
-        return self
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def __init__(self, dataset: Any, spec: PipelineSpec, sampler: Any, drop_last: bool, seed: int) -> None:
+        self.dataset, self.spec, self.sampler = dataset, spec, sampler
+        self.batch_size, self.drop_last, self.seed = spec.batch_size, drop_last, seed
 
     def __len__(self) -> int:
-        return self._len
+        count = len(self.sampler)
+        return count // self.batch_size if self.drop_last else math.ceil(count / self.batch_size)
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
-        for out in self._iterator:
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        order = list(self.sampler)
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if batches and self.drop_last and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        if not batches:
+            return
+        seed = (self.seed * 1_000_003 + getattr(self.sampler, "epoch", 0)) % 2**31
+        pipe = _build_pipeline(self.spec, BatchFeed(self.dataset, batches), seed)
+        iterator = DALIGenericIterator([pipe], ["images", "labels"], last_batch_policy=LastBatchPolicy.PARTIAL)
+        for out in iterator:
             data = out[0]
             # Copies: DALI may reuse its output buffers while a prefetcher still holds the batch.
             yield data["images"].clone(), data["labels"].reshape(-1).long()
 
 
-def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, world_size: int, seed: int) -> DaliLoader:
-    """A DALI loader over the files (and labels) that the ``image_folder`` ``dataset`` reads."""
+def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, sampler: Any, seed: int) -> DaliLoader:
+    """A DALI loader over the files (and labels) that the ``image_folder`` ``dataset`` reads, in the order of
+    ``sampler``, the torch loader's for this rank (``utils/data/loader.py``)."""
     folder: Optional[str] = getattr(dataset, "root", None)
     if cfg.name != "image_folder" or folder is None or not hasattr(dataset, "path"):
         raise ConfigError(
@@ -160,17 +164,9 @@ def build_dali_loader(dataset: Any, cfg: DataConfig, train: bool, rank: int, wor
     mean = cfg.mean if cfg.mean is not None else [0.0, 0.0, 0.0]
     std = cfg.std if cfg.std is not None else [1.0, 1.0, 1.0]
     batch_size = cfg.batch_size if train else (cfg.eval_batch_size or cfg.batch_size)
-    files, labels = [dataset.path(i) for i in range(len(dataset))], dataset.labels.tolist()  # DALI's reader takes lists
-    pipe = _build_pipeline(
-        PipelineSpec(
-            files, labels, batch_size, max(cfg.num_workers, 1), train, int(size), mean, std, rank, world_size, seed
-        )
-    )
-    slice_size = _slice_size(len(dataset), rank, world_size)
-    log.info("DALI loader on %s: %d samples in this rank's slice (%d/%d)", folder, slice_size, rank, world_size)
-    return DaliLoader(pipe, train, slice_size, batch_size)
-
-
-def _slice_size(n: int, rank: int, world_size: int) -> int:
-    """DALI's readers give rank i of k (its ``shard_id`` of ``num_shards``) the samples [i*n//k, (i+1)*n//k)."""
-    return (rank + 1) * n // world_size - rank * n // world_size
+    spec = PipelineSpec(batch_size, max(cfg.num_workers, 1), train, int(size), mean, std)
+    drop_last = (
+        train and cfg.drop_last and len(sampler) >= batch_size
+    )  # as the torch loader: a lone short batch is kept
+    log.info("DALI loader on %s: %d samples in this rank's slice", folder, len(sampler))
+    return DaliLoader(dataset, spec, sampler, drop_last, seed)

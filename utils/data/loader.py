@@ -152,9 +152,8 @@ def build_train_loader(
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
 
-        return _prefetching(
-            build_dali_loader(dataset, cfg, True, rank, world_size, seed), cfg, mode, device, channels_last
-        )
+        sampler = train_sampler(dataset, cfg, rank, world_size, seed, torch.Generator())
+        return _prefetching(build_dali_loader(dataset, cfg, True, sampler, seed), cfg, mode, device, channels_last)
     generator = torch.Generator()  # seeds the workers; reseeded per epoch by the sampler
     sampler = train_sampler(dataset, cfg, rank, world_size, seed, generator)
     # a batch larger than the data: its one incomplete batch is kept
@@ -202,9 +201,8 @@ def build_eval_loader(
     if cfg.loader == "dali":
         from utils.data.dali import build_dali_loader
 
-        return _prefetching(
-            build_dali_loader(dataset, cfg, False, rank, world_size, 0), cfg, mode, device, channels_last
-        )
+        sampler = SliceSampler(len(dataset), rank, world_size)
+        return _prefetching(build_dali_loader(dataset, cfg, False, sampler, 0), cfg, mode, device, channels_last)
     sampler = SliceSampler(len(dataset), rank, world_size)
     batch_size = cfg.eval_batch_size or cfg.batch_size
     loader = DataLoader(
