@@ -107,6 +107,8 @@ def test_evaluation_resize_decodes_at_the_scale_that_covers_it(tmp_path):
     assert fast.for_crop._covering(180, 240) == 4  # 45 x 60 still covers a shorter side of 40
     a, b = fast[0][0], full[0][0]
     assert a.shape == b.shape == (3, 40, 40) and (a - b).abs().mean() < 2 / 255
+    nearest = "data.eval_transforms=[{name: Resize, size: 40, interpolation: 0}]"  # no averaging: decoded whole
+    assert dataset(root, nearest, split="val").for_crop is None
 
 
 def test_predict_reads_a_jpeg_as_the_eval_split_does(tmp_path):

@@ -181,6 +181,8 @@ def crop_reader(transform: Optional[Callable], resize: Optional[Callable]) -> Op
 
 def _sized(resize: Any) -> Optional[DecodeForCrop]:
     """For a ``v2.Resize`` to a size (a ``max_size`` only makes its output smaller: still covered); None for
-    one bounded by ``max_size`` alone."""
+    one bounded by ``max_size`` alone, and for one that does not average (nearest, or no antialias), whose
+    output a reduced decode would change by more than resampling."""
     size = getattr(resize, "size", None)
-    return DecodeForCrop(None, tuple(int(s) for s in size), None) if size else None
+    averages = _filter(resize) in PIL_FILTERS and bool(getattr(resize, "antialias", True))
+    return DecodeForCrop(None, tuple(int(s) for s in size), None) if size and averages else None
