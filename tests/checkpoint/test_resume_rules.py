@@ -6,6 +6,7 @@ and reads what the resumed run's checkpoints hold.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -19,7 +20,7 @@ from tests.apps.conftest import make_digit_folder
 from tests.conftest import fast_overrides
 from tests.fixtures.metrics_rows import rows
 from utils.checkpoint.optimizer_state import restore_optimizer
-from utils.checkpoint.records import read_record
+from utils.checkpoint.records import read_record, record_path
 from utils.checkpoint.store import CheckpointStore
 from utils.config import Config
 from utils.config_resume import RULES, field_rules
@@ -176,7 +177,8 @@ def test_training_on_other_data_is_refused(tmp_path, capsys):
 
 
 def test_a_checkpoint_of_the_previous_version_resumes_positionally(trained, tmp_path, capsys):
-    """0.3.0 wrote no parameter names and no data identity: its optimizer state loads by position, as then."""
+    """0.3.0 wrote no parameter names and no data identity: its optimizer state loads by position, as then. As
+    older versions did, it names the best file in the checkpointer's state and as the validation record's own key."""
     shutil.copytree(trained / "base", tmp_path / "base", symlinks=True)
     store = CheckpointStore(tmp_path / "base" / "run_001" / "checkpoints")
     newest = store.numbered()[0]
@@ -185,8 +187,14 @@ def test_a_checkpoint_of_the_previous_version_resumes_positionally(trained, tmp_
         data.pop(key)
     for group in data["optimizer"]["param_groups"]:
         group.pop("names")
-    store.best = data["loop"]["checkpointer"]["best"]
+    store.best = data["loop"]["validator"].pop("file")
+    data["loop"]["checkpointer"] = {"best": store.best}
     store.save(data, data["progress"]["epoch"], data["progress"]["batch"])
+    for path in store.numbered():
+        if record_path(path).is_file():
+            record = json.loads(record_path(path).read_text())
+            record["best"] = record["validator"].pop("file")
+            record_path(path).write_text(json.dumps(record))
     assert (
         main.main(
             [
@@ -202,6 +210,7 @@ def test_a_checkpoint_of_the_previous_version_resumes_positionally(trained, tmp_
     assert "test: top1=" in capsys.readouterr().out
     resumed = torch.load(store.numbered()[0], weights_only=False)
     assert resumed["progress"]["epoch"] == 3 and all("names" in g for g in resumed["optimizer"]["param_groups"])
+    assert "checkpointer" not in resumed["loop"] and resumed["loop"]["validator"]["file"] is not None
 
 
 def test_another_accumulation_keeps_the_schedule_to_the_last_epoch(trained, tmp_path, caplog):

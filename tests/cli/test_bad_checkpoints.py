@@ -130,7 +130,7 @@ def _as_if_two_ranks(run: Path, tmp: Path) -> List[str]:
     store = CheckpointStore(tmp / "out" / "two" / "latest" / "checkpoints")
     data = torch.load(store.latest_usable(), weights_only=False)
     data["world_size"] = 2
-    store.best = data["loop"]["checkpointer"]["best"]
+    store.best = data["loop"]["validator"]["file"]
     store.save(data, data["progress"]["epoch"], data["progress"]["batch"])
     return fast_overrides(tmp / "out", "two", epochs=2)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils.checkpoint.records import ValidationRecord, best_as_of
+from utils.checkpoint.records import ValidationRecord, validator_as_of
 from utils.commands.predict import _mask_paths
 from utils.errors import CheckpointError, DataError
 from utils.metrics.sod import SaliencyWriter
@@ -70,12 +70,13 @@ def test_predict_refuses_a_mask_name_that_leaves_its_folder_before_writing(tmp_p
 
 def test_a_best_checkpoint_named_outside_its_folder_is_refused(tmp_path):
     checkpoint = tmp_path / "epoch0001_batch000000.pt"
-    good = ValidationRecord(1, 10, {"top1": 0.5}, {}, best="epoch0001_batch000000.pt")
-    assert best_as_of(checkpoint, good, None) == "epoch0001_batch000000.pt"
-    assert best_as_of(checkpoint, None, {"best": "epoch0000_batch000000.pt"}) == "epoch0000_batch000000.pt"
-    crafted = ValidationRecord(1, 10, {"top1": 0.5}, {}, best="../../../victim.pt")
+    good = ValidationRecord(1, 10, {"top1": 0.5}, {"file": "epoch0001_batch000000.pt"})
+    assert validator_as_of(checkpoint, good, {}.get)["file"] == "epoch0001_batch000000.pt"
+    older = {"checkpointer": {"best": "epoch0000_batch000000.pt"}}.get  # as an older version saved it
+    assert validator_as_of(checkpoint, None, older)["file"] == "epoch0000_batch000000.pt"
+    crafted = ValidationRecord(1, 10, {"top1": 0.5}, {"file": "../../../victim.pt"})
     with pytest.raises(CheckpointError, match=r"names its best checkpoint '../../../victim.pt', not a file of"):
-        best_as_of(checkpoint, crafted, None)
+        validator_as_of(checkpoint, crafted, {}.get)
     with pytest.raises(CheckpointError, match="names its best checkpoint '/etc/x'"):
-        best_as_of(checkpoint, None, {"best": "/etc/x"})
+        validator_as_of(checkpoint, None, {"validator": {"file": "/etc/x"}}.get)
     assert os.listdir(tmp_path) == []

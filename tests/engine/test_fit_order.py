@@ -74,12 +74,12 @@ class SpyValidator(NoValidator):
         self.tracker.load_state_dict(state)
         self.pending = state.get("pending")
 
-    def run_pending(self, step: int) -> Validation:
+    def run_pending(self, step: int, checkpoint: Optional[Path] = None) -> Validation:
         epoch, self.pending = self.pending, None
         self.events.append(("validate", epoch))
         value = self.values.pop(0)
-        is_best = self.tracker.update(value, epoch)
-        return Validation(epoch, step, {"loss": value}, is_best, self.tracker.should_stop, {})
+        is_best = self.tracker.update(value, epoch, checkpoint.name if checkpoint is not None else None)
+        return Validation(epoch, step, {"loss": value}, is_best, self.tracker.should_stop, self.tracker.state_dict())
 
 
 class Recorder:
@@ -216,10 +216,11 @@ def test_early_stopping_ends_training_after_the_validation_that_used_up_the_pati
 def test_a_resume_whose_validation_was_recorded_continues_after_it():
     events: Events = []
     run = trainer(events)
-    state = {"metric": "loss", "mode": "min", "value": 2.0, "epoch": 1, "evals_since_best": 0, "pending": None}
-    record = ValidationRecord(1, 8, {"loss": 2.0}, state, "epoch1_batch0.pt")
+    state = {"metric": "loss", "mode": "min", "value": 2.0, "epoch": 1, "file": "epoch1_batch0.pt", "pending": None}
+    record = ValidationRecord(1, 8, {"loss": 2.0}, {**state, "evals_since_best": 0})
     run.start_from(resumed_at(Progress(2, 0, 8), record, Best("loss", 2.0, 1, "epoch1_batch0.pt")))
     assert run.state.progress == Progress(2, 0, 8) and run.validator.tracker.value == 2.0
+    assert run.validator.tracker.file == "epoch1_batch0.pt"
     result = fit(run)  # both epochs trained, their validations done: nothing is left to do
     assert events == [
         ("resumed_from", Path("epoch2_batch0.pt"), "epoch1_batch0.pt"),

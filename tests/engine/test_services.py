@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.checkpoint.records import ValidationRecord, best_as_of, read_record, record_path, write_record
+from utils.checkpoint.records import ValidationRecord, read_record, record_path, validator_as_of, write_record
 from utils.checkpoint.start_point import Best, Chosen, start_point
 from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.store import CheckpointStore
@@ -23,7 +23,7 @@ from utils.errors import NonFiniteError
 
 
 class Named:
-    """A stateful loop object (the validator's or checkpointer's place in a checkpoint)."""
+    """A stateful loop object (the validator's place in a checkpoint)."""
 
     def __init__(self, state: Dict[str, Any]) -> None:
         self.state = state
@@ -40,7 +40,7 @@ def objects(seed: int = 0, best: Any = None) -> StateObjects:
     model = nn.Linear(3, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda it: 1.0)
-    loop = {"validator": Named({"pending": 0}), "checkpointer": Named({"best": best})}
+    loop = {"validator": Named({"pending": 0, "file": best})}
     return StateObjects(model, optimizer, scheduler, Amp(AmpConfig(), torch.device("cpu")), loop=loop)
 
 
@@ -49,14 +49,14 @@ def checkpointer(tmp_path: Path, state: StateObjects, synced: List[int], backgro
     return Checkpointer(CheckpointStore(tmp_path), contents, every_steps=4, background=background)
 
 
-def validation(epoch: int, is_best: bool) -> Validation:
+def validation(epoch: int, is_best: bool, best: str) -> Validation:
     return Validation(
         epoch,
         10 * (epoch + 1),
         {"top1": 0.5 + epoch},
         is_best,
         False,
-        {"metric": "top1", "value": 0.5, "pending": None},
+        {"metric": "top1", "value": 0.5, "file": best, "pending": None},
     )
 
 
@@ -71,7 +71,7 @@ def test_the_checkpointer_saves_what_its_contents_hold_after_their_sync_point(tm
     assert (
         saved.progress == Progress(1, 0, 8)
         and saved.config == {"seed": 0}
-        and saved.loop_state("validator") == {"pending": 0}
+        and saved.loop_state("validator") == {"pending": 0, "file": None}
     )
     assert saver.is_periodic(4, 2, 10) and not saver.is_periodic(4, 10, 10) and not saver.is_periodic(3, 2, 10)
 
@@ -98,33 +98,38 @@ def test_the_checkpointer_refuses_non_finite_weights(tmp_path):
 def test_a_committed_validation_records_the_best_file_then_links_best_pt(tmp_path):
     saver = checkpointer(tmp_path, objects(), [])
     first = saver.save(Progress(1, 0, 10))
-    saver.commit_validation(validation(0, is_best=True))
+    saver.commit_validation(validation(0, True, first.name))
     saver.save(Progress(2, 0, 20))
-    saver.commit_validation(validation(1, is_best=False))
+    saver.commit_validation(validation(1, False, first.name))
     assert saver.store.best == first.name and saver.best_path().samefile(first)  # best.pt is a link to it
     second = tmp_path / "epoch0002_batch000000.pt"
-    assert read_record(second) == ValidationRecord(
-        1, 20, {"top1": 1.5}, {"metric": "top1", "value": 0.5, "pending": None}, first.name
-    )
-    assert saver.state_dict() == {"best": first.name}
-    saver.best_is_epoch(1)  # a best rebuilt under another monitor: the file whose record is of that epoch
-    assert saver.store.best == second.name
+    state = {"metric": "top1", "value": 0.5, "file": first.name, "pending": None}
+    assert read_record(second) == ValidationRecord(1, 20, {"top1": 1.5}, state)
+    assert Checkpoint.load(second).loop_state("checkpointer") is None  # the validator's state alone names it
+    # a best rebuilt under another monitor: the file whose record is of that epoch
+    assert saver.file_validated_at(1) == second.name and saver.file_validated_at(None) is None
 
 
 def test_the_validation_record_keeps_its_on_disk_form_and_reads_older_files(tmp_path):
     checkpoint = tmp_path / "epoch0001_batch000000.pt"
-    record = ValidationRecord(0, 5, {"top1": float("nan")}, {"value": None}, "epoch0001_batch000000.pt")
+    record = ValidationRecord(0, 5, {"top1": float("nan")}, {"value": None, "file": "epoch0001_batch000000.pt"})
     write_record(checkpoint, record)
-    assert list(json.loads(record_path(checkpoint).read_text())) == ["epoch", "step", "metrics", "validator", "best"]
+    assert list(json.loads(record_path(checkpoint).read_text())) == ["epoch", "step", "metrics", "validator"]
     back = read_record(checkpoint)
-    assert back.epoch == 0 and back.metrics.keys() == {"top1"} and back.best == record.best
-    # an older version's: no best
+    assert back.epoch == 0 and back.metrics.keys() == {"top1"} and back.validator == record.validator
+    older_saved = {"checkpointer": {"best": "epoch0003_batch000000.pt"}, "validator": {"value": 0.1}}.get
+    assert validator_as_of(checkpoint, back, older_saved) == record.validator
+    # an older version's: the best file as the record's own key, or only in its checkpoint's checkpointer state
+    for best in ("epoch0002_batch000000.pt", None):
+        old = {"epoch": 3, "step": 9, "metrics": {}, "validator": {"value": 0.2}, "best": best}
+        record_path(checkpoint).write_text(json.dumps(old))
+        assert read_record(checkpoint).validator == {"value": 0.2, "file": best}
     record_path(checkpoint).write_text(json.dumps({"epoch": 3, "step": 9, "metrics": {}, "validator": {}}))
     older = read_record(checkpoint)
-    assert older.best is None
-    assert best_as_of(checkpoint, older, {"best": "epoch0003_batch000000.pt"}) == "epoch0003_batch000000.pt"
-    assert best_as_of(checkpoint, None, None) is None
-    assert best_as_of(checkpoint, record, {"best": "other.pt"}) == record.best
+    assert older.validator == {}
+    assert validator_as_of(checkpoint, older, older_saved) == {"file": "epoch0003_batch000000.pt"}
+    assert validator_as_of(checkpoint, None, older_saved) == {"value": 0.1, "file": "epoch0003_batch000000.pt"}
+    assert validator_as_of(checkpoint, None, {}.get) == {}
     record_path(checkpoint).write_text("{cut short")
     assert read_record(checkpoint) is None
 
@@ -155,7 +160,7 @@ def test_the_validator_owns_what_is_pending_and_scores_the_model_and_its_ema():
     assert validator.pending is None  # not due: every 2 epochs
     validator.epoch_trained(1, last=False)
     assert validator.pending == 1 and validator.state_dict()["pending"] == 1  # saved in the epoch's checkpoint
-    outcome = validator.run_pending(step=8)
+    outcome = validator.run_pending(step=8, checkpoint=Path("ckpt/epoch0002_batch000000.pt"))
     assert (outcome.epoch, outcome.step, outcome.metrics, outcome.is_best) == (
         1,
         8,
@@ -166,9 +171,11 @@ def test_the_validator_owns_what_is_pending_and_scores_the_model_and_its_ema():
         (model, "val"),
         (ema, "val_ema"),
     ] and validator.pending is None
-    assert outcome.record("epoch0002_batch000000.pt").to_dict()["validator"]["value"] == 0.6
+    recorded = outcome.record().to_dict()["validator"]
+    assert (recorded["value"], recorded["file"]) == (0.6, "epoch0002_batch000000.pt")  # the file it validated
     validator.epoch_trained(2, last=True)  # the last epoch is always validated
-    assert not validator.run_pending(step=12).is_best and validator.tracker.epoch == 1
+    assert not validator.run_pending(step=12, checkpoint=Path("ckpt/epoch0003_batch000000.pt")).is_best
+    assert (validator.tracker.epoch, validator.tracker.file) == (1, "epoch0002_batch000000.pt")
 
 
 def test_the_validator_stops_after_patience_evaluations_without_improvement():
@@ -187,9 +194,10 @@ def test_a_start_point_reads_where_training_continues_and_the_best_once(tmp_path
     start = start_point(Chosen(tmp_path / "a.pt", None, checkpoint), guard=lambda checkpoint: True)
     assert start.progress == Progress(2, 3, 23) and start.record is None and start.path == tmp_path / "a.pt"
     assert start.best.file == "epoch0001_batch000000.pt"  # no record: the best the checkpoint's own state names
-    assert start.validator == {"pending": 0} and start.checkpoint is checkpoint  # read once, by rank 0
-    state = {"metric": "top1", "mode": "max", "value": 0.7, "epoch": 1, "pending": None}
-    record = ValidationRecord(1, 20, {"top1": 0.7}, state, "epoch0002_batch000000.pt")
+    assert start.validator == {"pending": 0, "file": "epoch0001_batch000000.pt"}
+    assert start.checkpoint is checkpoint  # read once, by rank 0
+    state = {"metric": "top1", "mode": "max", "value": 0.7, "epoch": 1, "file": "epoch0002_batch000000.pt"}
+    record = ValidationRecord(1, 20, {"top1": 0.7}, {**state, "pending": None})
     moved = start_point(Chosen(tmp_path / "a.pt", record, checkpoint), guard=lambda checkpoint: False)
-    assert moved.progress == Progress(2, 0, 23) and moved.record is record and moved.validator == state
+    assert moved.progress == Progress(2, 0, 23) and moved.record is record and moved.validator == record.validator
     assert moved.best == Best("top1", 0.7, 1, "epoch0002_batch000000.pt")

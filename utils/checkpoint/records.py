@@ -3,12 +3,15 @@
 An epoch's checkpoint is written before its validation runs (nothing of the
 epoch's training is lost when validation fails), so it cannot hold that
 validation's outcome. The record ``<checkpoint>.val.json`` does: a
-:class:`ValidationRecord`. It is written atomically (temporary file, fsync,
+:class:`ValidationRecord`, whose validator's state names the best checkpoint
+file after it (the one place the best is kept on disk; a checkpoint holds the
+validator's state before its validation). It is written atomically (temporary file, fsync,
 rename) before ``best.pt`` moves and before anything is logged, so it is the
 point where a validation counts as done: a resume from a checkpoint without its
 record runs that validation again; with it, the validation is not repeated and
 ``best.pt`` follows the record. ``write_record`` is its one writer (called by
-the checkpointer) and ``read_record`` its one reader.
+the checkpointer) and ``read_record`` its one reader; ``validator_as_of`` reads
+the validator's state a checkpoint continues with.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from utils.checkpoint.files import fsync_dir
 from utils.errors import CheckpointError
@@ -39,8 +42,7 @@ class ValidationRecord:
     epoch: int
     step: int  # the optimizer steps taken when it ran (the metrics.jsonl row's step)
     metrics: Dict[str, float]
-    validator: Dict[str, Any]  # the validator's state after it: best value and epoch, early-stopping count
-    best: Optional[str] = None  # the name of the best checkpoint file after it
+    validator: Dict[str, Any]  # the validator's state after it: best value, epoch and file, early-stopping count
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON form (the file's keys, in this order)."""
@@ -49,14 +51,12 @@ class ValidationRecord:
             "step": self.step,
             "metrics": self.metrics,
             "validator": self.validator,
-            "best": self.best,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ValidationRecord":
-        return cls(
-            int(data["epoch"]), int(data["step"]), dict(data["metrics"]), dict(data["validator"]), data.get("best")
-        )
+        validator = with_best_file(data["validator"], data)
+        return cls(int(data["epoch"]), int(data["step"]), dict(data["metrics"]), validator)
 
 
 def record_path(checkpoint: Path) -> Path:
@@ -90,17 +90,28 @@ def read_record(checkpoint: Path) -> Optional[ValidationRecord]:
         return None
 
 
-def best_as_of(
-    checkpoint: Path, record: Optional[ValidationRecord], saved: Optional[Mapping[str, Any]]
-) -> Optional[str]:
-    """The best checkpoint file as of ``checkpoint``: the one the record of the validation after it names; else
-    (that validation did not finish, or an older version wrote a record without it) the one the checkpoint's
-    own ``loop.checkpointer`` state ``saved`` names (the best before it). A name that is not a file of the
-    checkpoint's own folder (a path, ``..``) is refused: the resume links and rotates the file it names."""
-    best = (record.best if record is not None else None) or (saved or {}).get("best")
+def with_best_file(validator: Mapping[str, Any], older: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The validator's state ``validator``, whose ``file`` names the best checkpoint file. Files written before
+    it did kept that name as ``older``'s ``best`` (a record's own key; a checkpoint's ``loop.checkpointer``
+    state): this is the one place that reads it there."""
+    state = dict(validator)
+    if "file" not in state and older is not None and "best" in older:
+        state["file"] = older["best"]
+    return state
+
+
+def validator_as_of(
+    checkpoint: Path, record: Optional[ValidationRecord], saved: Callable[[str], Optional[Mapping[str, Any]]]
+) -> Dict[str, Any]:
+    """The validator's state a resume from ``checkpoint`` continues with: the record's (after the validation that
+    followed it), else (that validation did not finish) the checkpoint's own; ``saved(name)``: the checkpoint's
+    loop state ``name`` (``Checkpoint.loop_state``). A best file that is not a file of the checkpoint's own
+    folder (a path, ``..``) is refused: the resume links and rotates the file it names."""
+    state = with_best_file(record.validator if record is not None else saved("validator") or {}, saved("checkpointer"))
+    best = state.get("file")
     if best is not None and not plain_name(best):
         raise CheckpointError(
             f"checkpoint '{checkpoint}' (or its {SUFFIX} record) names its best checkpoint {best!r}, not a file of "
             "its own folder; the file was altered or made elsewhere: resume from another checkpoint of the run"
         )
-    return best
+    return state

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
-from utils.checkpoint.records import best_as_of, read_record, record_path
+from utils.checkpoint.records import read_record, record_path, validator_as_of
 from utils.checkpoint.sharded import verify_dir
 from utils.checkpoint.sharded_layout import is_sharded_checkpoint, looks_sharded
 from utils.checkpoint.start_point import Chosen
@@ -131,7 +131,7 @@ def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
     progress = checkpoint.progress
     name = source.name if is_numbered(source.name) else store.path_for(progress.epoch, progress.batch).name
     record = read_record(source)
-    best = best_as_of(source, record, checkpoint.loop_state("checkpointer"))
+    best = validator_as_of(source, record, checkpoint.loop_state).get("file")
     store.directory.mkdir(parents=True, exist_ok=True)
     store.link(source, name)
     if record is not None:

@@ -7,11 +7,13 @@ and reads everything a resume needs from it and from its validation record, once
 
 - ``progress``: where training continues (the interrupted epoch's first batch when the data order changed);
 - ``validator``: the validator's state to continue with (the record's, after the validation that followed the
-  checkpoint, else the checkpoint's own, when that validation did not finish);
-- ``best``: the monitored metric, its best value and epoch, and the best checkpoint file at that point.
+  checkpoint, else the checkpoint's own, when that validation did not finish: ``records.validator_as_of``);
+- ``best``: what that state says of the best: the monitored metric, its best value and epoch, and the best
+  checkpoint file at that point.
 
 The Trainer applies it in one place (``Trainer.start_from``): the training state into its objects, the
-position, the validator's state, the checkpointer's best, the run writer's and the sample recorder's step.
+position, the validator's state (and with it the checkpointer's best file), the run writer's and the sample
+recorder's step.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from utils.checkpoint.progress import Progress
-from utils.checkpoint.records import ValidationRecord, best_as_of
+from utils.checkpoint.records import ValidationRecord, validator_as_of
 from utils.checkpoint.snapshot import StateObjects
 from utils.checkpoint.state import Checkpoint
 
@@ -95,11 +97,6 @@ def start_point(
     same_data = guard(checkpoint)
     saved = checkpoint.progress
     progress = saved if same_data else Progress(saved.epoch, 0, saved.step)
-    validator = record.validator if record is not None else (checkpoint.loop_state("validator") or {})
-    best = Best(
-        validator.get("metric"),
-        validator.get("value"),
-        validator.get("epoch"),
-        best_as_of(path, record, checkpoint.loop_state("checkpointer")),
-    )
-    return StartPoint(Path(path), checkpoint, record, progress, dict(validator), best, reset_optimizer)
+    validator = validator_as_of(path, record, checkpoint.loop_state)
+    best = Best(validator.get("metric"), validator.get("value"), validator.get("epoch"), validator.get("file"))
+    return StartPoint(Path(path), checkpoint, record, progress, validator, best, reset_optimizer)

@@ -11,10 +11,11 @@ the file (``utils/checkpoint/records.py``, written here and nowhere else), then
 ``best.pt`` linked to the file when it is the new best. Non-finite weights are
 never written.
 
-Which file is the best is kept in one place, the store's ``best``: this
-checkpointer's state in a checkpoint and the record's ``best`` are its copies
-on disk; a resume's start point (``utils/checkpoint/start_point.py``) reads the
-one that applies and hands it to ``resumed_from``.
+Which file is the best is the validator's to say (its state's ``file``: the
+checkpoint it validated when that validation was the best), and is kept on
+disk in that state alone (in the checkpoint, and in the record after its
+validation); the store's ``best`` follows it (``commit_validation``,
+``resumed_from``) to keep that file through rotation and link ``best.pt``.
 
 ``background`` (``train.async_checkpoint``): the loop only copies the state to
 CPU memory; a writer thread writes it (``utils/checkpoint/background.py``) while
@@ -144,14 +145,14 @@ class Checkpointer:
         self.background.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
 
     def commit_validation(self, validation: Validation) -> None:
-        """After the validation of the newest checkpoint: write its record (naming the best file), then link best.pt."""
+        """After the validation of the newest checkpoint: write its record (its validator's state names the best
+        file), then link best.pt."""
         self.wait()  # the checkpoint's file exists before its record does
         path = self.last_path
-        if validation.is_best:
-            self.store.best = path.name
+        self.store.best = validation.state.get("file")
         if self.contents.dist.is_main:
             try:
-                write_record(path, validation.record(self.store.best))
+                write_record(path, validation.record())
                 if validation.is_best:
                     self.store.link_best(path)
             except OSError as err:  # a full disk: the checkpoint is complete, a resume validates it again
@@ -163,22 +164,21 @@ class Checkpointer:
                 log.info("best.pt links to %s", path)
         barrier()
 
-    def best_is_epoch(self, epoch: Optional[int]) -> None:
-        """The best is the kept checkpoint whose validation record is of ``epoch`` (a best rebuilt from the
-        recorded validations); none when the rotation removed it, or ``epoch`` is None."""
-        self.store.best = None
+    def file_validated_at(self, epoch: Optional[int]) -> Optional[str]:
+        """The kept checkpoint whose validation record is of ``epoch`` (the file of a best rebuilt from the
+        recorded validations); None when the rotation removed it, or ``epoch`` is None."""
         if epoch is None:
-            return
+            return None
         for path in self.store.numbered():
             record = read_record(path)
             if record is not None and record.epoch == epoch:
-                self.store.best = path.name
-                return
+                return path.name
         log.warning(
             "the best epoch under the new eval.monitor (%d) has no checkpoint left (train.keep_checkpoints rotated it away); "
             "best.pt follows the next improvement",
             epoch,
         )
+        return None
 
     def best_path(self) -> Optional[Path]:
         """The checkpoint a finished run tests (see ``CheckpointStore.best_path``)."""
@@ -200,9 +200,6 @@ class Checkpointer:
             self.wait()
         except Exception as err:  # noqa: BLE001 - the error that ended the run is the one to show
             log.error("the background checkpoint write failed too: %s", err)
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {"best": self.store.best}
 
 
 @dataclass
@@ -238,8 +235,8 @@ class NoCheckpointer:
     def commit_validation(self, validation: Validation) -> None:
         pass
 
-    def best_is_epoch(self, epoch: Optional[int]) -> None:
-        pass
+    def file_validated_at(self, epoch: Optional[int]) -> None:
+        return None
 
     def best_path(self) -> None:
         return None
@@ -249,6 +246,3 @@ class NoCheckpointer:
 
     def close(self) -> None:
         pass
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {}

@@ -114,7 +114,7 @@ class Trainer:
     def state_objects(self) -> StateObjects:
         """What a checkpoint holds the state of (see ``utils/checkpoint/state.py``)."""
         p = self.parts
-        loop = {"nonfinite": self.nonfinite, "validator": self.validator, "checkpointer": self.checkpointer}
+        loop = {"nonfinite": self.nonfinite, "validator": self.validator}  # the validator's names the best file
         return StateObjects(
             model=unwrap(p.model),
             optimizer=p.optimizer,
@@ -146,8 +146,8 @@ class Trainer:
     def start_from(self, start: StartPoint) -> None:
         """Continue from a resumed checkpoint, in this one place (``utils/checkpoint/start_point.py``): the training
         state into the parts (the weights are in already), the position, the records rewound to its step (the run
-        writer's, samples.jsonl), and the validator's state and the checkpointer's best as the validation after it
-        left them."""
+        writer's, samples.jsonl), and the validator's state (with the best file the checkpointer keeps) as the
+        validation after it left them."""
         # the validator's state and the best come with the start point, from the validation record when there is one
         objects = dataclasses.replace(self.state_objects(), loop={"nonfinite": self.nonfinite})
         start.load_state(objects, self.dist.rank, self.dist.world_size)
@@ -160,10 +160,11 @@ class Trainer:
         if record is not None and not self.writer.recorded("val", record.step):
             # a crash between the record and its metrics.jsonl row
             self.writer.evaluation("val", record.epoch, record.step, record.metrics)
-        self.checkpointer.resumed_from(start.path, start.best.file)
+        best = start.best.file
         if self.validator.retracked:  # another eval.monitor: never compare two metrics
             self.validator.retrack(decided_by_rank0(lambda: self.writer.evaluations("val")))
-            self.checkpointer.best_is_epoch(self.validator.tracker.epoch)
+            best = self.validator.tracker.file = self.checkpointer.file_validated_at(self.validator.tracker.epoch)
+        self.checkpointer.resumed_from(start.path, best)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -251,7 +252,7 @@ class Trainer:
                 rng_untouched(),
                 self.state.showing_epoch(epoch),
             ):
-                validation = self.validator.run_pending(self.state.step)
+                validation = self.validator.run_pending(self.state.step, self.checkpointer.last_path)
                 self.checkpointer.commit_validation(validation)
                 self.writer.evaluation("val", validation.epoch, validation.step, validation.metrics)
                 self.hooks.call("after_validation", self, validation.metrics)

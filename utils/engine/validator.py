@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from torch import nn
@@ -52,9 +53,9 @@ class Validation:
     should_stop: bool
     state: Dict[str, Any]
 
-    def record(self, best: Optional[str]) -> ValidationRecord:
-        """What the checkpoint's record keeps of it, with ``best`` the best checkpoint file after it."""
-        return ValidationRecord(self.epoch, self.step, self.metrics, self.state, best)
+    def record(self) -> ValidationRecord:
+        """What the checkpoint's record keeps of it."""
+        return ValidationRecord(self.epoch, self.step, self.metrics, self.state)
 
 
 class Validator:
@@ -92,8 +93,10 @@ class Validator:
         if self.due(epoch, last):
             self.pending = epoch
 
-    def run_pending(self, step: int) -> Validation:
-        """Validate the pending epoch at ``step``: the model's metrics on the val split (and the EMA's, prefixed ``ema_``)."""
+    def run_pending(self, step: int, checkpoint: Optional[Path] = None) -> Validation:
+        """Validate the pending epoch at ``step``: the model's metrics on the val split (and the EMA's, prefixed
+        ``ema_``); ``checkpoint``: the file that holds these weights (None without checkpoints), the best file when
+        they are the best."""
         scoring, epoch = self.scoring, self.pending
         if scoring is None or epoch is None:
             raise RuntimeError("Validator.run_pending: nothing pending, or built without scoring")  # a caller's bug
@@ -102,7 +105,8 @@ class Validator:
         if scoring.ema is not None:
             ema_results = scoring.evaluate(scoring.ema, self.loader, "val_ema")
             results.update({f"ema_{k}": v for k, v in ema_results.items()})
-        is_best = self.tracker.update(monitored_value(results, self.monitor), epoch)
+        file = checkpoint.name if checkpoint is not None else None
+        is_best = self.tracker.update(monitored_value(results, self.monitor), epoch, file)
         self.pending = None
         if self.judge is not None:
             self.judged_stop = self.judge(epoch, results, self.monitor)
