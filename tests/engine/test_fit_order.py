@@ -20,7 +20,7 @@ from utils.engine.best_tracker import BestTracker
 from utils.engine.checkpointer import NoCheckpointer
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts, Services
-from utils.engine.validator import NoValidator, Validation
+from utils.engine.validator import NoValidator
 
 Events = List[Tuple[Any, ...]]
 
@@ -49,7 +49,7 @@ class SpyCheckpointer(NoCheckpointer):
         self.events.append(("save", progress, final))
         self.last_path = Path(f"epoch{progress.epoch}_batch{progress.batch}.pt")
 
-    def commit_validation(self, validation: Validation) -> None:
+    def commit_validation(self, validation: ValidationRecord) -> None:
         self.events.append(("commit", validation.epoch))
 
     def resumed_from(self, path: Path, best: Optional[str]) -> None:
@@ -74,12 +74,12 @@ class SpyValidator(NoValidator):
         self.tracker.load_state_dict(state)
         self.pending = state.get("pending")
 
-    def run_pending(self, step: int, checkpoint: Optional[Path] = None) -> Validation:
+    def run_pending(self, step: int, checkpoint: Optional[Path] = None) -> ValidationRecord:
         epoch, self.pending = self.pending, None
         self.events.append(("validate", epoch))
         value = self.values.pop(0)
-        is_best = self.tracker.update(value, epoch, checkpoint.name if checkpoint is not None else None)
-        return Validation(epoch, step, {"loss": value}, is_best, self.tracker.should_stop, self.tracker.state_dict())
+        self.tracker.update(value, epoch, checkpoint.name if checkpoint is not None else None)
+        return ValidationRecord(epoch, step, {"loss": value}, self.tracker.state_dict())
 
 
 class Recorder:

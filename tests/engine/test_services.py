@@ -18,7 +18,7 @@ from utils.checkpoint.store import CheckpointStore
 from utils.config import AmpConfig
 from utils.distributed.process_group import DistInfo
 from utils.engine.checkpointer import Checkpointer, Contents
-from utils.engine.validator import Scoring, Validation, Validator
+from utils.engine.validator import Scoring, Validator
 from utils.errors import NonFiniteError
 
 
@@ -49,14 +49,10 @@ def checkpointer(tmp_path: Path, state: StateObjects, synced: List[int], backgro
     return Checkpointer(CheckpointStore(tmp_path), contents, every_steps=4, background=background)
 
 
-def validation(epoch: int, is_best: bool, best: str) -> Validation:
-    return Validation(
-        epoch,
-        10 * (epoch + 1),
-        {"top1": 0.5 + epoch},
-        is_best,
-        False,
-        {"metric": "top1", "value": 0.5, "file": best, "pending": None},
+def validation(epoch: int, best: str) -> ValidationRecord:
+    """Epoch ``epoch``'s validation, after which ``best`` is the best file."""
+    return ValidationRecord(
+        epoch, 10 * (epoch + 1), {"top1": 0.5 + epoch}, {"metric": "top1", "value": 0.5, "file": best, "pending": None}
     )
 
 
@@ -98,9 +94,9 @@ def test_the_checkpointer_refuses_non_finite_weights(tmp_path):
 def test_a_committed_validation_records_the_best_file_then_links_best_pt(tmp_path):
     saver = checkpointer(tmp_path, objects(), [])
     first = saver.save(Progress(1, 0, 10))
-    saver.commit_validation(validation(0, True, first.name))
+    saver.commit_validation(validation(0, first.name))
     saver.save(Progress(2, 0, 20))
-    saver.commit_validation(validation(1, False, first.name))
+    saver.commit_validation(validation(1, first.name))
     assert saver.store.best == first.name and saver.best_path().samefile(first)  # best.pt is a link to it
     second = tmp_path / "epoch0002_batch000000.pt"
     state = {"metric": "top1", "value": 0.5, "file": first.name, "pending": None}
@@ -161,21 +157,16 @@ def test_the_validator_owns_what_is_pending_and_scores_the_model_and_its_ema():
     validator.epoch_trained(1, last=False)
     assert validator.pending == 1 and validator.state_dict()["pending"] == 1  # saved in the epoch's checkpoint
     outcome = validator.run_pending(step=8, checkpoint=Path("ckpt/epoch0002_batch000000.pt"))
-    assert (outcome.epoch, outcome.step, outcome.metrics, outcome.is_best) == (
-        1,
-        8,
-        {"top1": 0.4, "ema_top1": 0.6},
-        True,
-    )
+    assert (outcome.epoch, outcome.step, outcome.metrics) == (1, 8, {"top1": 0.4, "ema_top1": 0.6})
     assert [(m, split) for m, _, split in evaluate.calls] == [
         (model, "val"),
         (ema, "val_ema"),
     ] and validator.pending is None
-    recorded = outcome.record().to_dict()["validator"]
-    assert (recorded["value"], recorded["file"]) == (0.6, "epoch0002_batch000000.pt")  # the file it validated
+    recorded = outcome.to_dict()["validator"]  # what its checkpoint's record keeps: the best, the file it validated
+    assert (recorded["value"], recorded["epoch"], recorded["file"]) == (0.6, 1, "epoch0002_batch000000.pt")
     validator.epoch_trained(2, last=True)  # the last epoch is always validated
-    assert not validator.run_pending(step=12, checkpoint=Path("ckpt/epoch0003_batch000000.pt")).is_best
-    assert (validator.tracker.epoch, validator.tracker.file) == (1, "epoch0002_batch000000.pt")
+    not_best = validator.run_pending(step=12, checkpoint=Path("ckpt/epoch0003_batch000000.pt"))
+    assert (not_best.validator["epoch"], not_best.validator["file"]) == (1, "epoch0002_batch000000.pt")
 
 
 def test_the_validator_stops_after_patience_evaluations_without_improvement():
@@ -184,7 +175,8 @@ def test_the_validator_stops_after_patience_evaluations_without_improvement():
     stops = []
     for epoch in range(3):
         validator.epoch_trained(epoch, last=False)
-        stops.append(validator.run_pending(step=epoch).should_stop)
+        validator.run_pending(step=epoch)
+        stops.append(validator.should_stop)
     assert stops == [False, False, True] and validator.tracker.should_stop
 
 

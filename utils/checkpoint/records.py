@@ -34,7 +34,7 @@ SUFFIX = ".val.json"
 
 @dataclass
 class ValidationRecord:
-    """One validation's outcome as recorded beside the checkpoint it validated.
+    """One validation's outcome (``Validator.run_pending``), as recorded beside the checkpoint it validated.
 
     ``epoch`` is the epoch validated (the checkpoint's ``Progress.trained_epoch``), not the epoch
     training continues from."""

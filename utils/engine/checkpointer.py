@@ -34,14 +34,13 @@ from typing import Any, Callable, Dict, Optional
 import torch
 
 from utils.checkpoint.background import BackgroundWriter, cpu_copy
-from utils.checkpoint.records import read_record, write_record
+from utils.checkpoint.records import ValidationRecord, read_record, write_record
 from utils.checkpoint.snapshot import RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.state import Progress
 from utils.checkpoint.store import CheckpointStore
 from utils.distributed.ops import any_rank, barrier
 from utils.distributed.process_group import DistInfo
 from utils.distributed.replicas import broadcast_buffers
-from utils.engine.validator import Validation
 from utils.errors import CheckpointError, NonFiniteError
 
 log = logging.getLogger(__name__)
@@ -144,23 +143,24 @@ class Checkpointer:
         copy = self._staging = cpu_copy(data, reuse=self._staging)
         self.background.submit(lambda: self.store.save(copy, progress.epoch, progress.batch))
 
-    def commit_validation(self, validation: Validation) -> None:
+    def commit_validation(self, validation: ValidationRecord) -> None:
         """After the validation of the newest checkpoint: write its record (its validator's state names the best
-        file), then link best.pt."""
+        file), then link best.pt when that file is this checkpoint (the validation made it the best)."""
         self.wait()  # the checkpoint's file exists before its record does
         path = self.last_path
-        self.store.best = validation.state.get("file")
+        self.store.best = validation.validator.get("file")
+        is_best = self.store.best == path.name
         if self.contents.dist.is_main:
             try:
-                write_record(path, validation.record())
-                if validation.is_best:
+                write_record(path, validation)
+                if is_best:
                     self.store.link_best(path)
             except OSError as err:  # a full disk: the checkpoint is complete, a resume validates it again
                 raise CheckpointError(
                     f"could not record the validation of '{path}' ({err.strerror or err}); that checkpoint is intact; "
                     "free disk space or fix the folder's permissions and resume with --resume"
                 ) from err
-            if validation.is_best:
+            if is_best:
                 log.info("best.pt links to %s", path)
         barrier()
 
@@ -232,7 +232,7 @@ class NoCheckpointer:
     def save(self, progress: Progress, final: bool = False, named: Optional[Progress] = None) -> None:
         return None
 
-    def commit_validation(self, validation: Validation) -> None:
+    def commit_validation(self, validation: ValidationRecord) -> None:
         pass
 
     def file_validated_at(self, epoch: Optional[int]) -> None:

@@ -25,7 +25,7 @@ from utils.distributed.parallel import without_ddp
 from utils.distributed.replicas import broadcast_buffers
 from utils.engine.best_tracker import BestTracker, monitored_value
 
-__all__ = ["BestTracker", "NoValidator", "Scoring", "Validation", "ValidationSettings", "Validator"]
+__all__ = ["BestTracker", "NoValidator", "Scoring", "ValidationSettings", "Validator"]
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +40,6 @@ class Scoring:
     evaluate: Evaluate
     model: nn.Module
     ema: Optional[nn.Module] = None
-
-
-@dataclass
-class Validation:
-    """One validation's outcome: the epoch it validated, at ``step``; the validator's ``state`` after it."""
-
-    epoch: int
-    step: int
-    metrics: Dict[str, float]
-    is_best: bool
-    should_stop: bool
-    state: Dict[str, Any]
-
-    def record(self) -> ValidationRecord:
-        """What the checkpoint's record keeps of it."""
-        return ValidationRecord(self.epoch, self.step, self.metrics, self.state)
 
 
 class Validator:
@@ -93,10 +77,10 @@ class Validator:
         if self.due(epoch, last):
             self.pending = epoch
 
-    def run_pending(self, step: int, checkpoint: Optional[Path] = None) -> Validation:
+    def run_pending(self, step: int, checkpoint: Optional[Path] = None) -> ValidationRecord:
         """Validate the pending epoch at ``step``: the model's metrics on the val split (and the EMA's, prefixed
-        ``ema_``); ``checkpoint``: the file that holds these weights (None without checkpoints), the best file when
-        they are the best."""
+        ``ema_``), with the validator's state after it (what its checkpoint's record keeps); ``checkpoint``: the
+        file that holds these weights (None without checkpoints), the best file when they are the best."""
         scoring, epoch = self.scoring, self.pending
         if scoring is None or epoch is None:
             raise RuntimeError("Validator.run_pending: nothing pending, or built without scoring")  # a caller's bug
@@ -106,7 +90,7 @@ class Validator:
             ema_results = scoring.evaluate(scoring.ema, self.loader, "val_ema")
             results.update({f"ema_{k}": v for k, v in ema_results.items()})
         file = checkpoint.name if checkpoint is not None else None
-        is_best = self.tracker.update(monitored_value(results, self.monitor), epoch, file)
+        self.tracker.update(monitored_value(results, self.monitor), epoch, file)
         self.pending = None
         if self.judge is not None:
             self.judged_stop = self.judge(epoch, results, self.monitor)
@@ -117,7 +101,7 @@ class Validator:
                 self.monitor,
                 self.tracker.evals_since_best,
             )
-        return Validation(epoch, step, results, is_best, self.should_stop, self.state_dict())
+        return ValidationRecord(epoch, step, results, self.state_dict())
 
     @property
     def should_stop(self) -> bool:
