@@ -147,8 +147,7 @@ class Trainer:
         """Continue from a resumed checkpoint, in this one place (``utils/checkpoint/start_point.py``): the training
         state into the parts (the weights are in already), the position, the records rewound to its step (the run
         writer's, samples.jsonl), and the validator's state (with the best file the checkpointer keeps) as the
-        validation after it left them."""
-        # the validator's state and the best come with the start point, from the validation record when there is one
+        validation after it left them: from the validation record when there is one."""
         objects = dataclasses.replace(self.state_objects(), loop={"nonfinite": self.nonfinite})
         start.load_state(objects, self.dist.rank, self.dist.world_size)
         self.state.move_to(start.progress)
