@@ -97,7 +97,7 @@ def test_eval_monitor_loss_alone_selects_the_epoch_with_the_lowest_val_loss(out_
         p for p in (run / "checkpoints").glob("epoch*.pt") if os.path.samefile(p, run / "checkpoints" / "best.pt")
     ]
     record = json.loads(numbered.with_name(numbered.name + ".val.json").read_text())  # what its validation decided
-    assert record["validator"]["value"] == min(r["loss"] for r in val) and record["best"] == numbered.name
+    assert record["validator"]["value"] == min(r["loss"] for r in val) and record["validator"]["file"] == numbered.name
 
 
 def test_a_one_sample_last_batch_under_batchnorm_is_dropped_with_a_log_line(out_root, caplog):
