@@ -1,7 +1,7 @@
 """Predict throughput: ``--mode predict`` over a folder of images vs a plain torch inference loop.
 
 Both read the same PNG files with PIL and run the same network (the small CNN, widths
-16 and 32, trained for one step on a generated digit folder) in batches of 64 on one process;
+16 and 32, trained for one step on a generated digit folder enlarged to the same size) in batches of 64 on one process;
 the plain loop is what a user writes by hand (load the checkpoint, build the network, read,
 stack, forward, softmax, top-k). The images are digits 0-2 enlarged to ``--size`` pixels
 (photo-like sizes: at 8x8 the run's fixed costs, config, run folder and CSV, are all there is
@@ -70,6 +70,14 @@ def enlarged_digits(folder: Path, images: int, size: int) -> List[Path]:
     return sorted(folder.glob("*.png"))
 
 
+def enlarge(folder: Path, size: int) -> None:
+    """Every PNG under ``folder`` enlarged in place to ``size`` x ``size``."""
+    from PIL import Image
+
+    for path in folder.rglob("*.png"):
+        Image.open(path).resize((size, size), Image.BICUBIC).save(path)
+
+
 def framework(checkpoint: Path, folder: Path, out: Path) -> float:
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -99,12 +107,13 @@ def measure(images: int, size: int, rounds: int) -> Dict[str, List[float]]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         data = make_digit_folder(base / "data", {"train": 30, "val": 6, "test": 2})
-        # a fully convolutional network: trained at 8x8, it predicts any size
+        enlarge(data, size)  # trained at the size it predicts: predict refuses inputs of another size
         with contextlib.redirect_stdout(io.StringIO()):
             assert (
                 main.main(
                     [
                         *folder_overrides(base / "out", data),
+                        f"model.input_size=[1, {size}, {size}]",
                         "train.iterations=1",
                         "model.args.backbone_args.widths=[16, 32]",
                     ]
