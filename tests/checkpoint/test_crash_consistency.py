@@ -14,12 +14,12 @@ import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
-from tests.fixtures.dist_utils import PYTHON
+from tests.fixtures.forked_main import MainServer
 
 pytestmark = pytest.mark.slow  # runs killed at every write, then resumed, in subprocesses
 
@@ -33,11 +33,16 @@ SETTINGS = [
 TIMEOUT = 180
 
 
-def run(out: Path, *extra: str, env: Dict[str, str] = None) -> subprocess.CompletedProcess:
-    cmd = [PYTHON, "main.py", f"experiment.output_root={out}", "experiment.name=crash", *SETTINGS, *extra]
-    return subprocess.run(
-        cmd, cwd=ROOT, env={**subprocess_env(), **(env or {})}, capture_output=True, text=True, timeout=TIMEOUT
-    )
+@pytest.fixture(scope="module")
+def server() -> Iterator[MainServer]:
+    """The 23 runs are processes forked from one that imported torch once (``tests/fixtures/forked_main.py``)."""
+    with MainServer(ROOT, subprocess_env()) as forking:
+        yield forking
+
+
+def run(server: MainServer, out: Path, *extra: str, env: Dict[str, str] = None) -> subprocess.CompletedProcess:
+    args = [f"experiment.output_root={out}", "experiment.name=crash", *SETTINGS, *extra]
+    return server.run(args, ROOT, {**subprocess_env(), **(env or {})}, TIMEOUT)
 
 
 def final_test(proc: subprocess.CompletedProcess) -> str:
@@ -46,11 +51,11 @@ def final_test(proc: subprocess.CompletedProcess) -> str:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Tuple[str, List[Tuple[int, str, str]]]:
+def reference(server, tmp_path_factory) -> Tuple[str, List[Tuple[int, str, str]]]:
     """The uninterrupted run's test line and its numbered file operations."""
     out = tmp_path_factory.mktemp("reference")
     trace = out / "ops.txt"
-    line = final_test(run(out, env={"REGTRAIN_TRACE_OPS": str(trace)}))
+    line = final_test(run(server, out, env={"REGTRAIN_TRACE_OPS": str(trace)}))
     ops = [(int(n), kind, name) for n, kind, name in (row.split() for row in trace.read_text().splitlines())]
     return line, ops
 
@@ -94,33 +99,35 @@ def selected(ops: List[Tuple[int, str, str]]) -> List[Tuple[int, str]]:
     return second + [(n, f"{what} (epoch 1)") for n, what in first if what == "replace best.pt"]
 
 
-def kill_and_resume(folder: Path, point: int) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+def kill_and_resume(
+    server: MainServer, folder: Path, point: int
+) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """A run SIGKILLed at file operation ``point``, then ``--resume`` in the same folder."""
-    return run(folder, env={"REGTRAIN_KILL_AT": str(point)}), run(folder, "--resume")
+    return run(server, folder, env={"REGTRAIN_KILL_AT": str(point)}), run(server, folder, "--resume")
 
 
 FAULTS = ("raise", "kill")
 
 
 def fail_validation_and_resume(
-    folder: Path, fault: str
+    server: MainServer, folder: Path, fault: str
 ) -> Tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """A run whose last validation raises or is SIGKILLed, then ``--resume`` in the same folder."""
     hook = [
         "custom_imports=[tests.fixtures.kill_points, tests.fixtures.validation_fault]",
         f"hooks=[{{name: validation_fault, epoch: 1, fault: {fault}}}]",
     ]
-    failed = run(folder, *hook)
+    failed = run(server, folder, *hook)
     # before the resume
     failed.left_behind = sorted(
         p.name for p in (folder / "crash" / "latest" / "checkpoints").glob("epoch0001_batch000019.pt*")
     )
-    return failed, run(folder, "--resume")
+    return failed, run(server, folder, "--resume")
 
 
 @pytest.fixture(scope="module")
 def killed(
-    reference, tmp_path_factory
+    server, reference, tmp_path_factory
 ) -> Dict[str, Tuple[str, Path, subprocess.CompletedProcess, subprocess.CompletedProcess]]:
     """For each selected point (keys 0-8) and each validation fault (keys "raise", "kill"): what it is,
     its folder, the failed run and the resumed one. The runs are single threaded and independent, so
@@ -135,7 +142,7 @@ def killed(
     }
     folders = {key: tmp_path_factory.mktemp(f"killed_{key}") for key in cases}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {key: pool.submit(fn, folders[key], arg) for key, (_, fn, arg) in cases.items()}
+        futures = {key: pool.submit(fn, server, folders[key], arg) for key, (_, fn, arg) in cases.items()}
         return {key: (cases[key][0], folders[key], *futures[key].result()) for key in cases}
 
 
