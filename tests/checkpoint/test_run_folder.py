@@ -43,8 +43,9 @@ def snapshot(folder: Path) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_resuming_a_run_in_use_stops_at_once_naming_the_holder_and_a_fresh_run_gets_its_own_folder(tmp_path):
-    first = start(tmp_path)
+def test_resuming_a_run_in_use_stops_at_once_naming_the_holder_and_a_fresh_run_gets_its_own_folder(tmp_path, capsys):
+    # the holder, in a process of its own, idle between its steps: the other two run here while it holds the folder
+    first = start(tmp_path, "custom_imports=[tests.fixtures.idle_steps]", "hooks=[{name: idle_steps, seconds: 0.05}]")
     try:
         lock = tmp_path / "shared" / "run_001" / ".lock"
         deadline = time.monotonic() + 120
@@ -53,23 +54,23 @@ def test_resuming_a_run_in_use_stops_at_once_naming_the_holder_and_a_fresh_run_g
         ):
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()[1][-3000:]
             time.sleep(0.05)
-        again = [PYTHON, "main.py", *fast_overrides(tmp_path, "shared", epochs=1)]
-        second = subprocess.run(
-            [*again, "--resume"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120
-        )
-        fresh = subprocess.run(again, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        again = fast_overrides(tmp_path, "shared", epochs=1)
+        capsys.readouterr()
+        second = main.main([*again, "--resume"])
+        refused = capsys.readouterr().err
+        fresh = main.main(again)
         assert first.poll() is None, "the first run ended before the second was refused"
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.communicate()
-    assert second.returncode == 2, second.stderr[-3000:]
-    errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
+    assert second == 2, refused[-3000:]
+    errors = [line for line in refused.splitlines() if line.startswith("error:")]
     assert errors == [
         f"error: run folder '{lock.parent}' is in use by another run (pid {first.pid} on host {socket.gethostname()}; lock '{lock}'); "
         "wait until that run ends and continue it with --resume, or start a fresh run (without --resume)"
-    ], second.stderr
-    assert "Traceback" not in second.stderr
-    assert fresh.returncode == 0, fresh.stderr[-3000:]  # the same command, not resuming: a folder of its own
+    ], refused
+    assert "Traceback" not in refused
+    assert fresh == 0  # the same command, not resuming: a folder of its own
     assert [r.path.name for r in numbered(tmp_path / "shared")] == ["run_001", "run_002"]
     after = RunFolder(lock.parent)  # the kernel released the killed run's lock
     after.lock()
