@@ -78,6 +78,7 @@ def test_overflowing_steps_are_skipped_counted_and_do_not_advance_the_schedule(o
     assert [s.value for s in acc.Scalars("train_epoch/steps")] == [0]
 
 
+@pytest.mark.slow  # over 2 s
 def test_resume_continues_the_loss_scale_and_the_fp32_masters(out_root):
     args = fast_overrides(out_root, "resume", epochs=1) + [
         "amp.opt_level=O2",

@@ -13,6 +13,7 @@ from utils.errors import ConfigError
 from utils.registry import BACKBONES, NETWORKS
 
 
+@pytest.mark.slow  # over 2 s
 def test_digits_classifier_on_timm_resnet18_trains(out_root, capsys):
     args = [
         "--config",

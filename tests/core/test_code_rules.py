@@ -227,6 +227,7 @@ def functions_over_the_limit() -> List[Tuple[str, int, str, int]]:
     return found
 
 
+@pytest.mark.slow  # over 2 s
 def test_no_function_takes_more_than_8_parameters_except_registered_constructors():
     assert functions_over_the_limit() == []
 

@@ -74,6 +74,7 @@ def test_a_per_rank_sampler_with_a_window_covers_the_epoch_and_skips_exactly():
     assert list(ranks[0]) == both[0][5:] == ranks[0].order_of(4, 0)[5:].tolist()
 
 
+@pytest.mark.slow  # over 2 s
 def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path, capsys):
     packed = tmp_path / "p"
     assert main.main(["--mode", "pack", "--output", str(packed), "--shard-size", "100KB", "data.name=digits"]) == 0

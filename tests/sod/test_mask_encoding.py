@@ -174,6 +174,7 @@ def test_mixed_sizes_without_a_size_name_two_files_and_the_fix(tmp_path):
         next(iter(loader))
 
 
+@pytest.mark.slow  # over 2 s
 def test_0_1_masks_train_and_score_as_0_255_masks(tmp_path, capsys):
     """The same scenes on disk twice, masks as 0/255 and as 0/1: the same run, the same metrics."""
     for split, count in (("train", 32), ("val", 4), ("test", 4)):
