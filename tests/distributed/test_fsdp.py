@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import RECORDED_DIGITS, global_batches, torchrun
 from utils.checkpoint.state import Checkpoint
 
 pytestmark = pytest.mark.slow  # torchrun jobs shared by every test
@@ -55,7 +55,7 @@ LONG_ATOL = 1e-5
 def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -> subprocess.CompletedProcess:
     """A run of ``nproc`` processes; ``kill_at``: rank 0 SIGKILLs the whole job at that training read."""
     args = [f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra]
-    cmd = torchrun(nproc, *args) if nproc > 1 else [PYTHON, "main.py", *args]
+    cmd = torchrun(nproc, *args)
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})
@@ -69,6 +69,15 @@ def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -
 
 def the_test_line(done: subprocess.CompletedProcess) -> str:
     return next(line for line in done.stdout.splitlines() if line.startswith("test: "))
+
+
+def line_of_test_mode(capsys: pytest.CaptureFixture, out: Path, *extra: str) -> str:
+    """The test line of ``--mode test`` run in this process (one process needs no launcher of its own)."""
+    import main
+
+    capsys.readouterr()
+    assert main.main([f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra]) == 0
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("test: "))
 
 
 def weights(path: Path) -> Dict[str, torch.Tensor]:
@@ -139,11 +148,12 @@ def test_sharded_checkpoint_resumes_on_three_ranks_in_the_global_order(runs):
 
 
 @pytest.mark.timeout(300)
-def test_test_mode_reads_a_sharded_checkpoint_in_one_process(runs):
+def test_test_mode_reads_a_sharded_checkpoint_in_one_process(runs, capsys):
     tmp: Path = runs["tmp"]
     best = tmp / "fsdp/run/latest/checkpoints/best.dcp"
-    done = launch(1, tmp / "tested", tmp / "tested", "--mode", "test", "--checkpoint", str(best))
-    assert the_test_line(done) == the_test_line(runs["fsdp"])
+    assert line_of_test_mode(capsys, tmp / "tested", "--mode", "test", "--checkpoint", str(best)) == the_test_line(
+        runs["fsdp"]
+    )
 
 
 def test_convert_writes_one_ordinary_file(runs, capsys):
@@ -195,22 +205,14 @@ def test_fsdp_kill_and_resume_is_exact_without_syncbn(unsynced):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("epoch", [1, 2])
-def test_a_sharded_checkpoint_holds_what_its_validation_scored(unsynced, epoch):
+def test_a_sharded_checkpoint_holds_what_its_validation_scored(unsynced, epoch, capsys):
     from utils.checkpoint.records import read_record
     from utils.log import format_metrics
 
     tmp: Path = unsynced["tmp"]
     # the end of the epoch-th epoch, numbered from 0 as the log numbers it
     checkpoint = tmp / f"full/run/latest/checkpoints/epoch{epoch - 1:04d}_batch{STEPS:06d}.dcp"
-    done = launch(
-        1,
-        tmp / f"val{epoch}",
-        tmp / f"val{epoch}",
-        *UNSYNCED,
-        "--mode",
-        "test",
-        "--checkpoint",
-        str(checkpoint),
-        "data.test_split=val",
+    line = line_of_test_mode(
+        capsys, tmp / f"val{epoch}", *UNSYNCED, "--mode", "test", "--checkpoint", str(checkpoint), "data.test_split=val"
     )
-    assert the_test_line(done) == "test: " + format_metrics(read_record(checkpoint).metrics)
+    assert line == "test: " + format_metrics(read_record(checkpoint).metrics)
