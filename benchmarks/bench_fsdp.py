@@ -133,7 +133,7 @@ def measure(steps: int, rounds: int, world: int = 2) -> dict:
 
 
 def run(quick: bool = False) -> List[dict]:
-    steps, rounds = (3, 2) if quick else (10, 5)
+    steps, rounds = (3, 1) if quick else (10, 5)
     out = measure(steps, rounds)
     millions = out["params"] / 1e6
     return [

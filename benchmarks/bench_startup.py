@@ -33,7 +33,7 @@ def _fresh(code: str) -> Callable[[], float]:
 
 
 def run(quick: bool = False) -> List[dict]:
-    rounds = 2 if quick else 7
+    rounds = 1 if quick else 7
     times = interleaved(
         {
             "torch": _fresh("import torch"),
@@ -41,6 +41,7 @@ def run(quick: bool = False) -> List[dict]:
             "help": _fresh("import main; main.main(['--help'])"),
         },
         rounds,
+        warmup=not quick,  # quick: 3 processes, not 9
     )
     torch_s = sorted(times["torch"])[len(times["torch"]) // 2]
     return [
