@@ -190,7 +190,7 @@ def run_size(n: int, work: Path, rounds: int) -> Dict[str, Dict[str, float]]:
 
 
 def run(quick: bool = False, sizes: Sequence[int] = (), keep: str = "", rounds: int = 0) -> List[dict]:
-    small, large = sizes or ((2_000, 20_000) if quick else (10_000, 1_000_000))
+    small, large = sizes or ((1_000, 4_000) if quick else (10_000, 1_000_000))
     rounds = rounds or (1 if quick else 2)
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="index-scale-"))
     try:
@@ -229,7 +229,7 @@ def _at(found: Dict[int, Dict[str, Dict[str, float]]], small: int, large: int, n
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="2 thousand and 20 thousand samples")
+    parser.add_argument("--quick", action="store_true", help="1 thousand and 4 thousand samples")
     parser.add_argument("--sizes", default="", help="two comma-separated sample counts")
     parser.add_argument("--keep", default="", help="a folder to keep the PNGs and packs in between runs")
     parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds of packing at the large size (2)")
