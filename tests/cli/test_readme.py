@@ -5,6 +5,8 @@ runs in reading order (the README's, then each page's in the map's order: ``test
 after the files a page tells to create (``Create `network/my_net.py`:`` and its code block) are written,
 shortened as the README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
 sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset) are in SKIPPED.
+A ``python main.py`` line runs as a process forked from one that imported torch in the copy once
+(``tests/fixtures/forked_main.py``); a launcher's line starts its own.
 
 Each command is checked for what it prints: a training run one ``test: k=v ...`` line, ``best <metric>=<value>
 at epoch E`` and ``N process(es)``; ``--mode test`` of an experiment's ``latest/checkpoints/best.pt`` the test
@@ -33,6 +35,7 @@ import yaml
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
 from tests.fixtures.docs_pages import reading_order
+from tests.fixtures.forked_main import MainServer
 from tests.fixtures.readme_steps import COMMANDS, SAMPLES, bare_resume, folder_of, preempted, sample_images
 from tests.fixtures.readme_sweep import sweep_folders
 
@@ -269,7 +272,11 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
         for command in commands:
             if bare_resume(command):  # "preempted; later": the run it continues did not finish
                 preempted(seen.runs[chain(command, repo)].folder)
-            proc = subprocess.run(shortened(command), cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+            args = shortened(command)
+            if args[1] == "main.py":  # forked from a process of the copy that imported torch once
+                proc = server.run(args[2:], repo, env, timeout=300)
+            else:  # a launcher starts its processes
+                proc = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, f"documented command failed: {command}\n{proc.stderr[-3000:]}"
             try:
                 check(command, proc.stdout, proc.stderr, seen)
@@ -280,8 +287,8 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
         return seen
 
     longest_first = sorted(chains.values(), key=len, reverse=True)
-    with ThreadPoolExecutor(max_workers=2) as pool:  # one experiment's commands in order; two experiments at once
-        done = list(pool.map(run_chain, longest_first))
+    with MainServer(repo, env) as server, ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(run_chain, longest_first))  # one experiment's commands in order; two experiments at once
     ran = [command for commands in longest_first for command in commands]
     assert "python main.py" in ran and len(ran) >= 15, ran
     # the quick start prints the metrics the README's example line shows
