@@ -5,8 +5,7 @@ runs in reading order (the README's, then each page's in the map's order: ``test
 after the files a page tells to create (``Create `network/my_net.py`:`` and its code block) are written,
 shortened as the README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
 sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset) are in SKIPPED.
-A ``python main.py`` line runs as a process forked from one that imported torch in the copy once
-(``tests/fixtures/forked_main.py``); a launcher's line starts its own.
+A ``python main.py`` line runs forked from a process of the copy that imported torch once.
 
 Each command is checked for what it prints: a training run one ``test: k=v ...`` line, ``best <metric>=<value>
 at epoch E`` and ``N process(es)``; ``--mode test`` of an experiment's ``latest/checkpoints/best.pt`` the test
@@ -272,11 +271,7 @@ def test_the_readme_examples_run_in_order_on_a_fresh_copy_and_print_what_they_sa
         for command in commands:
             if bare_resume(command):  # "preempted; later": the run it continues did not finish
                 preempted(seen.runs[chain(command, repo)].folder)
-            args = shortened(command)
-            if args[1] == "main.py":  # forked from a process of the copy that imported torch once
-                proc = server.run(args[2:], repo, env, timeout=300)
-            else:  # a launcher starts its processes
-                proc = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+            proc = server.command(shortened(command), repo, env, timeout=300)  # main.py forked, launchers started
             assert proc.returncode == 0, f"documented command failed: {command}\n{proc.stderr[-3000:]}"
             try:
                 check(command, proc.stdout, proc.stderr, seen)
