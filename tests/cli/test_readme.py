@@ -4,8 +4,8 @@ Every ``python main.py`` / ``torchrun`` / ``torch.distributed.launch`` / sample 
 runs in reading order (the README's, then each page's in the map's order: ``tests/fixtures/docs_pages.py``),
 after the files a page tells to create (``Create `network/my_net.py`:`` and its code block) are written,
 shortened as the README says (``train.iterations=2``; ``--nproc_per_node=2`` on this CPU; the demos' data
-sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset) are in SKIPPED.
-A ``python main.py`` line runs forked from a process of the copy that imported torch once.
+sizes). Lines that need what no CPU machine has here (several hosts, srun, a GPU dataset) are in SKIPPED. A
+``python main.py`` line runs forked from a process of the copy that imported torch once.
 
 Each command is checked for what it prints: a training run one ``test: k=v ...`` line, ``best <metric>=<value>
 at epoch E`` and ``N process(es)``; ``--mode test`` of an experiment's ``latest/checkpoints/best.pt`` the test
@@ -13,8 +13,7 @@ line that the run ``latest`` points to printed (N ranks or one); ``--resume`` ``
 E, step S`` in the run it continues, and that run's test line again; a config with ``model.pretrained``
 ``loaded N tensors from PATH``; ``--mode export`` the file it wrote; ``--mode compare`` its table and folder;
 ``--print-config`` the config as YAML (``tests/fixtures/readme_steps.py``: the rest). At the end each
-experiment's folder holds exactly the folders the commands named and ``latest`` points to its last run.
-"""
+experiment's folder holds exactly the folders the commands named and ``latest`` points to its last run."""
 
 from __future__ import annotations
 
