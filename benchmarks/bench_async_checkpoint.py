@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -23,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_checkpoint_write import resnet50_state, state_megabytes  # noqa: E402
-from benchmarks.common import interleaved, ratios, row, timed  # noqa: E402
+from benchmarks.common import interleaved, ratios, row, scratch, timed  # noqa: E402
 from utils.checkpoint.state import Progress, RunRecord  # noqa: E402
 from utils.checkpoint.store import CheckpointStore  # noqa: E402
 from utils.distributed.process_group import DistInfo  # noqa: E402
@@ -52,8 +51,7 @@ class Points:
 def run(quick: bool = False) -> List[dict]:
     rounds = 2 if quick else 7
     state = resnet50_state()
-    (ROOT / "output").mkdir(exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="bench_async_checkpoint.", dir=ROOT / "output"))
+    folder = scratch("bench_async_checkpoint.")
     try:
         sync, background = Points(folder / "sync", state, False), Points(folder / "async", state, True)
         times = interleaved({"sync": sync, "async": background}, rounds)

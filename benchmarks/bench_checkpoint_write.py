@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import interleaved, ratios, row, timed  # noqa: E402
+from benchmarks.common import interleaved, ratios, row, scratch, timed  # noqa: E402
 from utils.checkpoint.store import CheckpointStore  # noqa: E402
 
 BENCHMARK = "7 checkpoint write"
@@ -86,8 +85,7 @@ def run(quick: bool = False) -> List[dict]:
     rounds = 2 if quick else 7
     state = resnet50_state()
     megabytes = state_megabytes(state)
-    (ROOT / "output").mkdir(exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="bench_checkpoint_write.", dir=ROOT / "output"))  # the disk checkpoints go to
+    folder = scratch("bench_checkpoint_write.")  # the disk checkpoints go to
     try:
         point = CheckpointPoints(folder / "checkpoints", state)
         bare = folder / "bare.pt"

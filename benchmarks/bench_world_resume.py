@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from benchmarks.common import interleaved, ratios, row
+from benchmarks.common import interleaved, ratios, row, scratch
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 300
@@ -74,8 +74,7 @@ def _first_step(killed: Path, nproc: int, resume: bool = True) -> float:
 
 def run(quick: bool = False) -> List[dict]:
     rounds = 1 if quick else 5
-    (ROOT / "output").mkdir(exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_world_resume.", dir=ROOT / "output"))
+    tmp = scratch("bench_world_resume.")
     try:
         killed = tmp / "killed"
         # rank 0 SIGKILLs the job when it is about to read its sample 421 (batch 35 of epoch 0)

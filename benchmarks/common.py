@@ -12,6 +12,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+SCRATCH = "REGTRAIN_BENCH_SCRATCH"  # the suite's tmp folder: its benchmarks write nothing into the checkout
+
+
+def scratch(prefix: str) -> Path:
+    """A new folder for a benchmark's files on the disk runs write to (``output/``), or under $REGTRAIN_BENCH_SCRATCH."""
+    parent = Path(os.environ.get(SCRATCH) or Path(__file__).resolve().parents[1] / "output")
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
 
 def timed(fn: Callable[[], object]) -> float:
     """Wall-clock seconds of one call."""

@@ -8,6 +8,7 @@ import importlib
 
 import pytest
 
+from benchmarks.common import SCRATCH
 from benchmarks.run import BENCHMARKS, markdown_table
 
 pytestmark = pytest.mark.slow  # each benchmark trains, evaluates or starts processes
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.slow  # each benchmark trains, evaluates or starts proc
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("module, title", BENCHMARKS, ids=[module for module, _ in BENCHMARKS])
-def test_the_quick_form_of_each_benchmark_runs_and_returns_its_rows(module, title):
+def test_the_quick_form_of_each_benchmark_runs_and_returns_its_rows(module, title, tmp_path, monkeypatch):
+    monkeypatch.setenv(SCRATCH, str(tmp_path))  # the checkpoint benchmarks write into output/ otherwise
     rows = importlib.import_module(f"benchmarks.{module}").run(quick=True)
     assert rows, f"benchmarks/{module}.py returned no rows"
     for row in rows:
