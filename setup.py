@@ -49,6 +49,7 @@ setup(
         "test": [
             "pytest",
             "pytest-timeout",
+            "pytest-xdist",  # python -m pytest -n 2: the README's test command
             "ruff==0.17.6",
             *EXPORT,
             *SWEEP,
