@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from utils.sweep.trial_runs import best_value, has_test_row
+from utils.run_folder import RunFolder
+from utils.sweep.trial_runs import best_value
+from utils.unfinished_run import finished
 
 VAL = [{"split": "val", "epoch": e, "step": 22 * e, "top1": v} for e, v in ((1, 0.5), (2, 0.75))]
 
@@ -15,12 +17,12 @@ def test_a_test_row_cut_short_is_no_test_and_the_val_rows_still_count(tmp_path, 
     run.mkdir()
     test = json.dumps({"split": "test", "epoch": 2, "step": 44, "top1": 0.7})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in VAL) + test[:20])
-    assert not has_test_row(run)  # the sweep resumes it
+    assert not finished(RunFolder(run))  # the sweep resumes it
     assert best_value(run, "top1", "maximize") == 0.75 and best_value(run, "top1", "minimize") == 0.5
     assert "metrics.jsonl: 1 line(s) are not JSON" in caplog.text
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in VAL) + test + "\n")
-    assert has_test_row(run)
+    assert finished(RunFolder(run))
 
 
 def test_a_run_without_metrics_is_neither_tested_nor_scored(tmp_path):
-    assert not has_test_row(tmp_path) and best_value(tmp_path, "top1", "maximize") is None
+    assert not finished(RunFolder(tmp_path)) and best_value(tmp_path, "top1", "maximize") is None

@@ -28,6 +28,7 @@ from utils.metrics_file import read_lenient
 from utils.run_folder import RunFolder, numbered
 from utils.sweep import pruning
 from utils.sweep.spec import override
+from utils.unfinished_run import finished
 
 ROOT = Path(__file__).resolve().parents[2]  # main.py's folder
 
@@ -97,7 +98,7 @@ def run_configuration(
         folder = find_run(ctx.experiment, name)
         if folder is not None and ctx.build is not None:
             same_configuration(folder, ctx.build([*[override(k, v) for k, v in params.items()], f"seed={seed}"]))
-        began, trained = time.monotonic(), folder is None or not has_test_row(folder)
+        began, trained = time.monotonic(), folder is None or not finished(RunFolder(folder))
         if trained:
             args = ["--resume", str(folder)] if folder is not None and has_checkpoint(folder) else []
             log.info(
@@ -218,11 +219,6 @@ def rows(folder: Path) -> List[Dict[str, Any]]:
     """The run's metrics.jsonl rows, read as the run reads them (a line a killed run cut short is skipped: the run
     drops it when the sweep resumes it)."""
     return read_lenient(RunFolder(folder).metrics)
-
-
-def has_test_row(folder: Path) -> bool:
-    """Whether the run is done: it wrote its test row (one a kill cut short is not one; the run tests again)."""
-    return any(row.get("split") == "test" for row in rows(folder))
 
 
 def best_value(folder: Optional[Path], monitor: str, direction: str) -> Optional[float]:
