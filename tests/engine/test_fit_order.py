@@ -12,7 +12,7 @@ from torch import nn
 
 from utils.amp import Amp
 from utils.checkpoint.records import ValidationRecord
-from utils.checkpoint.start_point import Best, StartPoint
+from utils.checkpoint.start_point import StartPoint
 from utils.checkpoint.state import Progress
 from utils.config import AmpConfig
 from utils.distributed.preempt import Preempted
@@ -162,9 +162,9 @@ class SavedAt:
         pass  # start_from's StartPoint.load_state
 
 
-def resumed_at(progress: Progress, record: Optional[ValidationRecord], best: Best) -> StartPoint:
+def resumed_at(progress: Progress, record: Optional[ValidationRecord]) -> StartPoint:
     validator = record.validator if record is not None else {}
-    return StartPoint(Path("epoch2_batch0.pt"), SavedAt(progress), record, progress, validator, best)
+    return StartPoint(Path("epoch2_batch0.pt"), SavedAt(progress), record, progress, validator)
 
 
 def test_a_resume_finishes_the_pending_validation_first_showing_the_epoch_it_validates():
@@ -172,7 +172,7 @@ def test_a_resume_finishes_the_pending_validation_first_showing_the_epoch_it_val
     run = trainer(events, epochs=3)
     # as restored from epoch 1's checkpoint, written before its validation finished
     run.validator.epoch_trained(1, last=False)
-    run.start_from(resumed_at(Progress(2, 0, 8), record=None, best=Best()))
+    run.start_from(resumed_at(Progress(2, 0, 8), record=None))
     fit(run)
     assert events[:6] == [
         ("resumed_from", Path("epoch2_batch0.pt"), None),
@@ -218,7 +218,7 @@ def test_a_resume_whose_validation_was_recorded_continues_after_it():
     run = trainer(events)
     state = {"metric": "loss", "mode": "min", "value": 2.0, "epoch": 1, "file": "epoch1_batch0.pt", "pending": None}
     record = ValidationRecord(1, 8, {"loss": 2.0}, {**state, "evals_since_best": 0})
-    run.start_from(resumed_at(Progress(2, 0, 8), record, Best("loss", 2.0, 1, "epoch1_batch0.pt")))
+    run.start_from(resumed_at(Progress(2, 0, 8), record))
     assert run.state.progress == Progress(2, 0, 8) and run.validator.tracker.value == 2.0
     assert run.validator.tracker.file == "epoch1_batch0.pt"
     result = fit(run)  # both epochs trained, their validations done: nothing is left to do

@@ -46,14 +46,13 @@ class Best:
 class StartPoint:
     """A resumed run's start: the checkpoint (loaded and verified once) at ``path``, the record of the validation
     after it (None when that validation did not finish, or there was none), where training continues, the
-    validator's state to continue with and the best so far; ``reset_optimizer``: its optimizer state is left out."""
+    validator's state to continue with (and with it the best so far); ``reset_optimizer``: its optimizer state is left out."""
 
     path: Path
     checkpoint: Checkpoint
     record: Optional[ValidationRecord]
     progress: Progress
     validator: Dict[str, Any]
-    best: Best
     reset_optimizer: bool = False
 
     def load_state(self, objects: StateObjects, rank: int, world_size: int) -> None:
@@ -67,6 +66,12 @@ class StartPoint:
                 progress.epoch,
             )
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)
+
+    @property
+    def best(self) -> Best:
+        """What the validator's state says of the best (the state is the one place it is kept)."""
+        state = self.validator
+        return Best(state.get("metric"), state.get("value"), state.get("epoch"), state.get("file"))
 
     @property
     def step(self) -> int:
@@ -98,5 +103,4 @@ def start_point(
     saved = checkpoint.progress
     progress = saved if same_data else Progress(saved.epoch, 0, saved.step)
     validator = validator_as_of(path, record, checkpoint.loop_state)
-    best = Best(validator.get("metric"), validator.get("value"), validator.get("epoch"), validator.get("file"))
-    return StartPoint(Path(path), checkpoint, record, progress, validator, best, reset_optimizer)
+    return StartPoint(Path(path), checkpoint, record, progress, validator, reset_optimizer)
