@@ -85,6 +85,15 @@ def decode_image(fh: BinaryIO, what: str, fix: str) -> Image.Image:
         raise bad_file(what, err, fix) from err
 
 
+def import_plugins() -> None:
+    """Pillow's readers of ``RASTER_FORMATS`` imported in this process. Pillow imports them at the first open; a
+    loader's workers are forked again each epoch (``data.persistent_workers`` false) from a process that has
+    not opened an image, so each worker imported them again every epoch: 10 modules, 40-240 ms of CPU a
+    worker on the 2-core test machine, the cost of decoding 100-500 JPEGs."""
+    Image.preinit()  # BMP, GIF, JPEG, PPM, PNG
+    from PIL import TiffImagePlugin, WebPImagePlugin  # noqa: F401 - else the first TIFF or WebP imports every plugin
+
+
 def open_header(fh: BinaryIO, what: str, fix: str) -> Image.Image:
     """The image in ``fh`` opened, not decoded: its format, mode, size and EXIF read from the header, a
     decompression bomb refused (``BadFile`` as ``decode_image`` says); ``load()`` decodes it."""

@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from utils.config import DataConfig
+from utils.data.images import import_plugins
 from utils.data.prefetch import PrefetchLoader, collates_new_tensors, resolve_mode
 from utils.data.samplers import GlobalBatchSampler, ResumableSampler, SliceSampler
 from utils.data.transforms import build_transforms
@@ -89,6 +90,7 @@ def _loader_options(dataset: Dataset, cfg: DataConfig, mode: str) -> Dict[str, A
         "collate_fn": getattr(dataset, "collate_fn", None),
     }
     if cfg.num_workers > 0:
+        import_plugins()  # once here, not in each worker of each epoch
         options["persistent_workers"] = cfg.persistent_workers
         if cfg.prefetch_factor is not None:
             options["prefetch_factor"] = cfg.prefetch_factor
