@@ -85,6 +85,28 @@ def test_other_files_and_the_key_off_take_the_full_path_with_the_same_draws(tmp_
     assert (a - off[0][0]).abs().mean() < 2 / 255
 
 
+@pytest.mark.parametrize("after", ["", ", {name: RandomVerticalFlip}"])
+def test_the_flip_after_the_crop_is_the_lists_own(tmp_path, after):
+    """The reader flips the crop itself (a list's leading RandomHorizontalFlip): the same draw, the same pixels,
+    and what follows the flip still runs."""
+    root = one_image_folder(tmp_path, "a.jpg", Image.fromarray(_picture()), quality=90)
+    crops = CROP[:-1] + after + "]"
+    on, off = dataset(root, crops), dataset(root, crops, "data.args={decode_for_crop: false}")
+    assert on.for_crop.flip == 0.5 and (on.for_crop.rest is None) == (not after)
+    flips = set()
+    for seed in range(40):
+        torch.manual_seed(seed)
+        box = on.for_crop.crop.make_params([torch.zeros(1, 90, 120)])
+        flips.add(bool(torch.rand(1) < 0.5))
+        if on.for_crop._reduction(box["height"], box["width"], (24, 24)) > 1:
+            continue  # a reduced decode: pixels differ by resampling (test above)
+        torch.manual_seed(seed)
+        fast, after_fast = on[0][0], torch.get_rng_state()
+        torch.manual_seed(seed)
+        assert torch.equal(fast, off[0][0]) and torch.equal(after_fast, torch.get_rng_state()), seed
+    assert flips == {True, False}
+
+
 def test_a_broken_jpeg_is_a_bad_file_and_its_draw_is_given_back():
     from torchvision.transforms import v2
 

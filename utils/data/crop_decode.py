@@ -4,8 +4,9 @@ A training list that starts with ``RandomResizedCrop`` draws its box from the im
 JPEG's header gives before any decoding: the box is drawn by torchvision's own ``make_params`` on that
 size (the same law, the same draws from the same generator as on the decoded image), then the image is
 decoded at the smallest of libjpeg-turbo's DCT scales (1/8, 1/4, 1/2, else whole) at which the box still
-holds the output size in each direction, and the box, scaled, goes through the crop's own ``transform``
-(``resized_crop`` on uint8, as before). A list whose first transform is ``Resize`` (an evaluation list, or
+holds the output size in each direction, and the box, scaled, goes through the crop's own kernel
+(``resized_crop`` on uint8, as before); a ``RandomHorizontalFlip`` right after the crop is applied here too,
+on its own draw. A list whose first transform is ``Resize`` (an evaluation list, or
 ``data.args.image_size``) decodes at the smallest scale that still covers the resize's output, and runs
 its whole list on that. At the whole scale the pixels are those of the full path; at a reduced one they
 differ by resampling only (the DCT's reduction instead of part of the resize; docs/data.md gives the
@@ -64,7 +65,8 @@ class DecodeForCrop:
     ``size`` (``(height, width)``, or ``(shorter side,)``); ``rest``: what is left of the list after the crop."""
 
     def __init__(self, crop: Any, size: Tuple[int, ...], rest: Optional[Callable]) -> None:
-        self.crop, self.size, self.rest = crop, tuple(size), rest
+        self.crop, self.size = crop, tuple(size)
+        self.flip, self.rest = _leading_flip(rest) if crop is not None else (None, rest)
         self.simplejpeg = _simplejpeg()
 
     def read(self, data: bytes, where: str, channels: int) -> Decoded:
@@ -90,11 +92,22 @@ class DecodeForCrop:
             torch.set_rng_state(state)
             raise
         if reduction > 1:  # the box, scaled, to the output in one resampling (fractional edges kept)
-            return Decoded(to_channels(self._resized(array, params, height, width), channels), True)
-        from torchvision import tv_tensors
+            values = to_channels(self._resized(array, params, height, width), channels)
+        else:  # the crop's own kernel (its transform, less the dispatch on input types)
+            from torchvision.transforms.v2 import functional as F
 
-        values = to_channels(_chw(array), channels)
-        return Decoded(self.crop.transform(tv_tensors.Image(values), params), True)
+            crop = self.crop
+            values = to_channels(_chw(array), channels)
+            values = F.resized_crop(
+                values, **params, size=crop.size, interpolation=crop.interpolation, antialias=crop.antialias
+            )
+        return Decoded(self._flipped(values), True)
+
+    def _flipped(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` through the list's leading ``RandomHorizontalFlip`` (``flip``: its probability), by its draw."""
+        if self.flip is None or torch.rand(1) >= self.flip:  # the flip's own test, on the same draw
+            return values
+        return values.flip(-1)
 
     def _reduces(self, image: Image.Image, channels: int) -> bool:
         """Whether the crop may decode reduced: Pillow's resize of 8-bit values with the crop's own filter."""
@@ -146,6 +159,19 @@ class DecodeForCrop:
         except BAD_IMAGE as err:
             raise bad_file(what, err, FIX) from err
         return array.reshape(array.shape[0], array.shape[1], -1)
+
+
+def _leading_flip(rest: Optional[Any]) -> Tuple[Optional[float], Optional[Callable]]:
+    """The probability of a ``RandomHorizontalFlip`` that ``rest`` (a ``ConfiguredTransforms`` or None) starts with,
+    and ``rest`` less it; ``(None, rest)`` when it starts with anything else. The reader flips the crop itself: the
+    list's machinery (wrapping, input checks, dispatch) cost about 5% of a 500x375 JPEG's time in a worker."""
+    from torchvision.transforms.v2 import RandomHorizontalFlip
+
+    from utils.data.transforms import ConfiguredTransforms
+
+    if not isinstance(rest, ConfiguredTransforms) or type(rest.compose.transforms[0]) is not RandomHorizontalFlip:
+        return None, rest
+    return float(rest.compose.transforms[0].p), rest.without_first()
 
 
 def _filter(crop: Any) -> str:
