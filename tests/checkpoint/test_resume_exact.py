@@ -10,13 +10,14 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List, Union
 
 import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, free_port
+from tests.fixtures.forked_main import ForkedRun, MainServer
 from tests.fixtures.metrics_rows import rows
 from utils.distributed.preempt import PREEMPTED_EXIT
 
@@ -45,8 +46,23 @@ def kill_point(test: str, low: int, high: int) -> int:
     return random.Random(f"{SEED}/{test}").randint(low, high)
 
 
-def single(out: Path, name: str, *extra: str) -> List[str]:
-    return [PYTHON, "main.py", f"experiment.output_root={out}", f"experiment.name={name}", *SETTINGS, *extra]
+def run_env() -> Dict[str, str]:
+    env = subprocess_env()
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MainServer]:
+    """The one-process runs are ``python main.py`` processes forked from one that imported torch once."""
+    with MainServer(ROOT, run_env()) as forking:
+        yield forking
+
+
+def single(server: MainServer, out: Path, name: str, *extra: str) -> ForkedRun:
+    """``python main.py`` of the settings, in a session of its own (forked: ``tests/fixtures/forked_main.py``)."""
+    args = [f"experiment.output_root={out}", f"experiment.name={name}", *SETTINGS, *extra]
+    return server.start(args, ROOT, run_env(), TIMEOUT)
 
 
 def torchrun(out: Path, name: str, *extra: str, restarts: int = 0) -> List[str]:
@@ -69,22 +85,39 @@ def torchrun(out: Path, name: str, *extra: str, restarts: int = 0) -> List[str]:
 
 
 def start(cmd: List[str]) -> subprocess.Popen:
-    env = subprocess_env()
-    env.pop("TORCHELASTIC_ERROR_FILE", None)
     return subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        cmd,
+        cwd=ROOT,
+        env=run_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
 
 
-def finish(proc: subprocess.Popen, expect: int = 0) -> str:
+def finish(proc: Union[subprocess.Popen, ForkedRun], expect: int = 0) -> str:
+    """Its output (stdout, then stderr) once it exited with ``expect``."""
     try:
-        out, _ = proc.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        if isinstance(proc, ForkedRun):
+            done = proc.wait(TIMEOUT)
+            out = done.stdout + done.stderr
+        else:
+            out, _ = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as hung:
+        if isinstance(proc, ForkedRun):  # killed by wait
+            out = (hung.stdout or "") + (hung.stderr or "")
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
         pytest.fail(f"run hung:\n{out[-3000:]}")
     assert proc.returncode == expect, out[-3000:]
     return out
+
+
+def printed(proc: Union[subprocess.Popen, ForkedRun]) -> str:
+    """What an ended run printed (stdout, then stderr)."""
+    return "".join(proc.output()) if isinstance(proc, ForkedRun) else proc.stdout.read()
 
 
 def numbered(experiment: Path) -> List[Path]:
@@ -92,12 +125,12 @@ def numbered(experiment: Path) -> List[Path]:
     return sorted(folder.glob("epoch*_batch*.pt")) if folder.is_dir() else []
 
 
-def wait_for_checkpoints(proc: subprocess.Popen, experiment: Path, count: int) -> None:
+def wait_for_checkpoints(proc: Union[subprocess.Popen, ForkedRun], experiment: Path, count: int) -> None:
     """Block until ``count`` numbered checkpoints were written (the run keeps going meanwhile)."""
     seen: set = set()
     deadline = time.monotonic() + TIMEOUT
     while len(seen) < count:
-        assert proc.poll() is None, f"the run ended before {count} checkpoints:\n{proc.stdout.read()[-3000:]}"
+        assert proc.poll() is None, f"the run ended before {count} checkpoints:\n{printed(proc)[-3000:]}"
         assert time.monotonic() < deadline, "no checkpoint in time"
         seen.update(p.name for p in numbered(experiment))
         time.sleep(0.005)
@@ -138,9 +171,9 @@ def killed_at(count: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Dict[str, object]:
+def reference(server, tmp_path_factory) -> Dict[str, object]:
     out = tmp_path_factory.mktemp("reference")
-    finish(start(single(out, "ref")))
+    finish(single(server, out, "ref"))
     return outcome(out / "ref")
 
 
@@ -153,16 +186,16 @@ def reference_2ranks(tmp_path_factory) -> Dict[str, object]:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("writes", ["sync", "async"])
-def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, reference, writes):
+def test_sigkill_at_a_random_step_then_resume_is_bit_identical(tmp_path, server, reference, writes):
     """Also with train.async_checkpoint: a kill while the background thread writes leaves the previous checkpoint."""
     # a point of the first 2 epochs, often mid-epoch
     count = kill_point(f"sigkill/{writes}" if writes == "async" else "sigkill", 1, 10)
     mode = f"train.async_checkpoint={writes == 'async'}".lower()
-    proc = start(single(tmp_path, "killed", mode))
+    proc = single(server, tmp_path, "killed", mode)
     wait_for_checkpoints(proc, tmp_path / "killed", count)
     os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    resumed = finish(start(single(tmp_path, "killed", mode, "--resume")))
+    assert proc.wait(timeout=30).returncode == -signal.SIGKILL
+    resumed = finish(single(server, tmp_path, "killed", mode, "--resume"))
     assert "training state restored" in resumed, killed_at(count)
     assert_identical(outcome(tmp_path / "killed"), reference, killed_at(count))
 
@@ -217,11 +250,11 @@ def test_a_killed_rank_restarts_under_max_restarts_and_ends_identical(tmp_path, 
 
 
 @pytest.mark.timeout(600)
-def test_sigterm_checkpoints_exits_with_the_preemption_code_and_resumes_identically(tmp_path, reference):
-    proc = start(single(tmp_path, "term"))
+def test_sigterm_checkpoints_exits_with_the_preemption_code_and_resumes_identically(tmp_path, server, reference):
+    proc = single(server, tmp_path, "term")
     wait_for_checkpoints(proc, tmp_path / "term", 2)
     proc.send_signal(signal.SIGTERM)
     out = finish(proc, expect=PREEMPTED_EXIT)
     assert "received SIGTERM" in out and "stopped: stopped by SIGTERM" in out
-    finish(start(single(tmp_path, "term", "--resume")))
+    finish(single(server, tmp_path, "term", "--resume"))
     assert_identical(outcome(tmp_path / "term"), reference, "SIGTERM after 2 checkpoints")
