@@ -12,15 +12,16 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
+from tests.fixtures.forked_main import MainServer
 
-pytestmark = pytest.mark.slow  # main.py in subprocesses on a copy of the repository
+pytestmark = pytest.mark.slow  # main.py in processes of their own on a copy of the repository
 
 LAZY_NET = '''
 from torch import nn
@@ -125,22 +126,33 @@ def repo(tmp_path_factory) -> Path:
     return copy
 
 
-def run_main(repo: Path, *args: str, nproc: int = 1) -> subprocess.CompletedProcess:
+def copy_env(repo: Path) -> Dict[str, str]:
     env = subprocess_env()
     env["PYTHONPATH"] = str(repo)  # the copy, not the checkout the tests run from
-    launcher = (
-        []
-        if nproc == 1
-        else [
-            "-m",
-            "torch.distributed.run",
-            f"--nproc_per_node={nproc}",
-            "--master_addr=127.0.0.1",
-            f"--master_port={free_port()}",
-        ]
-    )
-    cmd = [sys.executable, *launcher, "main.py", f"experiment.output_root={repo / 'output'}", "train.epochs=1", *args]
-    return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=240)
+    return env
+
+
+@pytest.fixture(scope="module")
+def server(repo) -> Iterator[MainServer]:
+    """The one-process runs are ``python main.py`` in the copy, forked from a process of it that imported torch once."""
+    with MainServer(repo, copy_env(repo)) as forking:
+        yield forking
+
+
+def run_main(server: MainServer, repo: Path, *args: str, nproc: int = 1) -> subprocess.CompletedProcess:
+    """``python main.py ARGS`` (forked) or a ``torchrun`` job of ``nproc`` ranks in the copy, one epoch unless told."""
+    args = (f"experiment.output_root={repo / 'output'}", "train.epochs=1", *args)
+    if nproc == 1:
+        return server.run(list(args), repo, copy_env(repo), timeout=240)
+    launcher = [
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+    ]
+    cmd = [sys.executable, *launcher, "main.py", *args]
+    return subprocess.run(cmd, cwd=repo, env=copy_env(repo), capture_output=True, text=True, timeout=240)
 
 
 def test_metrics(proc: subprocess.CompletedProcess) -> Dict[str, float]:
@@ -154,9 +166,9 @@ test_metrics.__test__ = False  # a helper, not a test
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_a_lazy_network_selected_by_class_name_trains_digits(repo, nproc):
+def test_a_lazy_network_selected_by_class_name_trains_digits(server, repo, nproc):
     args = ["model.name=MyLazyNet", "model.args={num_classes: 10}", "train.epochs=3", f"experiment.name=lazy{nproc}"]
-    metrics = test_metrics(run_main(repo, *args, *(["data.batch_size=32"] if nproc == 2 else []), nproc=nproc))
+    metrics = test_metrics(run_main(server, repo, *args, *(["data.batch_size=32"] if nproc == 2 else []), nproc=nproc))
     assert metrics["top1"] >= 0.85
     state = torch.load(repo / "output" / f"lazy{nproc}" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert state["config"]["model"]["name"] == "MyLazyNet" and state["model"]["head.weight"].shape == (10, 32)
@@ -166,7 +178,7 @@ def events(path: Path) -> List[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume(repo):
+def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume(server, repo):
     log = repo / "events.jsonl"
     args = [
         "experiment.name=hooked",
@@ -174,7 +186,7 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
         "train.ema={decay: 0.9}",
         "data.batch_size=256",
     ]
-    test_metrics(run_main(repo, *args, "train.epochs=2"))
+    test_metrics(run_main(server, repo, *args, "train.epochs=2"))
     first = events(log)
     steps_per_epoch = 1257 // 256  # drop_last
     names = [e["event"] for e in first]
@@ -201,13 +213,13 @@ def test_a_user_hook_runs_at_the_documented_points_and_its_state_survives_resume
 
     log.unlink()
     finished = repo / "output" / "hooked" / "run_001"  # continued when named
-    test_metrics(run_main(repo, *args, "train.epochs=3", "--resume", str(finished)))
+    test_metrics(run_main(server, repo, *args, "train.epochs=3", "--resume", str(finished)))
     resumed = [e for e in events(log) if e["event"] == "after_step"]
     assert [e["steps_seen"] for e in resumed] == list(range(2 * steps_per_epoch + 1, 3 * steps_per_epoch + 1))
 
 
-def test_a_bug_in_a_user_network_shows_its_traceback_and_exits_1(repo):
-    proc = run_main(repo, "model.name=buggy_net", "model.args={num_classes: 10}", "experiment.name=buggy")
+def test_a_bug_in_a_user_network_shows_its_traceback_and_exits_1(server, repo):
+    proc = run_main(server, repo, "model.name=buggy_net", "model.args={num_classes: 10}", "experiment.name=buggy")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback (most recent call last)" in proc.stderr
     line = BUGGY_NET.splitlines().index('        width = self.cfg["widht"]  # the typo this test is about') + 1
@@ -216,8 +228,8 @@ def test_a_bug_in_a_user_network_shows_its_traceback_and_exits_1(repo):
     assert "error:" not in proc.stderr
 
 
-def test_an_unknown_name_is_still_one_line_and_exit_2(repo):
-    proc = run_main(repo, "model.name=bugy_net", "experiment.name=unknown")
+def test_an_unknown_name_is_still_one_line_and_exit_2(server, repo):
+    proc = run_main(server, repo, "model.name=bugy_net", "experiment.name=unknown")
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if line.startswith("error:")] == [
         proc.stderr.strip().splitlines()[-1]
