@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import FrozenSet
+from typing import TYPE_CHECKING, FrozenSet, Iterator
 
 import pytest
 import torch
+
+if TYPE_CHECKING:
+    from tests.fixtures.forked_main import MainServer
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -92,3 +95,14 @@ def subprocess_env() -> dict:
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
     return env
+
+
+@pytest.fixture(scope="session")
+def main_server() -> Iterator["MainServer"]:
+    """``python main.py`` runs of the checkout forked from one process that imported torch once
+    (``tests/fixtures/forked_main.py``), shared by the test files of this worker: each run is a process of its own
+    with the environment its request gives."""
+    from tests.fixtures.forked_main import MainServer
+
+    with MainServer(ROOT, subprocess_env()) as server:
+        yield server

@@ -14,7 +14,7 @@ import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -34,10 +34,9 @@ TIMEOUT = 180
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[MainServer]:
+def server(main_server: MainServer) -> MainServer:
     """The 23 runs are processes forked from one that imported torch once (``tests/fixtures/forked_main.py``)."""
-    with MainServer(ROOT, subprocess_env()) as forking:
-        yield forking
+    return main_server
 
 
 def run(server: MainServer, out: Path, *extra: str, env: Dict[str, str] = None) -> subprocess.CompletedProcess:

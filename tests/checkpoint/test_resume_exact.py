@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Union
+from typing import Dict, List, Union
 
 import pytest
 import torch
@@ -53,10 +53,9 @@ def run_env() -> Dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[MainServer]:
+def server(main_server: MainServer) -> MainServer:
     """The one-process runs are ``python main.py`` processes forked from one that imported torch once."""
-    with MainServer(ROOT, run_env()) as forking:
-        yield forking
+    return main_server
 
 
 def single(server: MainServer, out: Path, name: str, *extra: str) -> ForkedRun:

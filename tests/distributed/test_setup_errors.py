@@ -7,7 +7,6 @@ import datetime
 import re
 import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.dist_utils import free_port
+from tests.fixtures.forked_main import MainServer
 from utils.distributed.join import join_store, join_wait_s
 from utils.distributed.launcher import Launch, resolve_launch
 from utils.errors import ConfigError
@@ -145,28 +145,16 @@ def test_launcher_variables_that_describe_one_process_or_a_slurm_task_are_accept
         resolve_launch({**SLURM, "SLURM_PROCID": "0", "MASTER_PORT": "x"})
 
 
-def slurm_tasks(ranks: Sequence[int], ntasks: int, tmp_path: Path) -> List[subprocess.CompletedProcess]:
-    """``python main.py`` as tasks ``ranks`` of a SLURM job of ``ntasks`` tasks whose other tasks never start."""
+def slurm_tasks(
+    server: MainServer, ranks: Sequence[int], ntasks: int, tmp_path: Path
+) -> List[subprocess.CompletedProcess]:
+    """``python main.py`` (forked: ``tests/fixtures/forked_main.py``) as tasks ``ranks`` of a SLURM job of
+    ``ntasks`` tasks whose other tasks never start."""
     env = {k: v for k, v in subprocess_env().items() if k not in LAUNCH_VARS and not k.startswith("SLURM_")}
     env.update({**SLURM, "SLURM_NTASKS": str(ntasks), "MASTER_PORT": str(free_port()), "REGTRAIN_SLURM_WAIT_S": "3"})
-    cmd = [sys.executable, "main.py", *fast_overrides(tmp_path, "slurm", epochs=1), "device=cpu", "dist.timeout_s=600"]
-    procs = [
-        subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            env={**env, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in ranks
-    ]
-    try:
-        outputs = [p.communicate(timeout=90) for p in procs]
-        return [subprocess.CompletedProcess(p.args, p.returncode, *out) for p, out in zip(procs, outputs)]
-    finally:
-        for proc in procs:
-            proc.kill()
+    args = [*fast_overrides(tmp_path, "slurm", epochs=1), "device=cpu", "dist.timeout_s=600"]
+    runs = [server.start(args, ROOT, {**env, "SLURM_PROCID": str(r), "SLURM_LOCALID": str(r)}, 90) for r in ranks]
+    return [run.wait(90) for run in runs]
 
 
 MISSING = r"^error: SLURM job: {joined} of {ntasks} tasks joined within 3 s \(missing: {missing}\) at localhost:\d+; started without srun\? Start the tasks with srun python main.py \.\.\. \(a batch script runs once, as task 0\)"
@@ -182,13 +170,13 @@ SLURM_CASES = {  # tasks started, of how many -> the line every started task pri
 
 
 @pytest.fixture(scope="module")
-def slurm_jobs(tmp_path_factory) -> Dict[str, Tuple[float, List[subprocess.CompletedProcess]]]:
+def slurm_jobs(main_server, tmp_path_factory) -> Dict[str, Tuple[float, List[subprocess.CompletedProcess]]]:
     """Every case's tasks, the cases side by side (each mostly waits for its missing tasks): (seconds, tasks)."""
 
     def timed(case: str) -> Tuple[float, List[subprocess.CompletedProcess]]:
         ranks, ntasks, _ = SLURM_CASES[case]
         start = time.monotonic()
-        done = slurm_tasks(ranks, ntasks, tmp_path_factory.mktemp("slurm"))
+        done = slurm_tasks(main_server, ranks, ntasks, tmp_path_factory.mktemp("slurm"))
         return time.monotonic() - start, done
 
     with ThreadPoolExecutor(max_workers=len(SLURM_CASES)) as pool:
