@@ -102,7 +102,6 @@ def main_server() -> Iterator["MainServer"]:
     """``python main.py`` runs of the checkout forked from one process that imported torch once
     (``tests/fixtures/forked_main.py``), shared by the test files of this worker: each run is a process of its own
     with the environment its request gives."""
-    from tests.fixtures.forked_main import MainServer
+    from tests.fixtures.forked_main import shared
 
-    with MainServer(ROOT, subprocess_env()) as server:
-        yield server
+    yield shared(ROOT, subprocess_env())  # also the one torchrun's workers ask (tests/fixtures/dist_utils.py)
