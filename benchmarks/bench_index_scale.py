@@ -170,20 +170,21 @@ def _worker_pids() -> List[int]:
     return pids
 
 
-def run_size(n: int, work: Path, rounds: int) -> Dict[str, Dict[str, float]]:
+def run_size(n: int, work: Path, rounds: int, one_worker: bool = True) -> Dict[str, Dict[str, float]]:
     """Every figure at ``n`` samples; the packs in ``rounds`` interleaved rounds (a disk's pace varies), each
-    pack's figures the median of its rounds."""
+    pack's figures the median of its rounds. Without ``one_worker`` only the default workers pack (the rows read
+    the ``--workers 1`` pack's rate at the large size only)."""
     data = make_pngs(work / f"png-{n}", n)
     runs: Dict[str, List[Dict[str, float]]] = {}
     for r in range(rounds):
         order = ("1", CORES) if r % 2 == 0 else (CORES, "1")
-        for workers in order:
+        for workers in order if one_worker else (CORES,):
             output = work / f"pack-{n}-{workers}"
             shutil.rmtree(output, ignore_errors=True)
             runs.setdefault(workers, []).append(child("pack", str(data), str(output), workers))
     found = {f"pack_{w}": {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in runs.items()}
     found["pack_rounds"] = {w: [n / r["seconds"] for r in rs] for w, rs in runs.items()}  # type: ignore[dict-item]
-    pack = str(work / f"pack-{n}-1")
+    pack = str(work / f"pack-{n}-{'1' if one_worker else CORES}")
     found["startup"] = child("startup", pack, str(work / f"out-{n}"))
     found["memory"] = child("memory", pack)
     return found
@@ -194,7 +195,8 @@ def run(quick: bool = False, sizes: Sequence[int] = (), keep: str = "", rounds: 
     rounds = rounds or (1 if quick else 2)
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="index-scale-"))
     try:
-        found = {n: run_size(n, work, 1 if n == small else rounds) for n in (small, large)}
+        # a quick run packs the small size once, with the default workers: one process start fewer
+        found = {n: run_size(n, work, 1 if n == small else rounds, not quick or n == large) for n in (small, large)}
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
