@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 
 import main
 from tests.conftest import ROOT, subprocess_env
-from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, run, torchrun
 from utils.config import Config
 from utils.config_load import load_config
 from utils.config_resume import field_rules
@@ -219,6 +219,8 @@ DIST += ["train.checkpoint_every_steps=4", "train.log_every=3"]  # flushes betwe
 def launch(nproc: int, out: Path, *extra: str, kill_at: int = 0) -> subprocess.CompletedProcess:
     args = [f"experiment.output_root={out}", "experiment.name=run", *DIST, *extra]
     cmd = torchrun(nproc, *args) if nproc > 1 else [PYTHON, "main.py", *args]
+    if not kill_at:  # its processes forked from the worker's main.py server
+        return run(cmd, TIMEOUT, {"REGTRAIN_RECORD": str(out / "reads")})
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env.update({"REGTRAIN_RECORD": str(out / "reads"), "REGTRAIN_KILL_AT": str(kill_at)})

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, run, torchrun
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.store import CheckpointStore
 from utils.data.datasets.digits import Digits
@@ -45,6 +45,8 @@ ATOL = 1e-5
 def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -> subprocess.CompletedProcess:
     args = [f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra]
     cmd = torchrun(nproc, *args) if nproc > 1 else [PYTHON, "main.py", *args]
+    if not kill_at:  # its processes forked from the worker's main.py server
+        return run(cmd, TIMEOUT, {"REGTRAIN_RECORD": str(record)})
     env = subprocess_env()
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})

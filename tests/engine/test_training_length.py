@@ -3,15 +3,14 @@ or read twice, the full new length, and the schedule of the new length from the 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import List
 
 import pytest
 import torch
 
-from tests.conftest import ROOT, fast_overrides, subprocess_env
-from tests.fixtures.dist_utils import PYTHON
+from tests.conftest import fast_overrides
+from tests.fixtures.dist_utils import PYTHON, run
 from utils.amp import Amp
 from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.config import AmpConfig, ScheduleConfig
@@ -29,14 +28,7 @@ RECORDED = [
 
 def train(out: Path, name: str, record: Path, *extra: str) -> None:
     cmd = [PYTHON, "main.py", *fast_overrides(out, name, epochs=1), *RECORDED, *extra]
-    proc = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env={**subprocess_env(), "REGTRAIN_RECORD": str(record)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run(cmd, 300, {"REGTRAIN_RECORD": str(record)})  # forked from the worker's main.py server
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
