@@ -9,7 +9,9 @@ from typing import Dict, List
 import yaml
 
 from tests.conftest import ROOT, subprocess_env
+from tests.fixtures import dist_utils
 from tests.fixtures.dist_utils import PYTHON
+from tests.fixtures.forked_main import ForkedRun, shared
 from tests.fixtures.metrics_rows import rows
 
 # a small CNN on digits, one thread, a checkpoint every 4 steps (22 steps an epoch)
@@ -34,20 +36,15 @@ def command(sweep: Path, out: Path, *extra: str) -> List[str]:
 
 
 def run(cmd: List[str], timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+    """``cmd`` (``python main.py ...``) forked from the worker's main.py server; its trials are the processes the
+    sweep starts itself."""
+    return dist_utils.run(cmd, timeout)
 
 
-def start(cmd: List[str]) -> subprocess.Popen:
-    """The sweep in a process group of its own (a kill of the group is a node going down)."""
-    return subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+def start(cmd: List[str]) -> ForkedRun:
+    """The sweep (``python main.py ...``, forked) in a session of its own (a kill of the group is a node going
+    down); ``output()`` is what it printed."""
+    return shared(ROOT, subprocess_env()).start(cmd[2:], ROOT, subprocess_env(), timeout=120)
 
 
 def finished(run_folder: Path) -> bool:

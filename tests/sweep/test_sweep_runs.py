@@ -28,7 +28,7 @@ def test_killed_sweep_continues_without_training_any_run_twice(tmp_path):
     deadline = time.monotonic() + 240
     interrupted = None
     while interrupted is None:  # kill once two runs are done and a third has a checkpoint but no test row
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(proc.output())[-3000:]
         folders = [f for fs in runs_by_tag(experiment).values() for f in fs]
         done = [f for f in folders if finished(f)]
         busy = [f for f in folders if not finished(f) and any((f / "checkpoints").glob("*.pt"))]
