@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT, subprocess_env
-from tests.fixtures.dist_utils import RECORDED_DIGITS, global_batches, torchrun
+from tests.fixtures.dist_utils import RECORDED_DIGITS, global_batches, run, torchrun
 from utils.checkpoint.state import Checkpoint
 
 pytestmark = pytest.mark.slow  # torchrun jobs shared by every test
@@ -56,12 +56,15 @@ def launch(nproc: int, out: Path, record: Path, *extra: str, kill_at: int = 0) -
     """A run of ``nproc`` processes; ``kill_at``: rank 0 SIGKILLs the whole job at that training read."""
     args = [f"experiment.output_root={out}", "experiment.name=run", *SETTINGS, *extra]
     cmd = torchrun(nproc, *args)
-    env = subprocess_env()
-    env.pop("TORCHELASTIC_ERROR_FILE", None)
-    env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})
-    done = subprocess.run(
-        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True
-    )
+    if kill_at:  # real processes: rank 0 kills its launcher's process group
+        env = subprocess_env()
+        env.pop("TORCHELASTIC_ERROR_FILE", None)
+        env.update({"REGTRAIN_RECORD": str(record), "REGTRAIN_KILL_AT": str(kill_at)})
+        done = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True
+        )
+    else:  # the ranks forked from the worker's main.py server
+        done = run(cmd, TIMEOUT, {"REGTRAIN_RECORD": str(record)})
     (out.parent / f"{out.name}.stderr").write_text(done.stderr)
     assert (done.returncode != 0) if kill_at else (done.returncode == 0), done.stderr[-3000:]
     return done
