@@ -26,7 +26,8 @@ Format 3, a dict saved with ``torch.save``::
                 world size every rank starts new streams from the seed and step)
     loop        the state of the trainer's components, by name: ``nonfinite`` (the skipped-step
                 count), ``validator`` (best value and epoch, early-stopping count, the epoch whose
-                validation is still ``pending``), ``checkpointer`` (the name of the best file)
+                validation is still ``pending``), ``checkpointer`` (the name of the best file),
+                ``accounting`` (the sums of the epoch a checkpoint cuts: its metrics count the whole epoch)
     hooks       the state of every hook that keeps one, by hook name
 
 Sharded (``dist.mode=fsdp``, ``utils/checkpoint/sharded.py``): a directory whose DCP shards hold

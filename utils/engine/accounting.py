@@ -26,7 +26,7 @@ checkpoint and at each epoch's end. The trainer calls ``record_micro_batch``,
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -56,6 +56,7 @@ class StepAccounting:
         self._pending = StepLog()  # the device values of the steps since the last sync
         self._window = LossWindow()
         self._meter = EpochMeter()
+        self._resumed: Optional[Dict[str, Any]] = None  # a checkpoint's meter, for the epoch it was taken in
         self._observers: List[SkipObserver] = []
         self.scales_loss = scales_loss  # a loss scaler may skip steps for overflow (not counted as non-finite losses)
         self._synced = (-1, False)  # (step, agreed) of the last sync
@@ -67,8 +68,17 @@ class StepAccounting:
 
     # -- what a step leaves -----------------------------------------------------------------
 
-    def start_epoch(self) -> None:
-        self._meter = EpochMeter()
+    def start_epoch(self, epoch: int) -> None:
+        """A new epoch's meter, unless a resume restored the meter of ``epoch`` (a checkpoint inside it)."""
+        resumed, self._resumed = self._resumed, None
+        self._meter = EpochMeter.resumed(resumed) if resumed is not None and resumed["epoch"] == epoch else EpochMeter()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The epoch meter's sums so far (a checkpoint syncs first: every step before it is in)."""
+        return {"epoch_meter": self._meter.state_dict()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._resumed = state.get("epoch_meter")
 
     def poison_if_nonfinite(self, loss: torch.Tensor) -> torch.Tensor:
         """The loss to backpropagate (``train.nonfinite=skip``: a non-finite one makes every gradient NaN)."""

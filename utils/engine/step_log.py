@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -94,10 +94,14 @@ class StepLog:
 
 
 class EpochMeter:
-    """The training metrics of one epoch: mean loss over the applied steps, throughput, steps taken."""
+    """The training metrics of one epoch: mean loss over the applied steps, throughput, steps taken.
+
+    A checkpoint inside an epoch keeps its sums (``state_dict``), so a run resumed there reports the epoch an
+    uninterrupted run does, not only the part after the resume."""
 
     def __init__(self) -> None:
         self.loss_sum, self.samples, self.steps = 0.0, 0, 0
+        self.epoch: Optional[int] = None  # the epoch of the steps added
         self.start = time.perf_counter()
 
     def add(self, record: StepRecord) -> None:
@@ -105,6 +109,30 @@ class EpochMeter:
         self.loss_sum += total
         self.samples += samples
         self.steps += not record.skipped
+        self.epoch = record.epoch
+
+    def state_dict(self) -> Dict[str, Any]:
+        seconds = time.perf_counter() - self.start
+        return {
+            "epoch": self.epoch,
+            "loss_sum": self.loss_sum,
+            "samples": self.samples,
+            "steps": self.steps,
+            "seconds": seconds,
+        }
+
+    @classmethod
+    def resumed(cls, state: Dict[str, Any]) -> "EpochMeter":
+        """The meter a checkpoint kept, its clock going on from the seconds it had measured."""
+        meter = cls()
+        meter.loss_sum, meter.samples, meter.steps = (
+            float(state["loss_sum"]),
+            int(state["samples"]),
+            int(state["steps"]),
+        )
+        meter.epoch = state["epoch"]
+        meter.start -= float(state["seconds"])
+        return meter
 
     def result(self, skipped_steps: int) -> Dict[str, float]:
         elapsed = time.perf_counter() - self.start

@@ -114,7 +114,8 @@ class Trainer:
     def state_objects(self) -> StateObjects:
         """What a checkpoint holds the state of (see ``utils/checkpoint/state.py``)."""
         p = self.parts
-        loop = {"nonfinite": self.nonfinite, "validator": self.validator}  # the validator's names the best file
+        # the validator's names the best file; the accounting's the sums of an epoch a checkpoint cuts
+        loop = {"nonfinite": self.nonfinite, "validator": self.validator, "accounting": self.accounting}
         return StateObjects(
             model=unwrap(p.model),
             optimizer=p.optimizer,
@@ -148,7 +149,9 @@ class Trainer:
         state into the parts (the weights are in already), the position, the records rewound to its step (the run
         writer's, samples.jsonl), and the validator's state (with the best file the checkpointer keeps) as the
         validation after it left them: from the validation record when there is one."""
-        objects = dataclasses.replace(self.state_objects(), loop={"nonfinite": self.nonfinite})
+        objects = dataclasses.replace(
+            self.state_objects(), loop={"nonfinite": self.nonfinite, "accounting": self.accounting}
+        )
         start.load_state(objects, self.dist.rank, self.dist.world_size)
         self.state.move_to(start.progress)
         self.writer.resume_at(start.step)
@@ -262,7 +265,7 @@ class Trainer:
         """Point the sampler at the epoch, skip the batches a resume had consumed (without loading them)."""
         self.parts.model.train()
         self._batches = epoch_batches(self.parts.train_loader, self.state.epoch, self.state.batches_done)
-        self.accounting.start_epoch()
+        self.accounting.start_epoch(self.state.epoch)
         self.parts.amp.zero_grad(self.parts.optimizer)
         self.hooks.call("before_epoch", self)
         return self.state

@@ -81,6 +81,7 @@ class RunMeta:
     data: Optional[Dict[str, Any]] = (
         None  # the training split's identity (utils/data/identity.py): a resume on other data is refused
     )
+    trial: Optional[Any] = None  # a sweep's trial this run belongs to (utils.sweep.pruning.TrialRef), for trackers
 
 
 @dataclass
