@@ -11,7 +11,7 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -92,6 +92,16 @@ class RunWriter:
         # (split, step) of the rows metrics.jsonl held when a resume opened it
         self._recorded: Set[Tuple[str, int]] = set()
         self._muted = False
+        self._listeners: List[Callable[[int, str, Dict[str, float]], None]] = []
+
+    @property
+    def run(self) -> Optional[RunFolder]:
+        """The run folder this writer writes into (rank 0); None where it writes nothing."""
+        return self._run if self.enabled else None
+
+    def listen(self, listener: Callable[[int, str, Dict[str, float]], None]) -> None:
+        """``listener(step, prefix, values)`` gets every group of scalars this writer writes (a tracker)."""
+        self._listeners.append(listener)
 
     def resume_at(self, step: int) -> None:
         """A resumed run continues after step ``step``: what the interrupted process wrote after its checkpoint
@@ -155,6 +165,8 @@ class RunWriter:
         board = None if self._muted else self._board()
         if board is None:
             return
+        for listener in self._listeners:
+            listener(step, prefix, values)
         for name, value in values.items():
             if isinstance(value, (int, float)):  # NaN and inf too: a value that went wrong stays visible
                 board.add_scalar(f"{prefix}/{name}", value, step)

@@ -58,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         return print_config(args, "train")
     start = prepare(args, "train")
-    judge = pruning_judge(trial_of(args))  # the sweep's trial, checked before the folder is made
+    trial = trial_of(args)
+    judge = pruning_judge(trial)  # the sweep's trial, checked before the folder is made
     choices = ResumeChoices(args.resume_force, args.reset_optimizer)
     with opened(start, args.resume) as started:
-        results, best = train(start.cfg, start.info, started, choices, start.plan, judge)
+        results, best = train(start.cfg, start.info, started, choices, start.plan, (judge, trial))
         report("test", results, start, started.folder, best)
     return 0
 
@@ -72,7 +73,10 @@ def train(
     opened: OpenedRun,  # the run's folder, and the checkpoint it continues from
     choices: ResumeChoices,
     plan: StartPlan,  # made before the run folder existed
-    judge: Optional[Judge] = None,  # the sweep's pruner, asked after each validation
+    sweep: Tuple[Optional[Judge], Optional[TrialRef]] = (
+        None,
+        None,
+    ),  # the pruner asked after each validation; the trial
 ) -> Tuple[Dict[str, float], str]:
     """Build everything in DESIGN.md's order, start where the opened run continues (its start point), fit, and test
     the best checkpoint; the test's metrics and the ``best_line``."""
@@ -108,7 +112,10 @@ def train(
         batchnorm,
     )
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
-    meta = run_meta(cfg, datasets["train"])  # what checkpoints store and resume guards compare against
+    judge, trial = sweep
+    meta = dataclasses.replace(
+        run_meta(cfg, datasets["train"]), trial=trial
+    )  # what checkpoints store and resume guards compare against
     # the resume, in one call: a changed model, data or optimizer type is refused before any weight is loaded
     resumed = start_point(
         opened.chosen,
