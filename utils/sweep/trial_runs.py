@@ -136,9 +136,8 @@ class TrialFailed(Exception):
 
 
 def _trial_options(ctx: TrialContext, trial: int, step_offset: int) -> List[str]:
-    """The options that name the run's trial, which it reports its validations to (a sweep that prunes)."""
-    if ctx.pruner == "none":
-        return []
+    """The options that name the run's trial: it reports its validations to it (a sweep that prunes), and its
+    trackers file it under the sweep (``utils/trackers/sweep_parent.py``)."""
     return [
         *("--trial", str(trial), "--trial-study", ctx.study_name, "--trial-storage", ctx.storage),
         *("--trial-step-offset", str(step_offset), "--trial-pruner", ctx.pruner),

@@ -1,0 +1,137 @@
+"""MLflow as a tracker: one MLflow run per run folder, continued by every resume.
+
+The run is created at the first send (the server may be down when training starts) with the tag
+``regtrain.folder_id``, a random id the spool's identity holds before the run exists: a process killed between
+creating the run and saving its id finds it again by that tag instead of making a second one. Records go in
+``log_batch`` calls (MLflow's limits: 1000 metrics, 100 params, 100 tags a call); a batch sent twice (the
+process died before it saved ``sent``) changes nothing: MLflow's store drops a metric value it already holds
+at the same key, step, time and value, and a param given again with its value.
+
+The client retries nothing itself (``MLFLOW_HTTP_REQUEST_MAX_RETRIES=0``, a 10 s request timeout, unless the
+environment sets them): the sender's own retry keeps the records and never holds training.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from utils.trackers.spool import Record, Spool
+
+log = logging.getLogger(__name__)
+
+MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
+MAX_PARAM_LENGTH = 6000  # MLflow refuses a longer param value
+FOLDER_TAG = "regtrain.folder_id"
+
+
+class MlflowBackend:
+    name = "mlflow"
+
+    def __init__(
+        self, tracking_uri: str, experiment: str, run_name: str, parent: Optional[Dict[str, str]] = None
+    ) -> None:
+        """``parent``: a sweep's (``study``, ``file``: where its parent run's id is kept; ``sweep_parent.py``)."""
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        from mlflow.tracking import MlflowClient
+
+        self.where = tracking_uri
+        self.experiment, self.run_name, self.parent = experiment, run_name, parent
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.run_id: Optional[str] = None
+
+    @classmethod
+    def from_identity(cls, identity: Dict[str, Any]) -> "MlflowBackend":
+        """The backend a spool's identity names (``python -m utils.trackers sync``)."""
+        return cls(identity["tracking_uri"], identity["experiment"], identity["run_name"], identity.get("parent"))
+
+    def identity(self) -> Dict[str, Any]:
+        return {
+            "backend": self.name,
+            "tracking_uri": self.where,
+            "experiment": self.experiment,
+            "run_name": self.run_name,
+            "parent": self.parent,
+        }
+
+    def experiment_id(self) -> str:
+        from mlflow.exceptions import MlflowException
+
+        found = self.client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(self.experiment)
+        except MlflowException:  # another process created it first
+            return self.client.get_experiment_by_name(self.experiment).experiment_id
+
+    def open(self, spool: Spool) -> None:
+        """Continue the run the spool names, or the one tagged with its folder id, or create it."""
+        self.run_id = spool.identity.get("run_id")
+        if self.run_id is not None:
+            return
+        experiment_id = self.experiment_id()
+        folder_id = spool.identity["folder_id"]
+        found = self.client.search_runs([experiment_id], f"tags.`{FOLDER_TAG}` = '{folder_id}'", max_results=1)
+        if found:
+            self.run_id = found[0].info.run_id
+        else:
+            tags = {FOLDER_TAG: folder_id}
+            if self.parent:
+                from utils.trackers.sweep_parent import parent_run
+
+                tags["mlflow.parentRunId"] = parent_run(
+                    self.client, experiment_id, self.parent["study"], Path(self.parent["file"])
+                )
+            self.run_id = self.client.create_run(experiment_id, tags=tags, run_name=self.run_name).info.run_id
+        spool.save_identity(run_id=self.run_id, experiment_id=experiment_id)
+        address = f"{self.where.rstrip('/')}/#/experiments/{experiment_id}/runs/{self.run_id}"
+        log.info("tracker mlflow: run %s (%s)", self.run_id, address if self.where.startswith("http") else self.where)
+
+    def send(self, records: Sequence[Record]) -> None:
+        """``records`` in order: values, params and tags in batches; a status or an upload where it stands."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        metrics: List[Any] = []
+        params: List[Any] = []
+        tags: List[Any] = []
+
+        def flush() -> None:
+            for chunk in range(0, len(metrics), MAX_METRICS):
+                self.client.log_batch(self.run_id, metrics=metrics[chunk : chunk + MAX_METRICS], synchronous=True)
+            for chunk in range(0, len(params), MAX_PARAMS):
+                self.client.log_batch(self.run_id, params=params[chunk : chunk + MAX_PARAMS], synchronous=True)
+            for chunk in range(0, len(tags), MAX_TAGS):
+                self.client.log_batch(self.run_id, tags=tags[chunk : chunk + MAX_TAGS], synchronous=True)
+            metrics.clear(), params.clear(), tags.clear()
+
+        for record in records:
+            if "metrics" in record:
+                metrics.extend(Metric(k, v, record["t"], record["step"]) for k, v in record["metrics"].items())
+            elif "params" in record:
+                params.extend(Param(k, param_value(v)) for k, v in record["params"].items())
+            elif "tags" in record:
+                tags.extend(RunTag(k, str(v)) for k, v in record["tags"].items())
+            else:
+                flush()
+                if "status" in record:
+                    self._status(record)
+                elif "artifact" in record and Path(record["artifact"]).is_file():
+                    self.client.log_artifact(self.run_id, record["artifact"], "checkpoints")
+        flush()
+
+    def _status(self, record: Record) -> None:
+        # update_run, not set_terminated, which writes the run's address to stdout from this thread, where it could
+        # cut into the lines scripts read (the address is logged once when the run opens)
+        self.client.update_run(self.run_id, status=record["status"])
+
+    def close(self) -> None:
+        pass
+
+
+def param_value(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."

@@ -1,0 +1,157 @@
+"""A tracker's spool in the run folder: every record the run gives a tracker, kept before it is sent.
+
+``trackers/<name>.jsonl`` holds the records, one JSON object a line, appended by the training process (a line
+is written whole with its newline, so a kill -9 leaves at most one line cut short, which the next opening
+drops: it was never sent). ``trackers/<name>.json`` holds the tracker run's identity (its id, where it lives)
+and ``sent``: the byte offset up to which the tracker has every record. What lies after ``sent`` waits; the
+sender (``sender.py``) sends it in order, also after an outage, a kill or in ``python -m utils.trackers sync``.
+
+A record is one of::
+
+    {"t": <ms>, "step": S, "metrics": {key: value}}   values at optimizer step S
+    {"t": <ms>, "params": {key: value}}               the resolved config, flattened (once a tracker run)
+    {"t": <ms>, "tags": {key: value}}                 the run folder, the best checkpoint, the test line, a sweep
+    {"t": <ms>, "status": "RUNNING" | "FINISHED" | "FAILED"}
+    {"t": <ms>, "artifact": PATH}                     a file to upload (``log_checkpoints``)
+
+The spool also remembers, for every metric, the last step it holds (``last_step``): a resumed run replays the
+steps after its checkpoint, and those the interrupted process already logged are not logged twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from utils.atomic_write import write_text
+from utils.errors import OutputError
+
+log = logging.getLogger(__name__)
+
+Record = Dict[str, Any]
+FOLDER = "trackers"  # inside the run folder
+BATCH_BYTES = 1 << 20  # what one send reads from the spool at most
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Spool:
+    """The records and the identity of one tracker of one run folder (``folder`` is ``<run>/trackers``)."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder = Path(folder)
+        self.name = name
+        self.records_path = self.folder / f"{name}.jsonl"
+        self.identity_path = self.folder / f"{name}.json"
+        self.identity: Dict[str, Any] = self._read_identity()
+        self.last_step: Dict[str, int] = {}
+        self.params: Optional[Dict[str, Any]] = None  # the params record, once the spool holds one
+        self.status: Optional[str] = None  # the last status record's
+        self._lock = threading.Lock()  # the identity file: the sender and the training thread both save it
+        self._scan()
+        self._out: Any = None
+
+    def __repr__(self) -> str:
+        return f"Spool({str(self.records_path)!r})"
+
+    @property
+    def sent(self) -> int:
+        return int(self.identity.get("sent", 0))
+
+    def _read_identity(self) -> Dict[str, Any]:
+        if not self.identity_path.is_file():
+            return {}
+        try:
+            identity = json.loads(self.identity_path.read_text())
+        except (OSError, ValueError) as err:
+            raise OutputError(
+                f"cannot read the tracker's identity '{self.identity_path}' ({err}); restore it from a copy "
+                "or remove the run's trackers/ folder to start a new tracker run"
+            ) from err
+        return identity if isinstance(identity, dict) else {}
+
+    def _scan(self) -> None:
+        """Learn each metric's last step, the params and the status; drop a last line cut short by a kill."""
+        if not self.records_path.is_file():
+            return
+        data = self.records_path.read_bytes()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):  # cut short while written: never sent, the replay writes it again
+            with open(self.records_path, "r+b") as handle:
+                handle.truncate(whole)
+            log.warning("tracker %s: dropped a record cut short in %s", self.name, self.records_path)
+        for line in data[:whole].splitlines():
+            if line.strip():
+                self._note(json.loads(line))
+
+    def _note(self, record: Record) -> None:
+        if "metrics" in record:
+            step = record["step"]
+            for key in record["metrics"]:
+                self.last_step[key] = max(step, self.last_step.get(key, step))
+        elif "params" in record:
+            self.params = record["params"]
+        elif "status" in record:
+            self.status = record["status"]
+
+    def save_identity(self, **values: Any) -> None:
+        """Update the identity file with ``values`` (written whole: a kill leaves the old one or the new one)."""
+        with self._lock:
+            self.identity.update(values)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_text(self.identity_path, json.dumps(self.identity, indent=1), "free space in the run folder")
+
+    def append(self, record: Record) -> None:
+        """Add ``record`` as the last line (its time stamped now unless it has one)."""
+        record.setdefault("t", now_ms())
+        if self._out is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._out = open(self.records_path, "a", buffering=1)  # line-buffered: each record reaches the file
+        try:
+            self._out.write(json.dumps(record) + "\n")
+        except OSError as err:
+            raise OutputError.writing(self.records_path, err) from err
+        self._note(record)
+
+    def new_values(self, step: int, values: Dict[str, Any]) -> Dict[str, float]:
+        """The numbers of ``values`` not yet logged at ``step`` or later: what a resumed run replays is left out."""
+        return {
+            key: float(value)
+            for key, value in values.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and step > self.last_step.get(key, -1)
+        }
+
+    def pending(self) -> Tuple[List[Record], int]:
+        """The records after ``sent`` (at most ``BATCH_BYTES`` of them, whole lines) and the offset after them."""
+        start = self.sent
+        if not self.records_path.is_file():
+            return [], start
+        with open(self.records_path, "rb") as handle:
+            handle.seek(start)
+            data = handle.read(BATCH_BYTES)
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == BATCH_BYTES:  # one record longer than a batch: read it whole
+            with open(self.records_path, "rb") as handle:
+                handle.seek(start)
+                data = handle.readline()
+            end = len(data) if data.endswith(b"\n") else 0
+        return [json.loads(line) for line in data[:end].splitlines() if line.strip()], start + end
+
+    def waiting(self) -> int:
+        """How many records wait to be sent."""
+        if not self.records_path.is_file():
+            return 0
+        with open(self.records_path, "rb") as handle:
+            handle.seek(self.sent)
+            return sum(1 for line in handle if line.endswith(b"\n"))
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None

@@ -1,0 +1,151 @@
+"""The hook every tracker is: what a run gives its tracker, and when (rank 0 only).
+
+- When training starts (or, in ``--mode test``, with the test): the resolved config as params (flattened keys),
+  tags naming the run folder (and, in a sweep, the trial, its parameters and seed); a resumed run sets the
+  tracker run's status back to RUNNING.
+- Every scalar the run writer writes (``train/loss``, ``train/lr``, ``train_epoch/*``, ``val/*``, ``test/*``: what
+  TensorBoard gets, ``metrics.jsonl``'s rows among them) at the step it is written at, each (metric, step) once:
+  the steps a resumed run replays after its checkpoint are left out where the spool has them already.
+- After each validation, the best checkpoint's path as a tag once it exists; after the test, the test line.
+- ``close``: the status (FINISHED after the test, else FAILED), then the sender gets ``flush_timeout`` seconds.
+
+Records go to the spool (``spool.py``) and from there to the tracker in a thread (``sender.py``): logging costs the
+training loop one line written to a file. The tracker run's id lives in the spool's identity (``trackers/`` of the
+run folder) and in every checkpoint (``state_dict``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from utils.hook import Hook
+from utils.hook.run_summary import flat_config
+from utils.log import format_metrics
+from utils.trackers.sender import Backend, Sender
+from utils.trackers.spool import FOLDER, Spool
+
+log = logging.getLogger(__name__)
+
+
+class Tracker(Hook):
+    """Base of the tracker hooks; a subclass names itself (``name``) and makes its ``backend``."""
+
+    name = "tracker"
+    priority = 95  # after the hooks that may change what is logged
+
+    def __init__(self, log_checkpoints: bool = False, flush_timeout: float = 30.0, interval: float = 1.0) -> None:
+        self.log_checkpoints, self.flush_timeout, self.interval = log_checkpoints, flush_timeout, interval
+        self.spool: Optional[Spool] = None
+        self.sender: Optional[Sender] = None
+        self.run_path: Optional[Path] = None
+        self.from_checkpoint: Optional[Dict[str, Any]] = None  # load_state_dict's, until the spool opens
+        self.best_tagged = False
+        self.tested = False
+
+    # -- what a subclass gives ------------------------------------------------------------------
+
+    def backend(self, trainer: Any, spool: Spool) -> Backend:
+        raise NotImplementedError
+
+    def sweep_settings(self, trainer: Any) -> Dict[str, Any]:
+        """Extra settings of a sweep's trial run (a parent, a group); none outside a sweep."""
+        return {}
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def before_train(self, trainer: Any) -> None:
+        self._open(trainer)
+
+    def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
+        if self.spool is not None and not self.best_tagged:
+            best = self.run_path / "checkpoints" / "best.pt"
+            if best.exists():
+                self.spool.append({"tags": {"regtrain.best_checkpoint": str(best)}})
+                self.best_tagged = True
+
+    def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
+        self._open(trainer)  # --mode test: its first event
+        if self.spool is None:
+            return
+        self._values(trainer.state.step, "test", metrics)  # the writer gave them already, unless it was muted
+        self.spool.append({"tags": {"regtrain.test": f"test: {format_metrics(metrics)}"}})
+        self.tested = True
+        if self.log_checkpoints and (self.run_path / "checkpoints" / "best.pt").exists():
+            self.spool.append({"artifact": str(self.run_path / "checkpoints" / "best.pt")})
+
+    def close(self) -> None:
+        if self.spool is None:
+            return
+        self.spool.append({"status": "FINISHED" if self.tested else "FAILED"})
+        self.spool.close()
+        self.sender.close(self.flush_timeout, self.run_path)
+        self.spool = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        identity = self.spool.identity if self.spool is not None else (self.from_checkpoint or {})
+        return {"run_id": identity.get("run_id"), "folder_id": identity.get("folder_id")}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.from_checkpoint = dict(state)
+
+    # -- the spool -------------------------------------------------------------------------------
+
+    def _open(self, trainer: Any) -> None:
+        run = getattr(trainer.writer, "run", None)
+        if self.spool is not None or run is None:  # open already, or not rank 0
+            return
+        self.run_path = run.path
+        spool = Spool(run.path / FOLDER, self.name)
+        fresh = not spool.identity
+        if fresh:
+            spool.save_identity(folder_id=self._folder_id())
+        backend = self.backend(trainer, spool)
+        if fresh:
+            spool.save_identity(**backend.identity())
+        params = flat_config(trainer.meta.config)
+        if spool.params is None:
+            spool.append({"params": params})
+            spool.append({"tags": {"regtrain.run_folder": str(run.path), **self.sweep_tags(trainer)}})
+        else:
+            self._resumed(spool, params, trainer.state.step)
+        trainer.writer.listen(self._on_scalars)
+        self.spool = spool
+        self.sender = Sender(spool, backend, self.interval).start()
+
+    def _folder_id(self) -> str:
+        """A new spool's folder id: the checkpoint's when it names one (the tracker run continues), else new."""
+        return (self.from_checkpoint or {}).get("folder_id") or uuid.uuid4().hex
+
+    def _resumed(self, spool: Spool, params: Dict[str, Any], step: int) -> None:
+        """A resumed run: the tracker run is RUNNING again; a changed config is said, with what it means."""
+        spool.append({"status": "RUNNING"})
+        changed = sorted(key for key in set(params) | set(spool.params) if params.get(key) != spool.params.get(key))
+        logged = max(spool.last_step.values(), default=-1)
+        if changed and logged > step:
+            log.warning(
+                "tracker %s: this resume changed %s; the tracker holds steps %d..%d from before the change and keeps "
+                "them (each step is logged once), later steps are the changed run's; its params stay the first ones",
+                self.name,
+                ", ".join(changed[:8]) + (" ..." if len(changed) > 8 else ""),
+                step + 1,
+                logged,
+            )
+
+    def sweep_tags(self, trainer: Any) -> Dict[str, Any]:
+        trial = getattr(trainer.meta, "trial", None)
+        if trial is None:
+            return {}
+        from utils.trackers.sweep_parent import trial_tags
+
+        return trial_tags(trial, trainer.meta.config)
+
+    def _on_scalars(self, step: int, prefix: str, values: Dict[str, Any]) -> None:
+        self._values(step, prefix, values)
+
+    def _values(self, step: int, prefix: str, values: Dict[str, Any]) -> None:
+        new = self.spool.new_values(step, {f"{prefix}/{key}": value for key, value in values.items()})
+        if new:
+            self.spool.append({"step": step, "metrics": new})
