@@ -197,8 +197,28 @@ def _images(out, *tags):
     )
 
 
+def _mlflow_metrics(out):
+    from tests.trackers.mlflow_history import histories, run_id
+
+    history = histories(f"sqlite:///{out / 'mlflow.db'}", run_id(out))
+    return [step for step, _ in history["train/loss"]] == [1, 2, 3, 4, 5, 6] and "test/top1" in history
+
+
+def _wandb_steps(out):
+    from tests.trackers.wandb_files import history
+
+    return [row["_step"] for row in history(out / "trackers") if "train/loss" in row] == [1, 2, 3, 4, 5, 6]
+
+
 # hook name -> (constructor kwargs given the run's output folder, task, what its run must leave behind)
 HOOK_EXAMPLES = {
+    # trackers: a local store each (MLflow's SQLite store without a server; W&B offline): every step's loss, the test
+    "mlflow": (
+        lambda out: {"tracking_uri": f"sqlite:///{out / 'mlflow.db'}"},
+        "classification",
+        lambda t, out: _mlflow_metrics(out),
+    ),
+    "wandb": (lambda out: {"mode": "offline"}, "classification", lambda t, out: _wandb_steps(out)),
     "saliency_grid": (
         lambda out: {"images": 3, "size": 16},
         "sod",
@@ -236,7 +256,12 @@ def hook_task(name: str) -> str:
     return tasks[0] if tasks else "classification"
 
 
-@pytest.mark.parametrize("name", framework_items(HOOKS))
+TRACKERS = ("mlflow", "wandb")  # a tracker's store starts in seconds (MLflow's SQLite schema, W&B's process)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in TRACKERS else n for n in framework_items(HOOKS)]
+)
 def test_hook(name, tmp_path):
     make_kwargs, task, check = HOOK_EXAMPLES.get(name) or (
         lambda out: usual_arguments(HOOKS.get(name)),

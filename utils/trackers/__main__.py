@@ -47,9 +47,7 @@ def sync(run: Path) -> int:
             backend = backend_of(spool)
             try:
                 sent = Sender(spool, backend).send_waiting()
-            except UserError:
-                raise
-            except Exception as err:  # an unreachable tracker: the records stay for the next try
+            except backend.outages() as err:  # an unreachable tracker: the records stay for the next try
                 raise ConfigError(
                     f"tracker {backend.name}: cannot reach {backend.where} ({first_line(err)}); "
                     f"{spool.waiting()} record(s) stay in {spool.records_path}; run this again when it is back"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from utils.trackers.spool import Record, Spool
 
@@ -57,6 +57,15 @@ class MlflowBackend:
             "parent": self.parent,
         }
 
+    @staticmethod
+    def outages() -> Tuple[type, ...]:
+        """What the client raises when the server cannot be reached or refuses for now (any other error is a bug,
+        said with its traceback)."""
+        import requests
+        from mlflow.exceptions import MlflowException
+
+        return (OSError, requests.RequestException, MlflowException)
+
     def experiment_id(self) -> str:
         from mlflow.exceptions import MlflowException
 
@@ -91,8 +100,9 @@ class MlflowBackend:
         address = f"{self.where.rstrip('/')}/#/experiments/{experiment_id}/runs/{self.run_id}"
         log.info("tracker mlflow: run %s (%s)", self.run_id, address if self.where.startswith("http") else self.where)
 
-    def send(self, records: Sequence[Record]) -> None:
-        """``records`` in order: values, params and tags in batches; a status or an upload where it stands."""
+    def send(self, records: Sequence[Record]) -> bool:
+        """``records`` in order: values, params and tags in batches; a status or an upload where it stands. The
+        server has them once the calls returned."""
         from mlflow.entities import Metric, Param, RunTag
 
         metrics: List[Any] = []
@@ -122,6 +132,7 @@ class MlflowBackend:
                 elif "artifact" in record and Path(record["artifact"]).is_file():
                     self.client.log_artifact(self.run_id, record["artifact"], "checkpoints")
         flush()
+        return True
 
     def _status(self, record: Record) -> None:
         # update_run, not set_terminated, which writes the run's address to stdout from this thread, where it could

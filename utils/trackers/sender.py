@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence, Tuple
 
 from utils.trackers.spool import Record, Spool
 
@@ -27,14 +27,17 @@ class Backend(Protocol):
     name: str
     where: str  # the server or folder, for messages
 
+    def outages(self) -> Tuple[type, ...]: ...
+
     def open(self, spool: Spool) -> None: ...
 
-    def send(self, records: Sequence[Record]) -> None: ...
+    def send(self, records: Sequence[Record]) -> bool:
+        """Whether everything sent so far is kept by the tracker for good (then ``sent`` moves)."""
 
     def close(self) -> None: ...
 
 
-def sync_hint(spool: Spool, run: Any) -> str:
+def sync_hint(run: Any) -> str:
     return f"the next --resume of the run sends them, or: python -m utils.trackers sync {run}"
 
 
@@ -47,6 +50,7 @@ class Sender:
         self._stopping = False
         self._opened = False
         self._down: Optional[str] = None  # the error that made the tracker unreachable, until it is back
+        self._cursor = spool.sent  # what this process gave the tracker; ``sent``: what the tracker keeps for good
         self._thread = threading.Thread(target=self._loop, name=f"tracker-{backend.name}", daemon=True)
 
     def start(self) -> "Sender":
@@ -57,7 +61,7 @@ class Sender:
         self._wake.set()
 
     def _loop(self) -> None:
-        pause = self.interval
+        pause = 0.0  # open the tracker run at once: the records of the first steps go as they come
         while True:
             self._wake.wait(pause)
             self._wake.clear()
@@ -65,8 +69,8 @@ class Sender:
             try:
                 self.send_waiting()
                 pause = self.interval
-            except Exception as err:  # any failure of the tracker's client is an outage: the records wait
-                self._went_down(err)
+            except Exception as err:  # the records wait either way; a bug is said with its traceback
+                self._went_down(err, isinstance(err, self.backend.outages()))
                 pause = min(MAX_PAUSE, max(pause, self.interval) * 2)
             if stopping:
                 return
@@ -78,11 +82,13 @@ class Sender:
             self._opened = True
         count = 0
         while more():
-            records, end = self.spool.pending()
+            records, end = self.spool.pending(self._cursor)
             if not records:
                 break
-            self.backend.send(records)
-            self.spool.save_identity(sent=end)
+            kept = self.backend.send(records)
+            self._cursor = end
+            if kept:
+                self.spool.save_identity(sent=end)
             count += len(records)
         if self._down is not None:
             log.warning(
@@ -93,16 +99,25 @@ class Sender:
             self._down = None
         return count
 
-    def _went_down(self, err: BaseException) -> None:
+    def _went_down(self, err: BaseException, outage: bool) -> None:
         if self._down is None:
             self._down = str(err)
-            log.warning(
-                "tracker %s: cannot reach %s (%s); training goes on, the records wait in %s and are sent when it is back",
-                self.backend.name,
-                self.backend.where,
-                first_line(err),
-                self.spool.records_path,
-            )
+            if outage:
+                log.warning(
+                    "tracker %s: cannot reach %s (%s); training goes on, the records wait in %s and are sent when it is back",
+                    self.backend.name,
+                    self.backend.where,
+                    first_line(err),
+                    self.spool.records_path,
+                )
+            else:  # not an outage: a bug here or in the tracker's library
+                log.error(
+                    "tracker %s failed (%s); training goes on, the records wait in %s",
+                    self.backend.name,
+                    first_line(err),
+                    self.spool.records_path,
+                    exc_info=err,
+                )
 
     def close(self, timeout: float, run: Any) -> int:
         """Send what waits (``timeout`` seconds at most), stop the thread; the records still waiting (said)."""
@@ -117,7 +132,7 @@ class Sender:
                 waiting,
                 self.spool.records_path,
                 self.backend.where,
-                sync_hint(self.spool, run),
+                sync_hint(run),
             )
         if not self._thread.is_alive():
             self.backend.close()

@@ -127,9 +127,8 @@ class Spool:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and step > self.last_step.get(key, -1)
         }
 
-    def pending(self) -> Tuple[List[Record], int]:
-        """The records after ``sent`` (at most ``BATCH_BYTES`` of them, whole lines) and the offset after them."""
-        start = self.sent
+    def pending(self, start: int) -> Tuple[List[Record], int]:
+        """The records after offset ``start`` (at most ``BATCH_BYTES`` of them, whole lines) and the offset after them."""
         if not self.records_path.is_file():
             return [], start
         with open(self.records_path, "rb") as handle:

@@ -2,18 +2,26 @@
 identity, so every resume continues it (``wandb.init(id=..., resume="allow")``).
 
 ``mode`` ``offline`` (or ``WANDB_MODE=offline``) writes the run under ``dir`` (``WANDB_DIR``; the run folder's
-``trackers/`` by default) for ``wandb sync`` later: a cluster without internet. A resumed offline run is a second
-``offline-run-*-<id>`` folder of the same id holding the steps after the first one's last: ``wandb sync`` of
-both gives one history, each step once. W&B needs steps in increasing order, which the spool keeps: a resume
-never sends a step the run already has.
+``trackers/`` by default) for ``wandb sync`` later: a cluster without internet. W&B's own process writes what it is
+given some time later, and a kill -9 of the run takes it down too: what it held is lost. So the spool counts
+records as kept (``sent``) only once the W&B run finished, and a process that continues after a kill gives W&B
+again everything after the last finished part; an offline folder of this run id that no finish closed is the
+killed process's and is removed first (its records are all in the new one). Each finished part of the run is an
+``offline-run-*-<id>`` folder holding the steps after the previous one's: ``wandb sync`` of them gives one
+history, each step once (W&B takes steps in increasing order, which the spool keeps).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, Dict, Optional, Sequence
+import shutil
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from utils.trackers.spool import Record, Spool
+
+log = logging.getLogger(__name__)
 
 
 class WandbBackend:
@@ -33,21 +41,42 @@ class WandbBackend:
     def identity(self) -> Dict[str, Any]:
         return {"backend": self.name, "settings": self.settings}
 
+    @staticmethod
+    def outages() -> Tuple[type, ...]:
+        """What W&B raises when it cannot be reached (any other error is a bug, said with its traceback)."""
+        import wandb.errors
+
+        return (OSError, wandb.errors.Error)
+
     def open(self, spool: Spool) -> None:
         import wandb
+        from wandb.sdk.lib.runid import generate_id
 
         self._spool = spool
         run_id = spool.identity.get("run_id")
         if run_id is None:
-            run_id = wandb.util.generate_id()
+            run_id = generate_id()
             spool.save_identity(run_id=run_id)
         if self.settings.get("dir"):
             os.makedirs(self.settings["dir"], exist_ok=True)
-        self.run = wandb.init(id=run_id, resume="allow", reinit="create_new", **self.settings)
+            self._drop_unfinished(Path(self.settings["dir"]), run_id, spool.identity.get("finished", []))
+        # console off: W&B would wrap this process's stdout, where the lines scripts read go
+        quiet = wandb.Settings(console="off", silent=True, disable_git=True, save_code=False)
+        self.run = wandb.init(id=run_id, resume="allow", reinit="create_new", settings=quiet, **self.settings)
 
-    def send(self, records: Sequence[Record]) -> None:
+    @staticmethod
+    def _drop_unfinished(folder: Path, run_id: str, finished: List[str]) -> None:
+        """Remove the offline folders of ``run_id`` that no finish closed: a killed process's, resent whole now."""
+        for offline in sorted((folder / "wandb").glob(f"offline-run-*-{run_id}")):
+            if offline.name not in finished and offline.is_dir():
+                log.info("tracker wandb: %s was not finished (the process was killed); its records go again", offline)
+                shutil.rmtree(offline)
+
+    def send(self, records: Sequence[Record]) -> bool:
+        """Give ``records`` to W&B; kept for good once a status record finished the run."""
+        kept = False
         for record in records:
-            if self.run is None and self._spool is not None and record.get("status") != "FINISHED":
+            if self.run is None and record.get("status") != "FINISHED":
                 self.open(self._spool)  # a run that finished and was resumed after (records of both in a sync)
             if "metrics" in record:
                 self.run.log(record["metrics"], step=record["step"])
@@ -58,12 +87,19 @@ class WandbBackend:
             elif "artifact" in record:
                 self.run.save(record["artifact"], base_path=os.path.dirname(record["artifact"]), policy="now")
             elif record.get("status") in ("FINISHED", "FAILED", "KILLED"):
-                self.finish(0 if record["status"] == "FINISHED" else 1)
+                kept = self.finish(0 if record["status"] == "FINISHED" else 1)
+        return kept
 
-    def finish(self, exit_code: Optional[int] = 0) -> None:
-        if self.run is not None:
-            self.run.finish(exit_code=exit_code)
-            self.run = None
+    def finish(self, exit_code: Optional[int] = 0) -> bool:
+        """Finish the W&B run (its files written whole); whether there was one."""
+        if self.run is None:
+            return False
+        offline = Path(self.run.dir).parent.name  # offline-run-<time>-<id>, or run-<time>-<id> online
+        self.run.finish(exit_code=exit_code)
+        self.run = None
+        if self._spool is not None:
+            self._spool.save_identity(finished=[*self._spool.identity.get("finished", []), offline])
+        return True
 
     def close(self) -> None:
         self.finish(None)

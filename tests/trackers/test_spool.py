@@ -1,0 +1,61 @@
+"""The spool: what a kill leaves is read back whole, a resumed run's replay is left out, and a tracker named
+without its library or its server is one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from utils.errors import ConfigError
+from utils.trackers.hooks import MlflowTracker, require
+from utils.trackers.spool import Spool
+
+
+def test_a_record_cut_by_a_kill_is_dropped_and_the_rest_read_back(tmp_path):
+    spool = Spool(tmp_path, "mlflow")
+    spool.append({"params": {"optim.lr": 0.1}})
+    spool.append({"step": 5, "metrics": {"train/loss": 2.0, "train/lr": 0.1}})
+    spool.append({"step": 10, "metrics": {"train/loss": 1.0}})
+    spool.close()
+    with open(spool.records_path, "a") as handle:
+        handle.write('{"step": 15, "metrics": {"train/lo')  # killed while writing
+    again = Spool(tmp_path, "mlflow")
+    assert again.params == {"optim.lr": 0.1}
+    assert again.last_step == {"train/loss": 10, "train/lr": 5}
+    records, end = again.pending(0)
+    assert [r.get("step") for r in records] == [None, 5, 10] and end == spool.records_path.stat().st_size
+    assert again.waiting() == 3
+
+
+def test_a_resumed_run_logs_only_what_the_spool_lacks(tmp_path):
+    spool = Spool(tmp_path, "mlflow")
+    spool.append({"step": 10, "metrics": {"train/loss": 1.0}})
+    spool.append({"step": 12, "metrics": {"val/top1": 0.5}})
+    # replayed after a checkpoint at step 8: steps 10 and 12 are there, step 14 is new; counts and bools are no metric
+    assert spool.new_values(10, {"train/loss": 1.0, "train/lr": 0.1}) == {"train/lr": 0.1}
+    assert spool.new_values(12, {"val/top1": 0.5, "val/samples": 180}) == {"val/samples": 180.0}
+    assert spool.new_values(14, {"train/loss": 0.5, "flag": True, "name": "x"}) == {"train/loss": 0.5}
+
+
+def test_the_sent_offset_survives_in_the_identity_written_whole(tmp_path):
+    spool = Spool(tmp_path, "mlflow")
+    spool.save_identity(folder_id="f", sent=12)
+    assert json.loads(spool.identity_path.read_text()) == {"folder_id": "f", "sent": 12}
+    assert Spool(tmp_path, "mlflow").sent == 12
+    spool.identity_path.write_text("{not json")
+    with pytest.raises(Exception, match="cannot read the tracker's identity"):
+        Spool(tmp_path, "mlflow")
+
+
+def test_a_tracker_without_its_library_or_its_server_is_one_line(monkeypatch):
+    with pytest.raises(
+        ConfigError, match=r'needs the no_such_tracker library, which is not installed: pip install -e "\.\[x\]"'
+    ):
+        require("no_such_tracker", "x")
+    pytest.importorskip("mlflow")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(ConfigError, match="needs a tracking URI.*MLFLOW_TRACKING_URI"):
+        MlflowTracker()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    assert MlflowTracker().tracking_uri == "http://127.0.0.1:9"
