@@ -54,6 +54,7 @@ BENCHMARKS = [
     ("bench_shard_formats", "21 shard formats"),
     ("bench_sample_arrays", "22 sample arrays"),
     ("bench_index_scale", "23 index at scale"),
+    ("bench_trackers", "25 trackers"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

@@ -149,6 +149,22 @@ def test_a_sweep_is_one_parent_run_with_a_child_per_configuration_and_seed(tmp_p
     assert tagged == [("0.01", "0"), ("0.01", "1"), ("0.03", "0"), ("0.03", "1")]
     assert all(c.info.status == "FINISHED" and "test/top1" in c.data.metrics for c in children)
 
+    experiment_folder = tmp_path / "out" / "digits_small_cnn"
+    compared = subprocess.run(
+        [PYTHON, "main.py", "--mode", "compare", str(experiment_folder), "--to-tracker"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    uploaded = sorted(item.path for item in client.list_artifacts(parent.info.run_id, "compare"))
+    assert uploaded == ["compare/compare.csv", "compare/compare.md", "compare/compare.png"]
+    folder = Path(client.get_run(parent.info.run_id).data.tags["regtrain.compare"])
+    downloaded = client.download_artifacts(parent.info.run_id, "compare/compare.md", str(tmp_path))
+    assert Path(downloaded).read_text() == (folder / "compare.md").read_text()
+
 
 def test_records_sent_while_the_tracker_is_away_wait_and_go_when_it_is_back(tmp_path, relay, caplog):
     from utils.trackers.mlflow_backend import MlflowBackend

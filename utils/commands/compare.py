@@ -26,6 +26,12 @@ def add_options(parser: ModeParser) -> None:
         "every run; default: a new compare_NNN beside the first run)",
     )
 
+    parser.add_argument(
+        "--to-tracker",
+        action="store_true",
+        help="also write the comparison to the MLflow parent run the compared runs share (a sweep's: docs/trackers.md)",
+    )
+
 
 def split_imports(parser: ModeParser, args: argparse.Namespace) -> None:
     """The PATHs, and the ``custom_imports=[...]`` given among them (``args.imports``)."""
@@ -36,7 +42,7 @@ def split_imports(parser: ModeParser, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return compare_command(args.paths, args.output, args.imports)
+    return compare_command(args.paths, args.output, args.imports, args.to_tracker)
 
 
 COMMAND = Command(

@@ -34,14 +34,19 @@ class MlflowBackend:
         self, tracking_uri: str, experiment: str, run_name: str, parent: Optional[Dict[str, str]] = None
     ) -> None:
         """``parent``: a sweep's (``study``, ``file``: where its parent run's id is kept; ``sweep_parent.py``)."""
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        self.quiet_client()
         from mlflow.tracking import MlflowClient
 
         self.where = tracking_uri
         self.experiment, self.run_name, self.parent = experiment, run_name, parent
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.run_id: Optional[str] = None
+
+    @staticmethod
+    def quiet_client() -> None:
+        """No retries and a short timeout in MLflow's client, unless the environment sets them: the sender retries."""
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
     @classmethod
     def from_identity(cls, identity: Dict[str, Any]) -> "MlflowBackend":
@@ -95,6 +100,7 @@ class MlflowBackend:
                 tags["mlflow.parentRunId"] = parent_run(
                     self.client, experiment_id, self.parent["study"], Path(self.parent["file"])
                 )
+                spool.save_identity(parent_run_id=tags["mlflow.parentRunId"])  # where --mode compare can write
             self.run_id = self.client.create_run(experiment_id, tags=tags, run_name=self.run_name).info.run_id
         spool.save_identity(run_id=self.run_id, experiment_id=experiment_id)
         address = f"{self.where.rstrip('/')}/#/experiments/{experiment_id}/runs/{self.run_id}"
