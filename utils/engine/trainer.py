@@ -31,7 +31,6 @@ sync points (``accounting.py``): on a GPU the host queues step after step.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 from torch import nn
@@ -131,8 +130,7 @@ class Trainer:
     ) -> Dict[str, float]:
         """``model``'s metrics on ``loader``, reduced exactly over all ranks; the hooks' ``after_eval_batch``
         see every batch of ``split`` (val, val_ema, test)."""
-        p = self.parts
-        listener = self.hooks.batch_listener(self, split, loader, on_batch)
+        p, listener = self.parts, self.hooks.batch_listener(self, split, loader, on_batch)
         return evaluate(model, loader, p.criterion, p.metric, p.amp, self.dist.device, self.dist.is_main, listener)
 
     def sync(self, agree: bool = False) -> None:
@@ -149,9 +147,8 @@ class Trainer:
         state into the parts (the weights are in already), the position, the records rewound to its step (the run
         writer's, samples.jsonl), and the validator's state (with the best file the checkpointer keeps) as the
         validation after it left them: from the validation record when there is one."""
-        objects = dataclasses.replace(
-            self.state_objects(), loop={"nonfinite": self.nonfinite, "accounting": self.accounting}
-        )
+        objects = self.state_objects()  # the validator's state is applied below, as of its validation record
+        objects.loop.pop("validator")
         start.load_state(objects, self.dist.rank, self.dist.world_size)
         self.state.move_to(start.progress)
         self.writer.resume_at(start.step)
