@@ -127,6 +127,13 @@ def test_a_killed_two_rank_run_resumed_on_one_rank_through_an_outage_has_the_uni
     assert mine.data.tags["regtrain.run_folder"] == str(run.resolve())
     assert Path(mine.data.tags["regtrain.best_checkpoint"]).name == "best.pt"
     assert mine.data.params["train.epochs"] == "1" and mine.data.params["data.global_batch_size"] == str(GLOBAL)
+    # a checkpoint resumed into another folder is a tracker run of its own, naming the one it came from
+    checkpoint = sorted((run / "checkpoints").glob("epoch*.pt"))[-1]
+    elsewhere = launch(1, tmp_path / "elsewhere", relay.uri, "--resume", str(checkpoint), "train.epochs=2")
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    other = client.get_run(run_id(tmp_path / "elsewhere" / "run" / "latest"))
+    assert other.info.run_id != mine.info.run_id and other.data.tags["regtrain.resumed_from"] == mine.info.run_id
+
     uninterrupted = histories(server.uri, run_id(tmp_path / "ref" / "run" / "latest"))
     assert {"train/loss", "train/lr", "val/top1", "test/top1", "train_epoch/loss"} <= set(uninterrupted)
     assert_same_history(histories(server.uri, run_id(run)), uninterrupted, exact_until=KILL_BATCH // EVERY * EVERY)
@@ -191,8 +198,8 @@ def test_records_sent_while_the_tracker_is_away_wait_and_go_when_it_is_back(tmp_
     assert spool.waiting() == 10  # kept, not dropped
     relay.up()
     wait(lambda: spool.waiting() == 0)
-    wait(lambda: "reachable again" in caplog.text)
+    wait(lambda: "takes records again" in caplog.text)
     assert sender.close(5, tmp_path) == 0
-    assert caplog.text.count("cannot reach") == 1 and caplog.text.count("reachable again") == 1
+    assert caplog.text.count("cannot reach") == 1 and caplog.text.count("takes records again") == 1
     history = histories(relay.uri, spool.identity["run_id"])
     assert history == {"train/loss": [(1, 2.0)] + [(step, 1.0 / step) for step in range(2, 12)]}

@@ -59,3 +59,26 @@ def test_a_tracker_without_its_library_or_its_server_is_one_line(monkeypatch):
         MlflowTracker()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     assert MlflowTracker().tracking_uri == "http://127.0.0.1:9"
+
+
+def test_a_spool_replaced_or_holding_garbage_is_read_as_far_as_it_goes(tmp_path):
+    spool = Spool(tmp_path, "mlflow")
+    spool.append({"step": 1, "metrics": {"a": 1.0}})
+    spool.close()
+    spool.save_identity(folder_id="f", sent=spool.records_path.stat().st_size)
+    spool.records_path.write_text('{"step": 2, "metrics": {"a": 2.0}}\nnot json\n[1]\n')  # replaced by hand
+    again = Spool(tmp_path, "mlflow")
+    assert again.sent == 0 and again.last_step == {"a": 2}  # its offset pointed past the new file: all goes again
+    records, _ = again.pending(0)
+    assert records == [{"step": 2, "metrics": {"a": 2.0}}]
+
+
+def test_a_tracking_uri_or_a_flush_timeout_that_cannot_work_is_one_line(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    for uri in ("garbage", "ftp://host/x"):
+        with pytest.raises(ConfigError, match="is no MLflow store"):
+            MlflowTracker(tracking_uri=uri)
+    with pytest.raises(ConfigError, match="flush_timeout must be >= 0"):
+        MlflowTracker(tracking_uri="http://127.0.0.1:9", flush_timeout=-5)
+    monkeypatch.chdir(tmp_path)
+    assert MlflowTracker(tracking_uri="sqlite:///m.db").tracking_uri == f"sqlite:///{tmp_path / 'm.db'}"

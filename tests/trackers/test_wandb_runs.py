@@ -1,5 +1,6 @@
-"""W&B as a run's tracker, offline (no account, no network): a run killed with kill -9 once W&B had its run and
-resumed keeps one W&B run id, and its offline files (read with W&B's own record definitions: ``wandb_files.py``) hold the
+"""W&B as a run's tracker, offline (no account, no network): a run killed with kill -9 once W&B had its run, its
+records sent by ``python -m utils.trackers sync`` (twice: the second sends nothing), then resumed, keeps one W&B run
+id, and its offline files (read with W&B's own record definitions: ``wandb_files.py``) hold the
 uninterrupted run's history: the same steps, each once, the same values bit for bit (one process both times)."""
 
 from __future__ import annotations
@@ -71,14 +72,21 @@ def test_a_run_killed_and_resumed_keeps_its_wandb_run_and_the_uninterrupted_hist
     kill_once_written(tmp_path / "killed")
     identity = tmp_path / "killed" / "run" / "run_001" / "trackers" / "wandb.json"
     before = json.loads(identity.read_text())["run_id"]
+    run_folder = tmp_path / "killed" / "run" / "run_001"
+    sync = [PYTHON, "-m", "utils.trackers", "sync", str(run_folder)]
+    synced = subprocess.run(sync, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert synced.returncode == 0 and "record(s) sent" in synced.stdout, synced.stderr[-3000:]
+    again = subprocess.run(sync, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and ": 0 record(s) sent" in again.stdout, again.stdout + again.stderr[-3000:]
     resumed = launch(tmp_path / "killed", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "training state restored" in resumed.stderr
     assert resumed.stdout.splitlines()[-1].startswith("test: ")  # W&B wrote nothing into the lines scripts read
 
     run = tmp_path / "killed" / "run" / "latest" / "trackers"
-    # the same W&B run; the killed process's unfinished folder (W&B's process died with it) was given again whole
-    assert run_ids(run) == [before] == [json.loads(identity.read_text())["run_id"]]
+    # the same W&B run in two parts: the sync gave again whole what W&B's process held when it died with the
+    # killed run (its unfinished folder removed), and the resumed run the steps after the sync's last
+    assert run_ids(run) == [before, before] == [json.loads(identity.read_text())["run_id"]] * 2
     got, want = history(run), history(tmp_path / "ref" / "run" / "latest" / "trackers")
     steps = [row["_step"] for row in got]
     assert steps == sorted(set(steps)), steps  # each step once, in order

@@ -49,6 +49,7 @@ from utils.optim.schedules import build_scheduler
 from utils.start import OpenedRun, StartPlan
 from utils.sweep.pruning import Judge, TrialRef, pruning_judge
 from utils.sweep.spec import PRUNERS
+from utils.trackers.left_behind import warn_left_behind
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ def train(
         del resumed  # the optimizer state it held is copied; free it before training
         if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
             save_config(cfg, run.config)
+            warn_left_behind(run.path, cfg.hooks)  # a tracker the run logged to, left out of this resume
         result = trainer.fit()
         check_replicas(model)
         best = best_line(result.monitor, result.best_value, result.best_epoch)

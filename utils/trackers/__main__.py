@@ -37,23 +37,36 @@ def backend_of(spool: Spool):
 def sync(run: Path) -> int:
     """Send every tracker's waiting records of the run folder ``run``; how many were sent."""
     folder = run / FOLDER
-    if not folder.is_dir():
-        raise ConfigError(f"'{run}' has no trackers/ folder: name a run folder whose config had a tracker hook")
+    if not run.is_dir():
+        raise ConfigError(f"'{run}' does not exist: name a run folder (output/<experiment>/run_NNN)")
+    identities = sorted(path for path in folder.glob("*.json") if not path.name.startswith("mlflow-sweep-"))
+    if not identities:
+        raise ConfigError(
+            f"'{run}' holds no tracker's records (trackers/*.json): name a run folder whose config had a tracker hook"
+        )
     fd = take_lock(run / LOCK, run)  # a run training in it sends its records itself
     try:
         total = 0
-        for identity in sorted(folder.glob("*.json")):
+        for identity in identities:
             spool = Spool(folder, identity.stem)
             backend = backend_of(spool)
+            sender = Sender(spool, backend)
             try:
-                sent = Sender(spool, backend).send_waiting()
-            except backend.outages() as err:  # an unreachable tracker: the records stay for the next try
+                sent = sender.send_waiting()
+            except Exception as err:
+                if sender.kind(err) == "bug":
+                    raise
+                what = (
+                    f"{backend.where} refused the records"
+                    if sender.kind(err) == "refused"
+                    else f"cannot reach {backend.where}"
+                )
                 raise ConfigError(
-                    f"tracker {backend.name}: cannot reach {backend.where} ({first_line(err)}); "
-                    f"{spool.waiting()} record(s) stay in {spool.records_path}; run this again when it is back"
+                    f"tracker {backend.name}: {what} ({first_line(err)}); {spool.waiting()} record(s) stay in "
+                    f"{spool.records_path}; run this again when it takes them"
                 ) from err
             finally:
-                backend.close()
+                sender.finish()
             logging.getLogger(__name__).info("tracker %s: %d record(s) sent from %s", backend.name, sent, run)
             total += sent
         return total
@@ -68,13 +81,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     send.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        for run in args.runs:
+    failed = 0
+    for run in args.runs:  # each folder on its own: one that fails leaves the others to go
+        try:
             print(f"{run}: {sync(run)} record(s) sent")
-    except UserError as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        return 2
-    return 0
+        except UserError as err:
+            print(f"error: {one_line(err)}", file=sys.stderr)
+            failed += 1
+    return 2 if failed else 0
 
 
 if __name__ == "__main__":

@@ -8,13 +8,18 @@ not given (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``; ``WANDB_MODE``, 
 from __future__ import annotations
 
 import importlib.util
+import logging
+import netrc
 import os
+from pathlib import Path
 from typing import Any, Dict, Optional
 
 from utils.errors import ConfigError
 from utils.registry import HOOKS
 from utils.trackers.spool import Spool
 from utils.trackers.tracker_hook import Tracker
+
+log = logging.getLogger(__name__)
 
 
 def require(library: str, hook: str) -> None:
@@ -23,6 +28,40 @@ def require(library: str, hook: str) -> None:
             f"hook '{hook}' needs the {library} library, which is not installed: pip install -e \".[{hook}]\" "
             f"(or remove the hook from 'hooks')"
         )
+
+
+URI_SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks", "databricks-uc")
+
+
+def checked_uri(uri: Optional[str]) -> str:
+    """The tracking URI, a relative SQLite path made absolute (``sync`` may run elsewhere); ConfigError for
+    none and for a scheme MLflow has no store for."""
+    if not uri:
+        raise ConfigError(
+            "hook 'mlflow' needs a tracking URI: hooks=[{name: mlflow, tracking_uri: http://HOST:5000}] "
+            "or the environment variable MLFLOW_TRACKING_URI"
+        )
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    if scheme not in URI_SCHEMES:
+        raise ConfigError(
+            f"hook 'mlflow': tracking_uri '{uri}' is no MLflow store; give http(s)://HOST:PORT (a server), "
+            "sqlite:///PATH or file:///PATH"
+        )
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # SQLAlchemy's relative path
+        return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
+    return uri
+
+
+def wandb_login() -> bool:
+    """Whether W&B can log online: an API key in the environment or in ~/.netrc (where 'wandb login' puts it)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return (
+            netrc.netrc().authenticators(os.environ.get("WANDB_BASE_URL", "api.wandb.ai").split("//")[-1]) is not None
+        )
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def experiment_name(trainer: Any) -> str:
@@ -51,19 +90,23 @@ class MlflowTracker(Tracker):
         flush_timeout: float = 30.0,
     ) -> None:
         require("mlflow", "mlflow")
-        self.tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        if not self.tracking_uri:
-            raise ConfigError(
-                "hook 'mlflow' needs a tracking URI: hooks=[{name: mlflow, tracking_uri: http://HOST:5000}] "
-                "or the environment variable MLFLOW_TRACKING_URI"
-            )
+        self.tracking_uri = checked_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
         self.experiment, self.run_name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME"), run_name
         super().__init__(log_checkpoints, flush_timeout)
 
     def backend(self, trainer: Any, spool: Spool) -> Any:
         from utils.trackers.mlflow_backend import MlflowBackend
 
-        if spool.identity.get("backend") == self.name:  # the tracker run lives where it was made
+        if spool.identity.get("run_id"):  # the tracker run lives where it was made
+            if spool.identity.get("tracking_uri") != self.tracking_uri:
+                log.warning(
+                    "tracker mlflow: this run's MLflow run %s lives at %s (%s), where its records keep going; the "
+                    "hook's tracking_uri %s is not used (a new tracker run there: resume a copy without trackers/)",
+                    spool.identity["run_id"],
+                    spool.identity.get("tracking_uri"),
+                    spool.identity_path,
+                    self.tracking_uri,
+                )
             return MlflowBackend.from_identity(spool.identity)
         parent = self.sweep_parent(trainer, spool)
         experiment = self.experiment or experiment_name(trainer)
@@ -98,13 +141,18 @@ class WandbTracker(Tracker):
         require("wandb", "wandb")
         if mode not in (None, "online", "offline", "disabled"):
             raise ConfigError(f"hook 'wandb': mode '{mode}' is none of online, offline, disabled")
+        if (mode or os.environ.get("WANDB_MODE") or "online") == "online" and not wandb_login():
+            raise ConfigError(
+                "hook 'wandb' in online mode needs a W&B login: run 'wandb login' (or set WANDB_API_KEY), or log "
+                "offline with hooks=[{name: wandb, mode: offline}] and 'wandb sync' later"
+            )
         self.project, self.entity, self.mode, self.dir = project, entity, mode, dir
         super().__init__(log_checkpoints, flush_timeout)
 
     def backend(self, trainer: Any, spool: Spool) -> Any:
         from utils.trackers.wandb_backend import WandbBackend
 
-        if spool.identity.get("backend") == self.name:
+        if spool.identity.get("run_id"):  # the W&B run continues where it was made
             return WandbBackend.from_identity(spool.identity)
         trial = getattr(trainer.meta, "trial", None)
         settings = {

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from utils.trackers.sender import RefusedError
 from utils.trackers.spool import Record, Spool
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,9 @@ class MlflowBackend:
         self, tracking_uri: str, experiment: str, run_name: str, parent: Optional[Dict[str, str]] = None
     ) -> None:
         """``parent``: a sweep's (``study``, ``file``: where its parent run's id is kept; ``sweep_parent.py``)."""
-        self.quiet_client()
-        from mlflow.tracking import MlflowClient
-
         self.where = tracking_uri
         self.experiment, self.run_name, self.parent = experiment, run_name, parent
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.client: Any = None  # made in open(), in the sender's thread: importing mlflow takes a second of CPU
         self.run_id: Optional[str] = None
 
     @staticmethod
@@ -64,26 +62,50 @@ class MlflowBackend:
 
     @staticmethod
     def outages() -> Tuple[type, ...]:
-        """What the client raises when the server cannot be reached or refuses for now (any other error is a bug,
-        said with its traceback)."""
+        """What the client raises when the server cannot be reached, or answers with an error (``failure`` tells
+        which); anything else is a bug, said with its traceback."""
         import requests
         from mlflow.exceptions import MlflowException
 
         return (OSError, requests.RequestException, MlflowException)
+
+    @staticmethod
+    def failure(err: BaseException) -> str:
+        """``outage`` (no answer, a timeout, a server error or a rate limit: try again later) or ``refused`` (the
+        server answered that it will not take these records: trying again will not help)."""
+        from mlflow.exceptions import RestException
+
+        transient = ("INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED")
+        if isinstance(err, RestException) and err.error_code not in transient:
+            return "refused"
+        return "outage"
 
     def experiment_id(self) -> str:
         from mlflow.exceptions import MlflowException
 
         found = self.client.get_experiment_by_name(self.experiment)
         if found is not None:
+            if found.lifecycle_stage != "active":
+                raise RefusedError(
+                    f"MLflow experiment '{self.experiment}' is deleted: restore it (mlflow experiments restore "
+                    f"--experiment-id {found.experiment_id}) or name another with hooks=[{{name: mlflow, experiment: NAME}}]"
+                )
             return found.experiment_id
         try:
             return self.client.create_experiment(self.experiment)
-        except MlflowException:  # another process created it first
-            return self.client.get_experiment_by_name(self.experiment).experiment_id
+        except MlflowException:
+            found = self.client.get_experiment_by_name(self.experiment)  # another process created it first
+            if found is None:
+                raise  # no: the server refused the name
+            return found.experiment_id
 
     def open(self, spool: Spool) -> None:
         """Continue the run the spool names, or the one tagged with its folder id, or create it."""
+        if self.client is None:
+            self.quiet_client()
+            from mlflow.tracking import MlflowClient
+
+            self.client = MlflowClient(tracking_uri=self.where)
         self.run_id = spool.identity.get("run_id")
         if self.run_id is not None:
             return
@@ -145,8 +167,8 @@ class MlflowBackend:
         # cut into the lines scripts read (the address is logged once when the run opens)
         self.client.update_run(self.run_id, status=record["status"])
 
-    def close(self) -> None:
-        pass
+    def close(self) -> bool:
+        return True  # the server kept every batch it answered
 
 
 def param_value(value: Any) -> str:

@@ -1,10 +1,17 @@
 """Sends a spool's records to its tracker from a background thread: the training loop never waits for a server.
 
-The thread wakes every ``interval`` seconds (or when asked), opens the tracker run if it is not open yet, and sends
-what waits in the spool in order, a batch at a time; ``sent`` moves only after the tracker took a batch. When the
-tracker cannot be reached it warns once, keeps the records in the spool and tries again with a growing pause
-(up to ``MAX_PAUSE``); when it is back it says so once and sends what waited. ``close`` gives the thread
-``timeout`` seconds to send the rest and says how many records still wait, and how they will be sent.
+The thread opens the tracker run at once, then wakes every ``interval`` seconds (or when asked) and sends what
+waits in the spool in order, a batch at a time; ``sent`` moves only once the tracker keeps a batch for good. A
+failure keeps the records in the spool and is said once, as what it is:
+
+- an outage (no answer, a timeout, a server error): a warning, then attempts with a growing pause (up to
+  ``MAX_PAUSE``); when the tracker answers again, one line says so and what waited goes;
+- a refusal (the tracker answered that it will not take these records: a deleted experiment, a login): one
+  error line with the tracker's reason; the records stay for ``python -m utils.trackers sync`` once fixed;
+- anything else is a bug, here or in the tracker's library: one error line with its traceback.
+
+``close`` gives the thread ``timeout`` seconds to send the rest (none when the tracker is already known to be
+down: the run does not wait for a server that did not answer), then says how many records still wait and why.
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ log = logging.getLogger(__name__)
 MAX_PAUSE = 30.0  # seconds between attempts while the tracker is unreachable
 
 
+class RefusedError(Exception):
+    """A tracker refused what it was given, for a reason its message names: trying again will not help."""
+
+
 class Backend(Protocol):
     """A tracker's client: ``open`` creates or continues the run the spool's identity names, ``send`` gives it
     records in order; both raise on any failure (the sender keeps the records and tries again)."""
@@ -27,18 +38,23 @@ class Backend(Protocol):
     name: str
     where: str  # the server or folder, for messages
 
-    def outages(self) -> Tuple[type, ...]: ...
+    def outages(self) -> Tuple[type, ...]:
+        """The exceptions the tracker's client raises for a failure of the tracker, not of this code."""
+
+    def failure(self, err: BaseException) -> str:
+        """``outage`` or ``refused``, for one of ``outages()``."""
 
     def open(self, spool: Spool) -> None: ...
 
     def send(self, records: Sequence[Record]) -> bool:
         """Whether everything sent so far is kept by the tracker for good (then ``sent`` moves)."""
 
-    def close(self) -> None: ...
+    def close(self) -> bool:
+        """Release the client; whether everything sent is then kept for good."""
 
 
 def sync_hint(run: Any) -> str:
-    return f"the next --resume of the run sends them, or: python -m utils.trackers sync {run}"
+    return f"the next --resume of the run with this hook sends them, or: python -m utils.trackers sync {run}"
 
 
 class Sender:
@@ -49,7 +65,7 @@ class Sender:
         self._wake = threading.Event()
         self._stopping = False
         self._opened = False
-        self._down: Optional[str] = None  # the error that made the tracker unreachable, until it is back
+        self._down: Optional[str] = None  # what made the tracker fail, until it takes records again
         self._cursor = spool.sent  # what this process gave the tracker; ``sent``: what the tracker keeps for good
         self._thread = threading.Thread(target=self._loop, name=f"tracker-{backend.name}", daemon=True)
 
@@ -66,11 +82,13 @@ class Sender:
             self._wake.wait(pause)
             self._wake.clear()
             stopping = self._stopping
+            if stopping and self._down is not None:
+                return  # down at the end: no wait for a server that did not answer
             try:
                 self.send_waiting()
                 pause = self.interval
-            except Exception as err:  # the records wait either way; a bug is said with its traceback
-                self._went_down(err, isinstance(err, self.backend.outages()))
+            except Exception as err:  # the records wait either way; what it was is said once
+                self._failed(err)
                 pause = min(MAX_PAUSE, max(pause, self.interval) * 2)
             if stopping:
                 return
@@ -92,53 +110,81 @@ class Sender:
             count += len(records)
         if self._down is not None:
             log.warning(
-                "tracker %s: %s is reachable again; the records that waited are sent",
-                self.backend.name,
-                self.backend.where,
+                "tracker %s: %s takes records again; those that waited are sent", self.backend.name, self.backend.where
             )
             self._down = None
         return count
 
-    def _went_down(self, err: BaseException, outage: bool) -> None:
-        if self._down is None:
-            self._down = str(err)
-            if outage:
-                log.warning(
-                    "tracker %s: cannot reach %s (%s); training goes on, the records wait in %s and are sent when it is back",
-                    self.backend.name,
-                    self.backend.where,
-                    first_line(err),
-                    self.spool.records_path,
-                )
-            else:  # not an outage: a bug here or in the tracker's library
-                log.error(
-                    "tracker %s failed (%s); training goes on, the records wait in %s",
-                    self.backend.name,
-                    first_line(err),
-                    self.spool.records_path,
-                    exc_info=err,
-                )
+    def kind(self, err: BaseException) -> str:
+        """``outage``, ``refused`` or ``bug``."""
+        if isinstance(err, RefusedError):
+            return "refused"
+        return self.backend.failure(err) if isinstance(err, self.backend.outages()) else "bug"
+
+    def _failed(self, err: BaseException) -> None:
+        if self._down is not None:
+            return
+        self._down = first_line(err)
+        name, where, path = self.backend.name, self.backend.where, self.spool.records_path
+        kind = self.kind(err)
+        if kind == "outage":
+            log.warning(
+                "tracker %s: cannot reach %s (%s); training goes on, the records wait in %s and are sent when it is back",
+                name,
+                where,
+                self._down,
+                path,
+            )
+        elif kind == "refused":
+            log.error(
+                "tracker %s: %s refused the records (%s); training goes on, they wait in %s: fix that, then "
+                "python -m utils.trackers sync RUN",
+                name,
+                where,
+                self._down,
+                path,
+            )
+        else:  # a bug here or in the tracker's library
+            log.error(
+                "tracker %s failed (%s); training goes on, the records wait in %s", name, self._down, path, exc_info=err
+            )
 
     def close(self, timeout: float, run: Any) -> int:
-        """Send what waits (``timeout`` seconds at most), stop the thread; the records still waiting (said)."""
+        """Send what waits (``timeout`` seconds at most; none when the tracker is down), stop the thread, release the
+        client; the records still waiting, said with why."""
         self._stopping = True
         self._wake.set()
-        self._thread.join(timeout)
+        try:
+            self._thread.join(timeout)
+        except KeyboardInterrupt:  # a second Ctrl-C while the last records go: they stay in the spool
+            log.warning("tracker %s: stopped while sending the last records", self.backend.name)
+        if not self._thread.is_alive():
+            self.finish()
         waiting = self.spool.waiting()
         if waiting:
+            why = self._down or f"not sent within flush_timeout={timeout:g} s"
             log.warning(
-                "tracker %s: %d record(s) wait in %s (%s unreachable); %s",
+                "tracker %s: %d record(s) wait in %s (%s: %s); %s",
                 self.backend.name,
                 waiting,
                 self.spool.records_path,
                 self.backend.where,
+                why,
                 sync_hint(run),
             )
-        if not self._thread.is_alive():
-            self.backend.close()
         return waiting
+
+    def finish(self) -> None:
+        """Release the client; what it then keeps for good counts as sent (a W&B run's files, written whole)."""
+        try:
+            kept = self._opened and self.backend.close()
+        except Exception as err:  # its release failed: the records stay for the next try
+            self._failed(err)
+            return
+        if kept and self._cursor > self.spool.sent:
+            self.spool.save_identity(sent=self._cursor)
 
 
 def first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
-    return (text[0] if text else type(err).__name__)[:200]
+    return (text[0] if text else type(err).__name__)[:300]

@@ -37,6 +37,15 @@ FOLDER = "trackers"  # inside the run folder
 BATCH_BYTES = 1 << 20  # what one send reads from the spool at most
 
 
+def parse(line: bytes) -> Optional[Record]:
+    """One line's record; None for a blank line or one that is no JSON object (said where the file is read)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -86,9 +95,27 @@ class Spool:
             with open(self.records_path, "r+b") as handle:
                 handle.truncate(whole)
             log.warning("tracker %s: dropped a record cut short in %s", self.name, self.records_path)
+        bad = 0
         for line in data[:whole].splitlines():
-            if line.strip():
-                self._note(json.loads(line))
+            record = parse(line)
+            if record is None:
+                bad += line.strip() != b""
+            else:
+                self._note(record)
+        if bad:
+            log.warning(
+                "tracker %s: %d line(s) of %s are no record; they are skipped", self.name, bad, self.records_path
+            )
+        sent = self.sent
+        if sent > whole or (sent and data[sent - 1 : sent] != b"\n"):  # the file was replaced or cut: send it whole
+            log.warning(
+                "tracker %s: %s changed since its records were sent (%d bytes sent, %d there); all of it goes again",
+                self.name,
+                self.records_path,
+                sent,
+                whole,
+            )
+            self.identity["sent"] = 0
 
     def _note(self, record: Record) -> None:
         if "metrics" in record:
@@ -140,7 +167,8 @@ class Spool:
                 handle.seek(start)
                 data = handle.readline()
             end = len(data) if data.endswith(b"\n") else 0
-        return [json.loads(line) for line in data[:end].splitlines() if line.strip()], start + end
+        records = [parse(line) for line in data[:end].splitlines()]
+        return [record for record in records if record is not None], start + end
 
     def waiting(self) -> int:
         """How many records wait to be sent."""

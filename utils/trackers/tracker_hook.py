@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from utils.errors import ConfigError
 from utils.hook import Hook
 from utils.hook.run_summary import flat_config
 from utils.log import format_metrics
@@ -37,6 +38,8 @@ class Tracker(Hook):
     priority = 95  # after the hooks that may change what is logged
 
     def __init__(self, log_checkpoints: bool = False, flush_timeout: float = 30.0, interval: float = 1.0) -> None:
+        if not flush_timeout >= 0:
+            raise ConfigError(f"hook '{self.name}': flush_timeout must be >= 0 seconds, got {flush_timeout}")
         self.log_checkpoints, self.flush_timeout, self.interval = log_checkpoints, flush_timeout, interval
         self.spool: Optional[Spool] = None
         self.sender: Optional[Sender] = None
@@ -85,6 +88,7 @@ class Tracker(Hook):
         self.spool = None
 
     def state_dict(self) -> Dict[str, Any]:
+        """The tracker run this checkpoint's steps were logged to (its id, once the tracker made it)."""
         identity = self.spool.identity if self.spool is not None else (self.from_checkpoint or {})
         return {"run_id": identity.get("run_id"), "folder_id": identity.get("folder_id")}
 
@@ -100,24 +104,29 @@ class Tracker(Hook):
         self.run_path = run.path
         spool = Spool(run.path / FOLDER, self.name)
         fresh = not spool.identity
-        if fresh:
-            spool.save_identity(folder_id=self._folder_id())
+        if fresh:  # a new tracker run, also for a resume whose folder has no spool (a copy, trackers/ removed)
+            spool.save_identity(folder_id=uuid.uuid4().hex)
         backend = self.backend(trainer, spool)
-        if fresh:
+        if fresh or "run_id" not in spool.identity:  # the settings of now, while no tracker run exists yet
             spool.save_identity(**backend.identity())
         params = flat_config(trainer.meta.config)
         if spool.params is None:
             spool.append({"params": params})
-            spool.append({"tags": {"regtrain.run_folder": str(run.path), **self.sweep_tags(trainer)}})
+            spool.append(
+                {"tags": {"regtrain.run_folder": str(run.path), **self._provenance(), **self.sweep_tags(trainer)}}
+            )
         else:
             self._resumed(spool, params, trainer.state.step)
         trainer.writer.listen(self._on_scalars)
         self.spool = spool
         self.sender = Sender(spool, backend, self.interval).start()
 
-    def _folder_id(self) -> str:
-        """A new spool's folder id: the checkpoint's when it names one (the tracker run continues), else new."""
-        return (self.from_checkpoint or {}).get("folder_id") or uuid.uuid4().hex
+    def _provenance(self) -> Dict[str, Any]:
+        """A new tracker run of a resumed run names the tracker run its checkpoint was logged to: a copy of a run,
+        a checkpoint resumed into a new folder, or a run whose trackers/ was removed gets a tracker run of its own
+        (the steps it replays would repeat the other's)."""
+        earlier = (self.from_checkpoint or {}).get("run_id")
+        return {"regtrain.resumed_from": earlier} if earlier else {}
 
     def _resumed(self, spool: Spool, params: Dict[str, Any], step: int) -> None:
         """A resumed run: the tracker run is RUNNING again; a changed config is said, with what it means."""
@@ -143,7 +152,8 @@ class Tracker(Hook):
         return trial_tags(trial, trainer.meta.config)
 
     def _on_scalars(self, step: int, prefix: str, values: Dict[str, Any]) -> None:
-        self._values(step, prefix, values)
+        if self.spool is not None:  # closed: the writer may still write (its own close comes later)
+            self._values(step, prefix, values)
 
     def _values(self, step: int, prefix: str, values: Dict[str, Any]) -> None:
         new = self.spool.new_values(step, {f"{prefix}/{key}": value for key, value in values.items()})

@@ -48,6 +48,13 @@ class WandbBackend:
 
         return (OSError, wandb.errors.Error)
 
+    @staticmethod
+    def failure(err: BaseException) -> str:
+        """``outage`` (W&B's servers did not answer) or ``refused`` (a login, a project, a setting it will not take)."""
+        import wandb.errors
+
+        return "outage" if isinstance(err, (OSError, wandb.errors.CommError)) else "refused"
+
     def open(self, spool: Spool) -> None:
         import wandb
         from wandb.sdk.lib.runid import generate_id
@@ -101,5 +108,6 @@ class WandbBackend:
             self._spool.save_identity(finished=[*self._spool.identity.get("finished", []), offline])
         return True
 
-    def close(self) -> None:
-        self.finish(None)
+    def close(self) -> bool:
+        """Finish the W&B run; whether that kept what it was given (a run this process opened)."""
+        return self.finish(None)
