@@ -82,3 +82,15 @@ def test_a_tracking_uri_or_a_flush_timeout_that_cannot_work_is_one_line(tmp_path
         MlflowTracker(tracking_uri="http://127.0.0.1:9", flush_timeout=-5)
     monkeypatch.chdir(tmp_path)
     assert MlflowTracker(tracking_uri="sqlite:///m.db").tracking_uri == f"sqlite:///{tmp_path / 'm.db'}"
+
+
+def test_wandb_online_without_a_login_is_one_line_before_training(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from utils.trackers.hooks import WandbTracker
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    with pytest.raises(ConfigError, match="needs a W&B login.*mode: offline"):
+        WandbTracker()
+    assert WandbTracker(mode="offline").mode == "offline"

@@ -94,15 +94,15 @@ class Sender:
                 return
 
     def send_waiting(self, more: Callable[[], bool] = lambda: True) -> int:
-        """Open the tracker run if needed, then send every waiting record; how many were sent."""
-        if not self._opened:
-            self.backend.open(self.spool)
-            self._opened = True
+        """Send every waiting record, the tracker run opened first (when something waits); how many were sent."""
         count = 0
         while more():
             records, end = self.spool.pending(self._cursor)
             if not records:
                 break
+            if not self._opened:
+                self.backend.open(self.spool)
+                self._opened = True
             kept = self.backend.send(records)
             self._cursor = end
             if kept:
