@@ -9,6 +9,7 @@ import logging
 import os
 import pty
 import re
+import select
 import struct
 import sys
 import termios
@@ -32,6 +33,15 @@ def screen(output: str) -> list:
     return [*rows, "".join(row).rstrip()]
 
 
+def drained(leader: int) -> bytes:
+    """All the terminal shows: the kernel hands a pty's writes to its reading side asynchronously, so one read may
+    return only the first of them; read until nothing more comes for 0.2 s."""
+    data = b""
+    while select.select([leader], [], [], 0.2)[0]:
+        data += os.read(leader, 1 << 16)
+    return data
+
+
 def test_a_line_logged_under_a_bar_goes_above_it_and_the_closed_bar_is_gone(monkeypatch):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # 80 columns, as a terminal
@@ -46,7 +56,7 @@ def test_a_line_logged_under_a_bar_goes_above_it_and_the_closed_bar_is_gone(monk
         logging.getLogger("test").info("epoch 0 train: loss=0.5")
         bar.close()
         terminal.flush()
-        shown = screen(os.read(leader, 1 << 16).decode())
+        shown = screen(drained(leader).decode())
     finally:
         setup_logging(None, 0)  # the console handler on the real stderr again
         terminal.close()
