@@ -20,6 +20,9 @@ if str(ROOT) not in sys.path:
 # One thread for the runs in this process too: main.main() keeps an OMP_NUM_THREADS the user set instead of
 # taking one thread per core, whose OpenMP threads spin on cores the other processes of the suite need.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# MLflow's usage reports start a thread in every process that makes a client (the suite's own, when it reads a
+# server's histories) and try a server outside this machine: the tests have no internet and want no stray threads
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 torch.set_num_threads(1)
 
 
