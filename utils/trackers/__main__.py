@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -34,6 +35,21 @@ def backend_of(spool: Spool):
     raise ConfigError(f"'{spool.identity_path}' names no tracker this framework knows (backend {backend!r})")
 
 
+RETRIES, PAUSE_S = 4, 3.0  # an outage of seconds (a killed run's W&B process still holding its run) is waited out
+
+
+def send_retrying(sender: Sender) -> int:
+    """``sender.send_waiting()``, tried again after a pause while the tracker is out (``RETRIES`` times)."""
+    for attempt in range(RETRIES):
+        try:
+            return sender.send_waiting()
+        except Exception as err:
+            if sender.kind(err) != "outage" or attempt == RETRIES - 1:
+                raise
+            time.sleep(PAUSE_S)
+    return 0
+
+
 def sync(run: Path) -> int:
     """Send every tracker's waiting records of the run folder ``run``; how many were sent."""
     folder = run / FOLDER
@@ -52,7 +68,7 @@ def sync(run: Path) -> int:
             backend = backend_of(spool)
             sender = Sender(spool, backend)
             try:
-                sent = sender.send_waiting()
+                sent = send_retrying(sender)
             except Exception as err:
                 if sender.kind(err) == "bug":
                     raise

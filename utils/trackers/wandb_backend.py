@@ -45,15 +45,18 @@ class WandbBackend:
     def outages() -> Tuple[type, ...]:
         """What W&B raises when it cannot be reached (any other error is a bug, said with its traceback)."""
         import wandb.errors
+        from wandb.sdk.mailbox.mailbox_handle import ServerResponseError
 
-        return (OSError, wandb.errors.Error)
+        return (OSError, wandb.errors.Error, ServerResponseError)
 
     @staticmethod
     def failure(err: BaseException) -> str:
-        """``outage`` (W&B's servers did not answer) or ``refused`` (a login, a project, a setting it will not take)."""
+        """``outage`` (W&B's servers did not answer; or the run is still held by the W&B process of a run killed a
+        moment ago, which ends within seconds) or ``refused`` (a login, a project, a setting it will not take)."""
         import wandb.errors
 
-        return "outage" if isinstance(err, (OSError, wandb.errors.CommError)) else "refused"
+        held = "is in use" in str(err)
+        return "outage" if held or isinstance(err, (OSError, wandb.errors.CommError)) else "refused"
 
     def open(self, spool: Spool) -> None:
         import wandb
