@@ -122,11 +122,16 @@ class Tracker(Hook):
         self.sender = Sender(spool, backend, self.interval).start()
 
     def _provenance(self) -> Dict[str, Any]:
-        """A new tracker run of a resumed run names the tracker run its checkpoint was logged to: a copy of a run,
+        """A new tracker run of a resumed run names the tracker run its checkpoint was logged to (its id, and the folder
+        id it is tagged with, ``regtrain.folder_id``): a copy of a run,
         a checkpoint resumed into a new folder, or a run whose trackers/ was removed gets a tracker run of its own
         (the steps it replays would repeat the other's)."""
-        earlier = (self.from_checkpoint or {}).get("run_id")
-        return {"regtrain.resumed_from": earlier} if earlier else {}
+        earlier = self.from_checkpoint or {}
+        tags = {
+            "regtrain.resumed_from": earlier.get("run_id"),
+            "regtrain.resumed_from_folder_id": earlier.get("folder_id"),
+        }
+        return {key: value for key, value in tags.items() if value}  # the run id once the tracker had made it
 
     def _resumed(self, spool: Spool, params: Dict[str, Any], step: int) -> None:
         """A resumed run: the tracker run is RUNNING again; a changed config is said, with what it means."""
