@@ -74,10 +74,8 @@ def train(
     opened: OpenedRun,  # the run's folder, and the checkpoint it continues from
     choices: ResumeChoices,
     plan: StartPlan,  # made before the run folder existed
-    sweep: Tuple[Optional[Judge], Optional[TrialRef]] = (
-        None,
-        None,
-    ),  # the pruner asked after each validation; the trial
+    # the sweep's pruner, asked after each validation, and its trial, which trackers file the run under
+    sweep: Tuple[Optional[Judge], Optional[TrialRef]] = (None, None),
 ) -> Tuple[Dict[str, float], str]:
     """Build everything in DESIGN.md's order, start where the opened run continues (its start point), fit, and test
     the best checkpoint; the test's metrics and the ``best_line``."""
@@ -114,9 +112,8 @@ def train(
     )
     val_loader = build_eval_loader(datasets["val"], cfg.data, info.rank, info.world_size, info.device, channels_last)
     judge, trial = sweep
-    meta = dataclasses.replace(
-        run_meta(cfg, datasets["train"]), trial=trial
-    )  # what checkpoints store and resume guards compare against
+    # what checkpoints store and resume guards compare against
+    meta = dataclasses.replace(run_meta(cfg, datasets["train"]), trial=trial)
     # the resume, in one call: a changed model, data or optimizer type is refused before any weight is loaded
     resumed = start_point(
         opened.chosen,
