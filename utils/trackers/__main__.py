@@ -19,7 +19,7 @@ from utils.errors import ConfigError, UserError, one_line
 from utils.run_folder import LOCK
 from utils.run_lock import release_lock, take_lock
 from utils.trackers.sender import Sender, first_line
-from utils.trackers.spool import FOLDER, Spool
+from utils.trackers.spool import FOLDER, Spool, tracker_names
 
 
 def backend_of(spool: Spool):
@@ -55,16 +55,16 @@ def sync(run: Path) -> int:
     folder = run / FOLDER
     if not run.is_dir():
         raise ConfigError(f"'{run}' does not exist: name a run folder (output/<experiment>/run_NNN)")
-    identities = sorted(path for path in folder.glob("*.json") if not path.name.startswith("mlflow-sweep-"))
-    if not identities:
+    names = tracker_names(folder)
+    if not names:
         raise ConfigError(
             f"'{run}' holds no tracker's records (trackers/*.json): name a run folder whose config had a tracker hook"
         )
     fd = take_lock(run / LOCK, run)  # a run training in it sends its records itself
     try:
         total = 0
-        for identity in identities:
-            spool = Spool(folder, identity.stem)
+        for name in names:
+            spool = Spool(folder, name)
             backend = backend_of(spool)
             sender = Sender(spool, backend)
             try:

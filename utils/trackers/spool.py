@@ -34,7 +34,14 @@ log = logging.getLogger(__name__)
 
 Record = Dict[str, Any]
 FOLDER = "trackers"  # inside the run folder
+SWEEP_PARENT = "mlflow-sweep-"  # the start of a sweep's parent-run files (sweep_parent.py), beside spools
 BATCH_BYTES = 1 << 20  # what one send reads from the spool at most
+
+
+def tracker_names(folder: Path) -> List[str]:
+    """The trackers whose spools ``folder`` (a run's ``trackers/``) holds, by their identity files (a sweep's parent
+    files are no spool: a run folder of the old layout is its experiment's folder too)."""
+    return sorted(path.stem for path in Path(folder).glob("*.json") if not path.name.startswith(SWEEP_PARENT))
 
 
 def parse(line: bytes) -> Optional[Record]:

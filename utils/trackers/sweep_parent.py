@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any, Dict
 
 from utils.atomic_write import write_text
+from utils.trackers.spool import FOLDER, SWEEP_PARENT
 
 SWEEP_TAG, ROLE_TAG = "regtrain.sweep", "regtrain.role"
 
 
 def parent_file(experiment: Path, study: str) -> Path:
     """Where the parent run's id of ``study`` is kept: beside the sweep's runs, one file a study."""
-    return experiment / "trackers" / f"mlflow-sweep-{hashlib.sha1(study.encode()).hexdigest()[:12]}.json"
+    return experiment / FOLDER / f"{SWEEP_PARENT}{hashlib.sha1(study.encode()).hexdigest()[:12]}.json"
 
 
 def trial_tags(trial: Any, config: Dict[str, Any]) -> Dict[str, Any]:
