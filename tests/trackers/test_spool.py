@@ -94,3 +94,14 @@ def test_wandb_online_without_a_login_is_one_line_before_training(tmp_path, monk
     with pytest.raises(ConfigError, match="needs a W&B login.*mode: offline"):
         WandbTracker()
     assert WandbTracker(mode="offline").mode == "offline"
+
+
+def test_the_best_checkpoint_is_found_in_either_layout(tmp_path):
+    pytest.importorskip("mlflow")
+    hook = MlflowTracker(tracking_uri="http://127.0.0.1:9")
+    hook.run_path = tmp_path
+    assert hook._best() is None  # none yet
+    (tmp_path / "checkpoints" / "best.dcp").mkdir(parents=True)  # dist.mode=fsdp: a folder of shards
+    assert hook._best() == tmp_path / "checkpoints" / "best.dcp"
+    (tmp_path / "checkpoints" / "best.pt").write_bytes(b"")
+    assert hook._best() == tmp_path / "checkpoints" / "best.pt"

@@ -21,7 +21,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from utils.errors import ConfigError
+from utils.checkpoint.sharded_layout import BEST as SHARDED_BEST
+from utils.checkpoint.store import BEST
+from utils.errors import ConfigError, name_list
 from utils.hook import Hook
 from utils.hook.run_summary import flat_config
 from utils.log import format_metrics
@@ -53,21 +55,21 @@ class Tracker(Hook):
     def backend(self, trainer: Any, spool: Spool) -> Backend:
         raise NotImplementedError
 
-    def sweep_settings(self, trainer: Any) -> Dict[str, Any]:
-        """Extra settings of a sweep's trial run (a parent, a group); none outside a sweep."""
-        return {}
-
     # -- events ----------------------------------------------------------------------------------
 
     def before_train(self, trainer: Any) -> None:
         self._open(trainer)
 
     def after_validation(self, trainer: Any, metrics: Dict[str, float]) -> None:
-        if self.spool is not None and not self.best_tagged:
-            best = self.run_path / "checkpoints" / "best.pt"
-            if best.exists():
-                self.spool.append({"tags": {"regtrain.best_checkpoint": str(best)}})
-                self.best_tagged = True
+        best = self._best() if self.spool is not None and not self.best_tagged else None
+        if best is not None:
+            self.spool.append({"tags": {"regtrain.best_checkpoint": str(best)}})
+            self.best_tagged = True
+
+    def _best(self) -> Optional[Path]:
+        """The run's best checkpoint once it exists: ``best.pt``, or the folder ``best.dcp`` of ``dist.mode=fsdp``."""
+        found = [self.run_path / "checkpoints" / name for name in (BEST, SHARDED_BEST)]
+        return next((path for path in found if path.exists()), None)
 
     def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:
         self._open(trainer)  # --mode test: its first event
@@ -76,8 +78,13 @@ class Tracker(Hook):
         self._values(trainer.state.step, "test", metrics)  # the writer gave them already, unless it was muted
         self.spool.append({"tags": {"regtrain.test": f"test: {format_metrics(metrics)}"}})
         self.tested = True
-        if self.log_checkpoints and (self.run_path / "checkpoints" / "best.pt").exists():
-            self.spool.append({"artifact": str(self.run_path / "checkpoints" / "best.pt")})
+        best = self._best() if self.log_checkpoints else None
+        if best is not None and best.is_file():
+            self.spool.append({"artifact": str(best)})
+        elif best is not None:  # a sharded checkpoint is a folder of shards: its tag names it
+            log.warning(
+                "tracker %s: log_checkpoints uploads checkpoint files; %s is a folder, not uploaded", self.name, best
+            )
 
     def close(self) -> None:
         if self.spool is None:
@@ -143,7 +150,7 @@ class Tracker(Hook):
                 "tracker %s: this resume changed %s; the tracker holds steps %d..%d from before the change and keeps "
                 "them (each step is logged once), later steps are the changed run's; its params stay the first ones",
                 self.name,
-                ", ".join(changed[:8]) + (" ..." if len(changed) > 8 else ""),
+                name_list(changed, show=8),
                 step + 1,
                 logged,
             )
