@@ -138,13 +138,14 @@ class MlflowBackend:
         tags: List[Any] = []
 
         def flush() -> None:
-            for chunk in range(0, len(metrics), MAX_METRICS):
-                self.client.log_batch(self.run_id, metrics=metrics[chunk : chunk + MAX_METRICS], synchronous=True)
-            for chunk in range(0, len(params), MAX_PARAMS):
-                self.client.log_batch(self.run_id, params=params[chunk : chunk + MAX_PARAMS], synchronous=True)
-            for chunk in range(0, len(tags), MAX_TAGS):
-                self.client.log_batch(self.run_id, tags=tags[chunk : chunk + MAX_TAGS], synchronous=True)
-            metrics.clear(), params.clear(), tags.clear()
+            for kind, items, limit in (
+                ("metrics", metrics, MAX_METRICS),
+                ("params", params, MAX_PARAMS),
+                ("tags", tags, MAX_TAGS),
+            ):
+                for chunk in range(0, len(items), limit):
+                    self.client.log_batch(self.run_id, **{kind: items[chunk : chunk + limit]}, synchronous=True)
+                items.clear()
 
         for record in records:
             if "metrics" in record:
