@@ -24,6 +24,7 @@ from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, torchrun
 from tests.fixtures.mlflow_server import MlflowServer, Relay, mlflow_command
 from tests.sweep.sweeps import command, run, sweep_file
 from tests.trackers.mlflow_history import histories, run_id
+from tests.trackers.sync_command import sync
 
 pytestmark = pytest.mark.slow  # a server and real runs
 
@@ -101,17 +102,13 @@ def test_a_killed_two_rank_run_resumed_on_one_rank_through_an_outage_has_the_uni
     assert "training state restored: epoch 0, step 30" in resumed.stderr
     assert "record(s) wait in" in resumed.stderr and "python -m utils.trackers sync" in resumed.stderr
     run = tmp_path / "killed" / "run" / "latest"
-    refused = subprocess.run(
-        [PYTHON, "-m", "utils.trackers", "sync", str(run)], cwd=ROOT, capture_output=True, text=True
-    )
+    refused = sync(run)
     assert refused.returncode == 2 and refused.stderr.startswith("error: tracker mlflow: cannot reach"), refused.stderr
 
     relay.up()
-    synced = subprocess.run(
-        [PYTHON, "-m", "utils.trackers", "sync", str(run)], cwd=ROOT, capture_output=True, text=True
-    )
+    synced = sync(run)
     assert synced.returncode == 0, synced.stderr
-    again = subprocess.run([PYTHON, "-m", "utils.trackers", "sync", str(run)], cwd=ROOT, capture_output=True, text=True)
+    again = sync(run)
     assert again.returncode == 0 and ": 0 record(s) sent" in again.stdout, again.stdout + again.stderr
 
     from mlflow.tracking import MlflowClient

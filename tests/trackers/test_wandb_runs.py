@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS
+from tests.trackers.sync_command import sync
 from tests.trackers.wandb_files import history, run_files, run_ids
 
 pytest.importorskip("wandb", reason="W&B is not installed (pip install -e '.[test]')")
@@ -73,10 +74,9 @@ def test_a_run_killed_and_resumed_keeps_its_wandb_run_and_the_uninterrupted_hist
     identity = tmp_path / "killed" / "run" / "run_001" / "trackers" / "wandb.json"
     before = json.loads(identity.read_text())["run_id"]
     run_folder = tmp_path / "killed" / "run" / "run_001"
-    sync = [PYTHON, "-m", "utils.trackers", "sync", str(run_folder)]
-    synced = subprocess.run(sync, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    synced = sync(run_folder)
     assert synced.returncode == 0 and "record(s) sent" in synced.stdout, synced.stderr[-3000:]
-    again = subprocess.run(sync, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    again = sync(run_folder)
     assert again.returncode == 0 and ": 0 record(s) sent" in again.stdout, again.stdout + again.stderr[-3000:]
     resumed = launch(tmp_path / "killed", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
