@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 # OpenMP reads how long a waiting thread spins once, when torch loads it: briefly, then it sleeps instead of
 # taking a core another process needs (7x slower beside another torch job otherwise: utils/threads.py)
@@ -76,13 +76,17 @@ def in_a_job() -> bool:
     return size.isdigit() and int(size) > 1
 
 
-if __name__ == "__main__":
-    code = main()
+def end(code: int) -> NoReturn:
+    """Exit with ``code``. A process of a job, done and out of its process group, ends without the interpreter's
+    teardown, in which torch's C++ threads now and then abort ("terminate called without an active exception",
+    exit -6: about 1 in 5 resumed 3-rank FSDP runs on a busy CPU, and 1 in 10 two-rank bf16 runs) and the launcher
+    reports a finished job as failed. Every script run under a launcher ends through here."""
     if in_a_job():
-        # Done and out of the process group: a job's process ends without the interpreter's teardown, in which
-        # torch's C++ threads now and then abort ("terminate called without an active exception", exit -6: about
-        # 1 in 5 resumed 3-rank FSDP runs on a busy CPU) and the launcher reports a finished job as failed.
         from utils.distributed.process_group import exit_now
 
         exit_now(code)
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    end(main())

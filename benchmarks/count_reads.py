@@ -35,4 +35,6 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    import main as entry
+
+    entry.end(main(sys.argv[1:]))  # under torchrun without the interpreter's teardown (see there)
