@@ -11,11 +11,11 @@ import importlib.util
 import logging
 import netrc
 import os
-from pathlib import Path
 from typing import Any, Dict, Optional
 
 from utils.errors import ConfigError
 from utils.registry import HOOKS
+from utils.trackers.mlflow_backend import checked_uri
 from utils.trackers.spool import Spool
 from utils.trackers.tracker_hook import Tracker
 
@@ -28,28 +28,6 @@ def require(library: str, hook: str) -> None:
             f"hook '{hook}' needs the {library} library, which is not installed: pip install -e \".[{hook}]\" "
             f"(or remove the hook from 'hooks')"
         )
-
-
-URI_SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks", "databricks-uc")
-
-
-def checked_uri(uri: Optional[str]) -> str:
-    """The tracking URI, a relative SQLite path made absolute (``sync`` may run elsewhere); ConfigError for
-    none and for a scheme MLflow has no store for."""
-    if not uri:
-        raise ConfigError(
-            "hook 'mlflow' needs a tracking URI: hooks=[{name: mlflow, tracking_uri: http://HOST:5000}] "
-            "or the environment variable MLFLOW_TRACKING_URI"
-        )
-    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
-    if scheme not in URI_SCHEMES:
-        raise ConfigError(
-            f"hook 'mlflow': tracking_uri '{uri}' is no MLflow store; give http(s)://HOST:PORT (a server), "
-            "sqlite:///PATH or file:///PATH"
-        )
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # SQLAlchemy's relative path
-        return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
-    return uri
 
 
 def wandb_login() -> bool:
@@ -71,6 +49,22 @@ def experiment_name(trainer: Any) -> str:
 def run_name(trainer: Any, spool: Spool) -> str:
     """``<experiment.name>/<run folder>``: the name a tracker shows the run under."""
     return f"{experiment_name(trainer)}/{spool.folder.parent.name}"
+
+
+def unchanged(hook: str, spool: Spool, made: Dict[str, Any], now: Dict[str, Any]) -> None:
+    """ConfigError where the hook's settings of ``now`` differ from those the run's tracker run was ``made`` with:
+    a resume continues that run where it lives, which a changed project, experiment, store or mode cannot move."""
+    changed = [key for key in sorted(set(made) | set(now)) if made.get(key) != now.get(key)]
+    if not changed:
+        return
+    was = ", ".join(f"{key}={made.get(key)!r}" for key in changed)
+    given = ", ".join(f"{key}={now.get(key)!r}" for key in changed)
+    raise ConfigError(
+        f"hook '{hook}': this run's tracker run {spool.identity.get('run_id')} was made with {was} and a resume "
+        f"continues it there, but the hook now gives {given}: give the hook (or its environment variables) the "
+        f"run's settings again, or, for a new tracker run, move {spool.identity_path.name} and "
+        f"{spool.records_path.name} out of {spool.folder}"
+    )
 
 
 @HOOKS.register(name="mlflow")
@@ -97,28 +91,21 @@ class MlflowTracker(Tracker):
     def backend(self, trainer: Any, spool: Spool) -> Any:
         from utils.trackers.mlflow_backend import MlflowBackend
 
+        now = {
+            "tracking_uri": self.tracking_uri,
+            "experiment": self.experiment or experiment_name(trainer),
+            "run_name": self.run_name or run_name(trainer, spool),
+        }
         if spool.identity.get("run_id"):  # the tracker run lives where it was made
-            if spool.identity.get("tracking_uri") != self.tracking_uri:
-                log.warning(
-                    "tracker mlflow: this run's MLflow run %s lives at %s (%s), where its records keep going; the "
-                    "hook's tracking_uri %s is not used (a new tracker run there: resume a copy without trackers/)",
-                    spool.identity["run_id"],
-                    spool.identity.get("tracking_uri"),
-                    spool.identity_path,
-                    self.tracking_uri,
-                )
+            unchanged(self.name, spool, {key: spool.identity.get(key) for key in now}, now)
             return MlflowBackend.from_identity(spool.identity)
-        parent = self.sweep_parent(trainer, spool)
-        experiment = self.experiment or experiment_name(trainer)
-        return MlflowBackend(self.tracking_uri, experiment, self.run_name or run_name(trainer, spool), parent)
+        return MlflowBackend(**now, parent=self.sweep_parent(trainer))
 
-    def sweep_parent(self, trainer: Any, spool: Spool) -> Optional[Dict[str, Any]]:
+    def sweep_parent(self, trainer: Any) -> Optional[Dict[str, Any]]:
         trial = getattr(trainer.meta, "trial", None)
         if trial is None:
             return None
-        from utils.trackers.sweep_parent import parent_file
-
-        return {"study": trial.study, "file": str(parent_file(spool.folder.parent.parent, trial.study))}
+        return {"study": trial.study}  # its parent run's file: beside the sweep's runs (MlflowBackend.open)
 
 
 @HOOKS.register(name="wandb")
@@ -152,8 +139,6 @@ class WandbTracker(Tracker):
     def backend(self, trainer: Any, spool: Spool) -> Any:
         from utils.trackers.wandb_backend import WandbBackend
 
-        if spool.identity.get("run_id"):  # the W&B run continues where it was made
-            return WandbBackend.from_identity(spool.identity)
         trial = getattr(trainer.meta, "trial", None)
         settings = {
             "project": self.project or os.environ.get("WANDB_PROJECT") or experiment_name(trainer),
@@ -163,4 +148,8 @@ class WandbTracker(Tracker):
             "name": run_name(trainer, spool),
             "group": trial.study if trial is not None else None,
         }
-        return WandbBackend(settings)
+        backend = WandbBackend(settings)
+        if spool.identity.get("run_id"):  # the W&B run continues where it was made
+            unchanged(self.name, spool, spool.identity.get("settings") or {}, backend.settings)
+            return WandbBackend.from_identity(spool.identity)
+        return backend

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
+import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from utils.errors import ConfigError
 from utils.trackers.sender import RefusedError
 from utils.trackers.spool import Record, Spool
 
@@ -26,6 +29,32 @@ log = logging.getLogger(__name__)
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 MAX_PARAM_LENGTH = 6000  # MLflow refuses a longer param value
 FOLDER_TAG = "regtrain.folder_id"
+NOT_IN_NAMES = re.compile(r"[^/\w.\- ]")  # MLflow's names: letters, digits, _ - . space / (':' not on Windows)
+ARTIFACTS = "mlartifacts"  # beside a SQLite store: where its experiments keep files (MLflow's default: ./mlruns)
+
+
+# MLflow 3's stores (its file store is in maintenance mode: it refuses it unless told otherwise, and a batch sent to it
+# twice is kept twice, where the sender counts on a database dropping what it holds already)
+URI_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks", "databricks-uc")
+
+
+def checked_uri(uri: Optional[str]) -> str:
+    """The tracking URI, a relative SQLite path made absolute (``sync`` may run elsewhere); ConfigError for
+    none and for a scheme MLflow has no store for."""
+    if not uri:
+        raise ConfigError(
+            "hook 'mlflow' needs a tracking URI: hooks=[{name: mlflow, tracking_uri: http://HOST:5000}] "
+            "or the environment variable MLFLOW_TRACKING_URI"
+        )
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    if scheme not in URI_SCHEMES:
+        raise ConfigError(
+            f"hook 'mlflow': tracking_uri '{uri}' is no MLflow store this hook uses; give http(s)://HOST:PORT (a "
+            "server) or a database, e.g. sqlite:///PATH/mlflow.db"
+        )
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # SQLAlchemy's relative path
+        return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
+    return uri
 
 
 class MlflowBackend:
@@ -34,11 +63,12 @@ class MlflowBackend:
     def __init__(
         self, tracking_uri: str, experiment: str, run_name: str, parent: Optional[Dict[str, str]] = None
     ) -> None:
-        """``parent``: a sweep's (``study``, ``file``: where its parent run's id is kept; ``sweep_parent.py``)."""
+        """``parent``: a sweep's (``study``: the parent run's id is kept beside the sweep's runs, ``sweep_parent.py``)."""
         self.where = tracking_uri
         self.experiment, self.run_name, self.parent = experiment, run_name, parent
         self.client: Any = None  # made in open(), in the sender's thread: importing mlflow takes a second of CPU
         self.run_id: Optional[str] = None
+        self.renamed: Set[str] = set()  # the names said renamed (once each)
 
     @staticmethod
     def quiet_client() -> None:
@@ -48,8 +78,15 @@ class MlflowBackend:
 
     @classmethod
     def from_identity(cls, identity: Dict[str, Any]) -> "MlflowBackend":
-        """The backend a spool's identity names (``python -m utils.trackers sync``)."""
-        return cls(identity["tracking_uri"], identity["experiment"], identity["run_name"], identity.get("parent"))
+        """The backend a spool's identity names (a resume, ``python -m utils.trackers sync``); its store checked as
+        the hook's argument is."""
+        parent = identity.get("parent")
+        return cls(
+            checked_uri(identity["tracking_uri"]),
+            identity["experiment"],
+            identity["run_name"],
+            {"study": parent["study"]} if parent else None,  # where its file lies: from the spool's folder
+        )
 
     def identity(self) -> Dict[str, Any]:
         return {
@@ -73,10 +110,12 @@ class MlflowBackend:
     def failure(err: BaseException) -> str:
         """``outage`` (no answer, a timeout, a server error or a rate limit: try again later) or ``refused`` (the
         server answered that it will not take these records: trying again will not help)."""
-        from mlflow.exceptions import RestException
+        from mlflow.exceptions import MlflowException, RestException
 
         transient = ("INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED")
         if isinstance(err, RestException) and err.error_code not in transient:
+            return "refused"
+        if isinstance(err, MlflowException) and err.error_code == "INVALID_PARAMETER_VALUE":  # a store in-process
             return "refused"
         return "outage"
 
@@ -92,12 +131,19 @@ class MlflowBackend:
                 )
             return found.experiment_id
         try:
-            return self.client.create_experiment(self.experiment)
+            return self.client.create_experiment(self.experiment, artifact_location=self.artifacts())
         except MlflowException:
             found = self.client.get_experiment_by_name(self.experiment)  # another process created it first
             if found is None:
                 raise  # no: the server refused the name
             return found.experiment_id
+
+    def artifacts(self) -> Optional[str]:
+        """Where a new experiment keeps its files: beside a SQLite store's file (MLflow would use ``./mlruns`` of the
+        working directory, wherever the run or ``sync`` started); a server or another database decides itself."""
+        if not self.where.startswith("sqlite:///"):
+            return None
+        return (Path(self.where[len("sqlite:///") :]).parent / ARTIFACTS).resolve().as_uri()
 
     def open(self, spool: Spool) -> None:
         """Continue the run the spool names, or the one tagged with its folder id, or create it."""
@@ -117,11 +163,11 @@ class MlflowBackend:
         else:
             tags = {FOLDER_TAG: folder_id}
             if self.parent:
-                from utils.trackers.sweep_parent import parent_run
+                from utils.trackers.sweep_parent import parent_file, parent_run
 
-                tags["mlflow.parentRunId"] = parent_run(
-                    self.client, experiment_id, self.parent["study"], Path(self.parent["file"])
-                )
+                study = self.parent["study"]
+                file = parent_file(spool.folder.parent.parent, study, self.where, self.experiment)
+                tags["mlflow.parentRunId"] = parent_run(self.client, experiment_id, study, file)
                 spool.save_identity(parent_run_id=tags["mlflow.parentRunId"])  # where --mode compare can write
             self.run_id = self.client.create_run(experiment_id, tags=tags, run_name=self.run_name).info.run_id
         spool.save_identity(run_id=self.run_id, experiment_id=experiment_id)
@@ -149,11 +195,13 @@ class MlflowBackend:
 
         for record in records:
             if "metrics" in record:
-                metrics.extend(Metric(k, v, record["t"], record["step"]) for k, v in record["metrics"].items())
+                metrics.extend(
+                    Metric(self.name_of(k), v, record["t"], record["step"]) for k, v in record["metrics"].items()
+                )
             elif "params" in record:
-                params.extend(Param(k, param_value(v)) for k, v in record["params"].items())
+                params.extend(Param(self.name_of(k), param_value(v)) for k, v in record["params"].items())
             elif "tags" in record:
-                tags.extend(RunTag(k, str(v)) for k, v in record["tags"].items())
+                tags.extend(RunTag(self.name_of(k), param_value(v)) for k, v in record["tags"].items())
             else:
                 flush()
                 if "status" in record:
@@ -162,6 +210,14 @@ class MlflowBackend:
                     self.client.log_artifact(self.run_id, record["artifact"], "checkpoints")
         flush()
         return True
+
+    def name_of(self, key: str) -> str:
+        """``key`` as MLflow takes it (``mlflow_name``), said once where that is another name."""
+        name = mlflow_name(key)
+        if name != key and key not in self.renamed:
+            self.renamed.add(key)
+            log.warning("tracker mlflow: '%s' is no MLflow name (%s); it is logged as '%s'", key, NAMES, name)
+        return name
 
     def _status(self, record: Record) -> None:
         # update_run, not set_terminated, which writes the run's address to stdout from this thread, where it could
@@ -175,3 +231,14 @@ class MlflowBackend:
 def param_value(value: Any) -> str:
     text = str(value)
     return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
+
+
+NAMES = "MLflow's names hold letters, digits and _ - . / and spaces, and are no path leaving their place"
+
+
+def mlflow_name(key: str) -> str:
+    """``key`` as a name MLflow takes: each other character as ``_``, and no empty, ``.`` or ``..`` part between
+    slashes (MLflow treats names as paths: ``val/mAP@0.5`` is logged as ``val/mAP_0.5``)."""
+    parts = [part for part in NOT_IN_NAMES.sub("_", key).split("/") if part not in ("", ".")]
+    name = "/".join("__" if part == ".." else part for part in parts) or "_"
+    return name if posixpath.normpath(name) == name else name.replace(".", "_")

@@ -8,6 +8,8 @@ failure keeps the records in the spool and is said once, as what it is:
   ``MAX_PAUSE``); when the tracker answers again, one line says so and what waited goes;
 - a refusal (the tracker answered that it will not take these records: a deleted experiment, a login): one
   error line with the tracker's reason; the records stay for ``python -m utils.trackers sync`` once fixed;
+- this side's own failure (the identity file unwritable on a full disk, a bad file in the run folder): one error
+  line naming it;
 - anything else is a bug, here or in the tracker's library: one error line with its traceback.
 
 ``close`` gives the thread ``timeout`` seconds to send the rest (none when the tracker is already known to be
@@ -20,6 +22,7 @@ import logging
 import threading
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple
 
+from utils.errors import UserError
 from utils.trackers.spool import Record, Spool
 
 log = logging.getLogger(__name__)
@@ -116,9 +119,11 @@ class Sender:
         return count
 
     def kind(self, err: BaseException) -> str:
-        """``outage``, ``refused`` or ``bug``."""
+        """``outage``, ``refused``, ``local`` (bad input or a full disk on this side) or ``bug``."""
         if isinstance(err, RefusedError):
             return "refused"
+        if isinstance(err, UserError):  # this side's: the spool's identity unwritable (a full disk), or bad
+            return "local"
         return self.backend.failure(err) if isinstance(err, self.backend.outages()) else "bug"
 
     def _failed(self, err: BaseException) -> None:
@@ -141,6 +146,14 @@ class Sender:
                 "python -m utils.trackers sync RUN",
                 name,
                 where,
+                self._down,
+                path,
+            )
+        elif kind == "local":
+            log.error(
+                "tracker %s: %s; training goes on, the records wait in %s: fix that, then python -m utils.trackers "
+                "sync RUN",
+                name,
                 self._down,
                 path,
             )

@@ -11,18 +11,27 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from utils.atomic_write import write_text
 from utils.trackers.spool import FOLDER, SWEEP_PARENT
 
-SWEEP_TAG, ROLE_TAG = "regtrain.sweep", "regtrain.role"
+SWEEP_TAG, KEY_TAG, ROLE_TAG = "regtrain.sweep", "regtrain.sweep_key", "regtrain.role"
+PLAIN_ID = re.compile(r"[A-Za-z0-9][\w-]*")
 
 
-def parent_file(experiment: Path, study: str) -> Path:
-    """Where the parent run's id of ``study`` is kept: beside the sweep's runs, one file a study."""
-    return experiment / FOLDER / f"{SWEEP_PARENT}{hashlib.sha1(study.encode()).hexdigest()[:12]}.json"
+def sweep_key(study: str, store: str, experiment: str) -> str:
+    """The parent run's key: the study in one MLflow store and experiment (12 hex digits, safe in a search filter)."""
+    return hashlib.sha1("\0".join((study, store, experiment)).encode()).hexdigest()[:12]
+
+
+def parent_file(folder: Path, study: str, store: str, experiment: str) -> Path:
+    """Where the parent run's id of ``study`` in the MLflow ``store`` and ``experiment`` is kept: beside the sweep's
+    runs (``folder``: their experiment's folder), one file a study and place (the same study logged to another
+    store or experiment has a parent there)."""
+    return folder / FOLDER / f"{SWEEP_PARENT}{sweep_key(study, store, experiment)}.json"
 
 
 def trial_tags(trial: Any, config: Dict[str, Any]) -> Dict[str, Any]:
@@ -43,16 +52,31 @@ def parent_run(client: Any, experiment_id: str, study: str, file: Path) -> str:
     """The id of the sweep's parent run in ``experiment_id``: kept in ``file``, found by its tags, or made."""
     file = Path(file)
     file.parent.mkdir(parents=True, exist_ok=True)
+    key = file.stem[len(SWEEP_PARENT) :]
     with open(file.with_name(file.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # trial runs started together make one parent
-        if file.is_file():
-            return json.loads(file.read_text())["run_id"]
-        query = f"tags.`{SWEEP_TAG}` = '{study}' and tags.`{ROLE_TAG}` = 'parent'"
+        kept = read_parent(file, experiment_id)
+        if kept is not None:
+            return kept
+        query = f"tags.`{KEY_TAG}` = '{key}' and tags.`{ROLE_TAG}` = 'parent'"  # hex: no quoting to get wrong
         found = client.search_runs([experiment_id], query, max_results=1)
         if found:
             run_id = found[0].info.run_id
         else:
-            tags = {SWEEP_TAG: study, ROLE_TAG: "parent"}
+            tags = {SWEEP_TAG: study, KEY_TAG: key, ROLE_TAG: "parent"}
             run_id = client.create_run(experiment_id, tags=tags, run_name=f"sweep {study}").info.run_id
         write_text(file, json.dumps({"run_id": run_id, "experiment_id": experiment_id, "study": study}), "free space")
         return run_id
+
+
+def read_parent(file: Path, experiment_id: str) -> Optional[str]:
+    """The parent run's id ``file`` keeps for ``experiment_id``; None where there is none (no file, or one left by a
+    process killed while it wrote, or kept for an experiment deleted and made again): the tags find it, or it is made."""
+    try:
+        kept = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+    run_id = kept.get("run_id") if isinstance(kept, dict) else None
+    if not isinstance(run_id, str) or not PLAIN_ID.fullmatch(run_id) or kept.get("experiment_id") != experiment_id:
+        return None
+    return run_id

@@ -27,6 +27,7 @@ from utils.errors import ConfigError, name_list
 from utils.hook import Hook
 from utils.hook.run_summary import flat_config
 from utils.log import format_metrics
+from utils.trackers.owner import claim, made_elsewhere, set_aside
 from utils.trackers.sender import Backend, Sender
 from utils.trackers.spool import FOLDER, Spool
 
@@ -110,9 +111,14 @@ class Tracker(Hook):
             return
         self.run_path = run.path
         spool = Spool(run.path / FOLDER, self.name)
+        made = made_elsewhere(spool, run.path)
+        if made is not None:  # a copied or moved folder: the records are the other folder's tracker run's
+            set_aside(spool, made)
+            spool = Spool(run.path / FOLDER, self.name)
         fresh = not spool.identity
         if fresh:  # a new tracker run, also for a resume whose folder has no spool (a copy, trackers/ removed)
             spool.save_identity(folder_id=uuid.uuid4().hex)
+        claim(spool, run.path)
         backend = self.backend(trainer, spool)
         if fresh or "run_id" not in spool.identity:  # the settings of now, while no tracker run exists yet
             spool.save_identity(**backend.identity())
@@ -141,19 +147,29 @@ class Tracker(Hook):
         return {key: value for key, value in tags.items() if value}  # the run id once the tracker had made it
 
     def _resumed(self, spool: Spool, params: Dict[str, Any], step: int) -> None:
-        """A resumed run: the tracker run is RUNNING again; a changed config is said, with what it means."""
+        """A resumed run: the tracker run is RUNNING again; a changed config is said, and kept as a tag (a tracker
+        keeps a param's first value: MLflow refuses another)."""
         spool.append({"status": "RUNNING"})
         changed = sorted(key for key in set(params) | set(spool.params) if params.get(key) != spool.params.get(key))
+        if not changed:
+            return
+        values = "; ".join(f"{key}={params.get(key)!r}" for key in changed)
+        spool.append({"tags": {f"regtrain.changed_at_step_{step}": values}})
         logged = max(spool.last_step.values(), default=-1)
-        if changed and logged > step:
-            log.warning(
-                "tracker %s: this resume changed %s; the tracker holds steps %d..%d from before the change and keeps "
-                "them (each step is logged once), later steps are the changed run's; its params stay the first ones",
-                self.name,
-                name_list(changed, show=8),
-                step + 1,
-                logged,
-            )
+        held = (
+            f"; the tracker holds steps {step + 1}..{logged} from before the change and keeps them (each step is "
+            "logged once), later steps are the changed run's"
+            if logged > step
+            else ""
+        )
+        log.warning(
+            "tracker %s: this resume changed %s; the tracker run's params stay the first ones, the new values are its "
+            "tag regtrain.changed_at_step_%d%s",
+            self.name,
+            name_list(changed, show=8),
+            step,
+            held,
+        )
 
     def sweep_tags(self, trainer: Any) -> Dict[str, Any]:
         trial = getattr(trainer.meta, "trial", None)
