@@ -3,13 +3,14 @@ names, a results folder's tags) become output paths only through :func:`inside`.
 
 A name that is absolute, climbs with ``..``, holds a NUL byte or resolves (through a link) outside its
 destination is refused with one line naming where it came from; it is never mapped to another name,
-so an output is always named as its source says or not written at all. ``relative_name`` and
-``plain_name`` are the same rule as a test, for checks that run when a file is loaded (before any
-work), so a crafted file is refused at once rather than at its first write.
+so an output is always named as its source says or not written at all. ``relative_name``,
+``plain_name`` and ``path_inside`` are the same rule as a test, for checks that run when a file is loaded
+(before any work), so a crafted file is refused at once rather than at its first write.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -44,3 +45,16 @@ def inside(destination: Path, name: str, source: str) -> Path:
         f"{source} names {name!r}, which would be written outside '{destination}'; names read from files "
         "stay inside their destination (relative, no '..', no link leading out): correct or re-create the file"
     )
+
+
+def path_inside(destination: Path, path: Any) -> bool:
+    """Whether ``path``, a whole path read from a file (absolute, or relative to the current directory, where its
+    reader opens it), names something below ``destination`` by :func:`inside`'s rule (links resolved)."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        return False
+    name = os.path.relpath(os.path.abspath(path), os.path.abspath(destination))
+    try:
+        inside(destination, name, "")
+    except DataError:
+        return False
+    return True

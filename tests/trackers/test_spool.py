@@ -66,11 +66,11 @@ def test_a_spool_replaced_or_holding_garbage_is_read_as_far_as_it_goes(tmp_path)
     spool.append({"step": 1, "metrics": {"a": 1.0}})
     spool.close()
     spool.save_identity(folder_id="f", sent=spool.records_path.stat().st_size)
-    spool.records_path.write_text('{"step": 2, "metrics": {"a": 2.0}}\nnot json\n[1]\n')  # replaced by hand
+    spool.records_path.write_text('{"t": 7, "step": 2, "metrics": {"a": 2.0}}\nnot json\n[1]\n')  # replaced by hand
     again = Spool(tmp_path, "mlflow")
     assert again.sent == 0 and again.last_step == {"a": 2}  # its offset pointed past the new file: all goes again
     records, _ = again.pending(0)
-    assert records == [{"step": 2, "metrics": {"a": 2.0}}]
+    assert records == [{"t": 7, "step": 2, "metrics": {"a": 2.0}}]
 
 
 def test_a_tracking_uri_or_a_flush_timeout_that_cannot_work_is_one_line(tmp_path, monkeypatch):

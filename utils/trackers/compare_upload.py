@@ -2,18 +2,19 @@
 runs (a sweep's: ``sweep_parent.py``), as artifacts under ``compare/`` and a tag naming the folder they came from.
 
 Every compared run must be a child of the same parent on the same server (its ``trackers/mlflow.json`` says
-which); otherwise one line names the runs that are not. The comparison is written to its folder first: a server
-that cannot be reached leaves it there, and the line says so.
+which, read and checked as the sender reads it, ``identity.py``: a corrupt one is one line naming it); otherwise one
+line names the runs that are not. The comparison is written to its folder first: a server that cannot be reached
+leaves it there, and the line says so.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Sequence, Tuple
 
 from utils.errors import ConfigError, name_list
+from utils.trackers.identity import read_identity
 from utils.trackers.sender import first_line
 from utils.trackers.spool import FOLDER
 
@@ -25,8 +26,7 @@ def shared_parent(runs: Sequence[Path]) -> Tuple[str, str]:
     """(tracking URI, parent run id) that every run of ``runs`` names; ConfigError otherwise."""
     parents, lacking = set(), []
     for run in runs:
-        identity = Path(run) / FOLDER / "mlflow.json"
-        found = json.loads(identity.read_text()) if identity.is_file() else {}
+        found = read_identity(Path(run) / FOLDER / "mlflow.json")  # {} when the run has none
         if found.get("parent_run_id"):
             parents.add((found["tracking_uri"], found["parent_run_id"]))
         else:

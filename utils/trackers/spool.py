@@ -14,6 +14,9 @@ A record is one of::
     {"t": <ms>, "status": "RUNNING" | "FINISHED" | "FAILED"}
     {"t": <ms>, "artifact": PATH}                     a file to upload (``log_checkpoints``)
 
+A line that is no such record (``records.py`` checks each line read, in one place) is skipped and counted; an
+``artifact`` must name a file inside the run folder. The identity is checked when it is read (``identity.py``).
+
 The spool also remembers, for every metric, the last step it holds (``last_step``): a resumed run replays the
 steps after its checkpoint, and those the interrupted process already logged are not logged twice.
 """
@@ -29,10 +32,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from utils.atomic_write import write_text
 from utils.errors import OutputError
+from utils.trackers.identity import read_identity
+from utils.trackers.records import Record, checked_record
 
 log = logging.getLogger(__name__)
 
-Record = Dict[str, Any]
 FOLDER = "trackers"  # inside the run folder
 SWEEP_PARENT = "mlflow-sweep-"  # the start of a sweep's parent-run files (sweep_parent.py), beside spools
 BATCH_BYTES = 1 << 20  # what one send reads from the spool at most
@@ -44,13 +48,14 @@ def tracker_names(folder: Path) -> List[str]:
     return sorted(path.stem for path in Path(folder).glob("*.json") if not path.name.startswith(SWEEP_PARENT))
 
 
-def parse(line: bytes) -> Optional[Record]:
-    """One line's record; None for a blank line or one that is no JSON object (said where the file is read)."""
+def parse(line: bytes, run: Path) -> Optional[Record]:
+    """One line's record; None for a blank line or one that is no record of the schema above (``records.py``; said
+    where the file is read). ``run``: the run folder, where an ``artifact`` must lie."""
     try:
-        record = json.loads(line)
+        value = json.loads(line)
     except ValueError:
         return None
-    return record if isinstance(record, dict) else None
+    return checked_record(value, run)
 
 
 def now_ms() -> int:
@@ -65,7 +70,8 @@ class Spool:
         self.name = name
         self.records_path = self.folder / f"{name}.jsonl"
         self.identity_path = self.folder / f"{name}.json"
-        self.identity: Dict[str, Any] = self._read_identity()
+        self.run = self.folder.parent  # the run folder: an artifact record names a file inside it
+        self.identity: Dict[str, Any] = read_identity(self.identity_path)
         self.last_step: Dict[str, int] = {}
         self.params: Optional[Dict[str, Any]] = None  # the params record, once the spool holds one
         self.status: Optional[str] = None  # the last status record's
@@ -80,18 +86,6 @@ class Spool:
     def sent(self) -> int:
         return int(self.identity.get("sent", 0))
 
-    def _read_identity(self) -> Dict[str, Any]:
-        if not self.identity_path.is_file():
-            return {}
-        try:
-            identity = json.loads(self.identity_path.read_text())
-        except (OSError, ValueError) as err:
-            raise OutputError(
-                f"cannot read the tracker's identity '{self.identity_path}' ({err}); restore it from a copy "
-                "or remove the run's trackers/ folder to start a new tracker run"
-            ) from err
-        return identity if isinstance(identity, dict) else {}
-
     def _scan(self) -> None:
         """Learn each metric's last step, the params and the status; drop a last line cut short by a kill."""
         if not self.records_path.is_file():
@@ -104,7 +98,7 @@ class Spool:
             log.warning("tracker %s: dropped a record cut short in %s", self.name, self.records_path)
         bad = 0
         for line in data[:whole].splitlines():
-            record = parse(line)
+            record = parse(line, self.run)
             if record is None:
                 bad += line.strip() != b""
             else:
@@ -174,16 +168,16 @@ class Spool:
                 handle.seek(start)
                 data = handle.readline()
             end = len(data) if data.endswith(b"\n") else 0
-        records = [parse(line) for line in data[:end].splitlines()]
+        records = [parse(line, self.run) for line in data[:end].splitlines()]
         return [record for record in records if record is not None], start + end
 
     def waiting(self) -> int:
-        """How many records wait to be sent."""
+        """How many records wait to be sent (the lines ``pending`` gives)."""
         if not self.records_path.is_file():
             return 0
         with open(self.records_path, "rb") as handle:
             handle.seek(self.sent)
-            return sum(1 for line in handle if line.endswith(b"\n"))
+            return sum(1 for line in handle if line.endswith(b"\n") and parse(line, self.run) is not None)
 
     def close(self) -> None:
         if self._out is not None:
