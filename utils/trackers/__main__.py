@@ -2,13 +2,16 @@
 
 A run that ended while its tracker was unreachable keeps the records in ``RUN/trackers/<tracker>.jsonl``; this
 sends them (the next ``--resume`` of the run does too) to the tracker run its identity names. Exit 0 when every
-record is sent; 2 with one ``error:`` line when a run folder is missing, in use by a training process, or its
-tracker still cannot be reached (the records stay, nothing is lost).
+record is sent; 2 with one ``error:`` line for each run folder that is missing, in use by a training process, holds
+a corrupt identity, needs a tracker library that is not installed, or whose tracker still cannot be reached (the
+records stay, nothing is lost); 1 when a folder met a bug, logged with its traceback. Either way every folder named
+is tried.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 import time
@@ -21,9 +24,16 @@ from utils.run_lock import release_lock, take_lock
 from utils.trackers.sender import Sender, first_line
 from utils.trackers.spool import FOLDER, Spool, tracker_names
 
+log = logging.getLogger(__name__)
+
 
 def backend_of(spool: Spool):
     backend = spool.identity.get("backend")
+    if backend in ("mlflow", "wandb") and importlib.util.find_spec(backend) is None:  # hooks.require's wording
+        raise ConfigError(
+            f"'{spool.identity_path}' is a {backend} tracker run's, and sending its records needs the {backend} "
+            f'library, which is not installed: pip install -e ".[{backend}]"'
+        )
     if backend == "mlflow":
         from utils.trackers.mlflow_backend import MlflowBackend
 
@@ -44,7 +54,7 @@ def send_retrying(sender: Sender) -> int:
         try:
             return sender.send_waiting()
         except Exception as err:
-            if sender.kind(err) != "outage" or attempt == RETRIES - 1:
+            if isinstance(err, UserError) or sender.kind(err) != "outage" or attempt == RETRIES - 1:
                 raise
             time.sleep(PAUSE_S)
     return 0
@@ -70,7 +80,8 @@ def sync(run: Path) -> int:
             try:
                 sent = send_retrying(sender)
             except Exception as err:
-                if sender.kind(err) == "bug":
+                # a UserError is its own line (the identity could not be saved: not the server's doing)
+                if isinstance(err, UserError) or sender.kind(err) == "bug":
                     raise
                 what = (
                     f"{backend.where} refused the records"
@@ -83,7 +94,7 @@ def sync(run: Path) -> int:
                 ) from err
             finally:
                 sender.finish()
-            logging.getLogger(__name__).info("tracker %s: %d record(s) sent from %s", backend.name, sent, run)
+            log.info("tracker %s: %d record(s) sent from %s", backend.name, sent, run)
             total += sent
         return total
     finally:
@@ -97,14 +108,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     send.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="a run folder")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    failed = 0
+    refused, bugs = 0, 0
     for run in args.runs:  # each folder on its own: one that fails leaves the others to go
         try:
             print(f"{run}: {sync(run)} record(s) sent")
         except UserError as err:
             print(f"error: {one_line(err)}", file=sys.stderr)
-            failed += 1
-    return 2 if failed else 0
+            refused += 1
+        except Exception:  # a bug: its traceback names where; the other folders still go
+            log.exception("sync of %s failed", run)
+            bugs += 1
+    return 1 if bugs else 2 if refused else 0
 
 
 if __name__ == "__main__":
