@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
 from tests.trackers.mlflow_history import histories, run_id
+from tests.trackers.sync_command import sync
 
 pytest.importorskip("mlflow", reason="MLflow is not installed (pip install -e '.[test]')")
 pytestmark = pytest.mark.slow  # real runs
@@ -50,6 +51,8 @@ def test_a_copied_run_folder_resumed_gets_a_tracker_run_of_its_own(trained, tmp_
     before = histories(f"sqlite:///{db}", run_id(original))
     copy = original.parent / "run_002"
     shutil.copytree(original, copy, symlinks=True)
+    refused = sync(copy)  # its records are the original's tracker run's
+    assert refused.returncode == 2 and "this folder is a copy, or was moved" in refused.stderr, refused.stderr
 
     done = launch(original.parents[1], "--resume", str(copy), "train.epochs=2", hook(db))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -66,7 +69,7 @@ def test_a_copied_run_folder_resumed_gets_a_tracker_run_of_its_own(trained, tmp_
     made = json.loads((original / "trackers" / "mlflow.json").read_text())
     assert tags["regtrain.resumed_from_folder_id"] == made["folder_id"] != tags["regtrain.folder_id"]
     assert tags.get("regtrain.resumed_from", theirs) == theirs  # once the checkpoint was written after it existed
-    assert tags["regtrain.run_folder"] == str(copy)
+    assert tags["regtrain.run_folder"] == str(copy.resolve())
     aside = list((copy / "trackers").glob("copied-*/mlflow.json"))
     assert len(aside) == 1 and json.loads(aside[0].read_text())["run_id"] == theirs
     assert made["folder"] == str(original.resolve())

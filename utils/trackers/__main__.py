@@ -21,6 +21,7 @@ from typing import List, Optional
 from utils.errors import ConfigError, UserError, one_line
 from utils.run_folder import LOCK
 from utils.run_lock import release_lock, take_lock
+from utils.trackers.owner import made_elsewhere
 from utils.trackers.sender import Sender, first_line
 from utils.trackers.spool import FOLDER, Spool, tracker_names
 
@@ -54,7 +55,7 @@ def send_retrying(sender: Sender) -> int:
         try:
             return sender.send_waiting()
         except Exception as err:
-            if isinstance(err, UserError) or sender.kind(err) != "outage" or attempt == RETRIES - 1:
+            if sender.kind(err) != "outage" or attempt == RETRIES - 1:
                 raise
             time.sleep(PAUSE_S)
     return 0
@@ -75,13 +76,19 @@ def sync(run: Path) -> int:
         total = 0
         for name in names:
             spool = Spool(folder, name)
+            made = made_elsewhere(spool, run)
+            if made is not None:
+                raise ConfigError(
+                    f"tracker {name}: the records in {spool.folder} were made in {made} (this folder is a copy, or "
+                    "was moved): they are that folder's tracker run's; sync that folder, or --resume this one, which "
+                    "sets them aside and gives it a tracker run of its own"
+                )
             backend = backend_of(spool)
             sender = Sender(spool, backend)
             try:
                 sent = send_retrying(sender)
             except Exception as err:
-                # a UserError is its own line (the identity could not be saved: not the server's doing)
-                if isinstance(err, UserError) or sender.kind(err) == "bug":
+                if sender.kind(err) in ("local", "bug"):  # this side's own line (a full disk), or a traceback
                     raise
                 what = (
                     f"{backend.where} refused the records"

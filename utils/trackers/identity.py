@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from utils.errors import OutputError
-from utils.names_from_files import path_inside, plain_name
+from utils.names_from_files import plain_name
 from utils.trackers.records import is_int
 
 PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -73,19 +73,13 @@ def problem(identity: Any, path: Path) -> Optional[str]:
 
 
 def parent_problem(parent: Any, path: Path) -> Optional[str]:
-    """What is wrong with a sweep's ``parent`` as the mlflow hook saves it (None for none): the study's name and the
-    file that keeps the parent run's id (``sweep_parent.parent_file``), which the sender may write, so it must lie
-    in ``<experiment>/trackers/``."""
+    """What is wrong with a sweep's ``parent`` as the mlflow hook saves it (None for none): the study's name (the file
+    that keeps the parent run's id is found from the run folder, ``sweep_parent.parent_file``; an identity of an
+    earlier version names it too, and that name is not used)."""
     if parent is None:
         return None
-    if not isinstance(parent, dict) or not string(parent.get("study")) or not string(parent.get("file")):
-        return "has a 'parent' that is not a sweep's (its study's name and file)"
-    trackers = path.parent.parent.parent / path.parent.name  # <experiment>/trackers beside <experiment>/<run>
-    if not path_inside(trackers, parent["file"]):
-        return (
-            f"has a sweep 'parent' whose file '{parent['file']}' lies outside '{trackers}' (a relative one is taken "
-            "from the current folder: run from the folder the run started in)"
-        )
+    if not isinstance(parent, dict) or not string(parent.get("study")):
+        return "has a 'parent' that is not a sweep's (its study's name)"
     return None
 
 

@@ -27,7 +27,7 @@ from utils.errors import ConfigError, name_list
 from utils.hook import Hook
 from utils.hook.run_summary import flat_config
 from utils.log import format_metrics
-from utils.trackers.owner import claim, made_elsewhere, set_aside
+from utils.trackers.owner import claim, here, made_elsewhere, set_aside
 from utils.trackers.sender import Backend, Sender
 from utils.trackers.spool import FOLDER, Spool
 
@@ -81,7 +81,7 @@ class Tracker(Hook):
         self.tested = True
         best = self._best() if self.log_checkpoints else None
         if best is not None and best.is_file():
-            self.spool.append({"artifact": str(best)})
+            self.spool.append({"artifact": str(best.resolve())})  # sync may run from another folder
         elif best is not None:  # a sharded checkpoint is a folder of shards: its tag names it
             log.warning(
                 "tracker %s: log_checkpoints uploads checkpoint files; %s is a folder, not uploaded", self.name, best
@@ -126,7 +126,7 @@ class Tracker(Hook):
         if spool.params is None:
             spool.append({"params": params})
             spool.append(
-                {"tags": {"regtrain.run_folder": str(run.path), **self._provenance(), **self.sweep_tags(trainer)}}
+                {"tags": {"regtrain.run_folder": here(run.path), **self._provenance(), **self.sweep_tags(trainer)}}
             )
         else:
             self._resumed(spool, params, trainer.state.step)
