@@ -11,19 +11,11 @@ import re
 
 import pytest
 
+from tests.trackers.identities import MLFLOW
 from utils.errors import OutputError, UserError
 from utils.trackers.compare_upload import shared_parent
 from utils.trackers.spool import Spool
 
-MLFLOW = {
-    "folder_id": "0f3a",
-    "backend": "mlflow",
-    "tracking_uri": "http://127.0.0.1:9",
-    "experiment": "e",
-    "run_name": "e/run_001",
-    "parent": None,
-    "sent": 0,
-}
 ONE_LINE = (
     r"cannot read the tracker's identity '.*mlflow\.json' \(.*\); restore it from a copy or remove the run's trackers/"
 )

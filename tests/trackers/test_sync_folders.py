@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import json
 
+from tests.trackers.identities import MLFLOW
 from tests.trackers.sync_command import sync, sync_runs
 
-IDENTITY = {
-    "folder_id": "0f3a",
-    "backend": "mlflow",
-    "tracking_uri": "http://127.0.0.1:9",
-    "experiment": "e",
-    "run_name": "e/run_001",
-    "parent": None,
-}
+IDENTITY = MLFLOW
 HIDE_MLFLOW = "import sys\nsys.modules['mlflow'] = None  # as if not installed"
 PLANT_BUG = """
 import utils.trackers.__main__ as cli
