@@ -120,3 +120,26 @@ def test_names_mlflow_refuses_are_logged_renamed_and_files_stay_beside_the_store
     assert sum("'val/mAP@0.5' is no MLflow name" in r.getMessage() for r in caplog.records) == 1
     assert not (tmp_path / "mlruns").exists()
     assert list((tmp_path / "db" / "mlartifacts").rglob("best.pt"))
+
+
+@pytest.mark.timeout(300)
+def test_a_moved_run_resumed_through_latest_keeps_its_tracker_run(trained, tmp_path):
+    db, original = trained  # the last test of the file: this one logs to the original's MLflow run
+    made_at = tmp_path / "first" / "run_001"
+    shutil.copytree(original, made_at, symlinks=True)
+    identity = made_at / "trackers" / "mlflow.json"
+    identity.write_text(json.dumps({**json.loads(identity.read_text()), "folder": str(made_at.resolve())}))
+    moved = tmp_path / "out" / "run" / "run_001"
+    moved.parent.mkdir(parents=True)
+    shutil.move(made_at, moved)  # the folder it was made in is gone: moved, not copied
+    (moved.parent / "latest").symlink_to("run_001")
+    before = histories(f"sqlite:///{db}", run_id(original))
+
+    done = launch(tmp_path / "out", "--resume", str(moved.parent / "latest"), "train.epochs=2", hook(db))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "was moved from" in done.stderr and "is a copy" not in done.stderr
+    assert run_id(moved) == run_id(original)  # the same tracker run, continued
+    assert json.loads((moved / "trackers" / "mlflow.json").read_text())["folder"] == str(moved.resolve())
+    got = histories(f"sqlite:///{db}", run_id(moved))
+    assert max(step for step, _ in got["val/top1"]) > max(step for step, _ in before["val/top1"])
+    assert all(len({step for step, _ in steps}) == len(steps) for steps in got.values())  # each step once

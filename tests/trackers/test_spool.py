@@ -8,7 +8,8 @@ import json
 import pytest
 
 from utils.errors import ConfigError
-from utils.trackers.hooks import MlflowTracker, require
+from utils.trackers.extras import require
+from utils.trackers.hooks import MlflowTracker
 from utils.trackers.spool import Spool
 
 
@@ -50,9 +51,11 @@ def test_the_sent_offset_survives_in_the_identity_written_whole(tmp_path):
 
 def test_a_tracker_without_its_library_or_its_server_is_one_line(monkeypatch):
     with pytest.raises(
-        ConfigError, match=r'needs the no_such_tracker library, which is not installed: pip install -e "\.\[x\]"'
+        ConfigError,
+        match=r"^hook 'x' needs the no_such_tracker library, which is not installed: "
+        r'pip install -e "\.\[no_such_tracker\]" \(or remove the hook',
     ):
-        require("no_such_tracker", "x")
+        require("no_such_tracker", "hook 'x'", " (or remove the hook from 'hooks')")
     pytest.importorskip("mlflow")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with pytest.raises(ConfigError, match="needs a tracking URI.*MLFLOW_TRACKING_URI"):

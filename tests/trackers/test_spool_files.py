@@ -153,3 +153,18 @@ def test_compare_to_tracker_with_a_corrupt_or_incomplete_identity_is_one_line(tm
         shared_parent(runs)
     (runs[1] / "trackers" / "mlflow.json").write_text(json.dumps({**MLFLOW, "parent_run_id": "p"}))
     assert shared_parent(runs) == (MLFLOW["tracking_uri"], "p")
+
+
+def test_an_artifact_of_a_run_folder_reached_through_a_link_is_a_record(tmp_path):
+    real = tmp_path / "scratch" / "exp" / "run_001"
+    (real / "checkpoints").mkdir(parents=True)
+    (real / "checkpoints" / "best.pt").write_bytes(b"weights")
+    (tmp_path / "output").symlink_to(tmp_path / "scratch")  # an output root on scratch space, as on clusters
+    for run in (tmp_path / "output" / "exp" / "run_001", tmp_path / "output" / "exp" / "latest"):
+        if not run.exists():
+            run.symlink_to("run_001")
+        spool = Spool(run / "trackers", "mlflow")
+        spool.append({"artifact": str((run / "checkpoints" / "best.pt").resolve())})  # as the hook writes it
+        records, _ = spool.pending(0)
+        assert [r.get("artifact") for r in records][-1] == str(real.resolve() / "checkpoints" / "best.pt"), run
+        spool.close()

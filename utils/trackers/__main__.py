@@ -11,7 +11,6 @@ is tried.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import List, Optional
 from utils.errors import ConfigError, UserError, one_line
 from utils.run_folder import LOCK
 from utils.run_lock import release_lock, take_lock
+from utils.trackers.extras import require
 from utils.trackers.owner import made_elsewhere
 from utils.trackers.sender import Sender, first_line
 from utils.trackers.spool import FOLDER, Spool, tracker_names
@@ -30,11 +30,8 @@ log = logging.getLogger(__name__)
 
 def backend_of(spool: Spool):
     backend = spool.identity.get("backend")
-    if backend in ("mlflow", "wandb") and importlib.util.find_spec(backend) is None:  # hooks.require's wording
-        raise ConfigError(
-            f"'{spool.identity_path}' is a {backend} tracker run's, and sending its records needs the {backend} "
-            f'library, which is not installed: pip install -e ".[{backend}]"'
-        )
+    if backend in ("mlflow", "wandb"):
+        require(backend, f"sending the records of '{spool.identity_path}' (a {backend} tracker run's)")
     if backend == "mlflow":
         from utils.trackers.mlflow_backend import MlflowBackend
 

@@ -7,27 +7,20 @@ not given (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``; ``WANDB_MODE``, 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import netrc
 import os
-from typing import Any, Dict, Optional
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
 
 from utils.errors import ConfigError
 from utils.registry import HOOKS
+from utils.trackers.extras import require
 from utils.trackers.mlflow_backend import checked_uri
 from utils.trackers.spool import Spool
 from utils.trackers.tracker_hook import Tracker
 
 log = logging.getLogger(__name__)
-
-
-def require(library: str, hook: str) -> None:
-    if importlib.util.find_spec(library) is None:
-        raise ConfigError(
-            f"hook '{hook}' needs the {library} library, which is not installed: pip install -e \".[{hook}]\" "
-            f"(or remove the hook from 'hooks')"
-        )
 
 
 def wandb_login() -> bool:
@@ -51,10 +44,15 @@ def run_name(trainer: Any, spool: Spool) -> str:
     return f"{experiment_name(trainer)}/{spool.folder.parent.name}"
 
 
-def unchanged(hook: str, spool: Spool, made: Dict[str, Any], now: Dict[str, Any]) -> None:
-    """ConfigError where the hook's settings of ``now`` differ from those the run's tracker run was ``made`` with:
-    a resume continues that run where it lives, which a changed project, experiment, store or mode cannot move."""
-    changed = [key for key in sorted(set(made) | set(now)) if made.get(key) != now.get(key)]
+# What places a tracker run (its store and experiment, W&B's project, entity, mode and folder): a resume cannot move
+# it. Its name and group only label it, and follow the folder's name (a resume through ``latest`` names it so).
+PLACES = {"mlflow": ("tracking_uri", "experiment"), "wandb": ("project", "entity", "mode", "dir")}
+
+
+def unchanged(hook: str, spool: Spool, made: Dict[str, Any], now: Dict[str, Any], keys: Tuple[str, ...]) -> None:
+    """ConfigError where the hook's settings of ``now`` place the tracker run elsewhere than it was ``made``: a
+    resume continues that run where it lives."""
+    changed = [key for key in keys if made.get(key) != now.get(key)]
     if not changed:
         return
     was = ", ".join(f"{key}={made.get(key)!r}" for key in changed)
@@ -83,7 +81,7 @@ class MlflowTracker(Tracker):
         log_checkpoints: bool = False,
         flush_timeout: float = 30.0,
     ) -> None:
-        require("mlflow", "mlflow")
+        require("mlflow", "hook 'mlflow'", " (or remove the hook from 'hooks')")
         self.tracking_uri = checked_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
         self.experiment, self.run_name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME"), run_name
         super().__init__(log_checkpoints, flush_timeout)
@@ -97,7 +95,7 @@ class MlflowTracker(Tracker):
             "run_name": self.run_name or run_name(trainer, spool),
         }
         if spool.identity.get("run_id"):  # the tracker run lives where it was made
-            unchanged(self.name, spool, {key: spool.identity.get(key) for key in now}, now)
+            unchanged(self.name, spool, spool.identity, now, PLACES["mlflow"])
             return MlflowBackend.from_identity(spool.identity)
         return MlflowBackend(**now, parent=self.sweep_parent(trainer))
 
@@ -125,7 +123,7 @@ class WandbTracker(Tracker):
         log_checkpoints: bool = False,
         flush_timeout: float = 30.0,
     ) -> None:
-        require("wandb", "wandb")
+        require("wandb", "hook 'wandb'", " (or remove the hook from 'hooks')")
         if mode not in (None, "online", "offline", "disabled"):
             raise ConfigError(f"hook 'wandb': mode '{mode}' is none of online, offline, disabled")
         if (mode or os.environ.get("WANDB_MODE") or "online") == "online" and not wandb_login():
@@ -144,12 +142,12 @@ class WandbTracker(Tracker):
             "project": self.project or os.environ.get("WANDB_PROJECT") or experiment_name(trainer),
             "entity": self.entity,
             "mode": self.mode,
-            "dir": self.dir or os.environ.get("WANDB_DIR") or str(spool.folder),
+            "dir": str(Path(self.dir or os.environ.get("WANDB_DIR") or spool.folder).resolve()),  # sync: anywhere
             "name": run_name(trainer, spool),
             "group": trial.study if trial is not None else None,
         }
         backend = WandbBackend(settings)
         if spool.identity.get("run_id"):  # the W&B run continues where it was made
-            unchanged(self.name, spool, spool.identity.get("settings") or {}, backend.settings)
+            unchanged(self.name, spool, spool.identity.get("settings") or {}, backend.settings, PLACES["wandb"])
             return WandbBackend.from_identity(spool.identity)
         return backend

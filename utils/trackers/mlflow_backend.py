@@ -38,9 +38,9 @@ ARTIFACTS = "mlartifacts"  # beside a SQLite store: where its experiments keep f
 URI_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks", "databricks-uc")
 
 
-def checked_uri(uri: Optional[str]) -> str:
+def checked_uri(uri: Optional[str], source: str = "hook 'mlflow'") -> str:
     """The tracking URI, a relative SQLite path made absolute (``sync`` may run elsewhere); ConfigError for
-    none and for a scheme MLflow has no store for."""
+    none and for a scheme MLflow has no store for (``source``: where the URI was given, for the message)."""
     if not uri:
         raise ConfigError(
             "hook 'mlflow' needs a tracking URI: hooks=[{name: mlflow, tracking_uri: http://HOST:5000}] "
@@ -49,7 +49,7 @@ def checked_uri(uri: Optional[str]) -> str:
     scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
     if scheme not in URI_SCHEMES:
         raise ConfigError(
-            f"hook 'mlflow': tracking_uri '{uri}' is no MLflow store this hook uses; give http(s)://HOST:PORT (a "
+            f"{source}: tracking_uri '{uri}' is no MLflow store this hook uses; give http(s)://HOST:PORT (a "
             "server) or a database, e.g. sqlite:///PATH/mlflow.db"
         )
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # SQLAlchemy's relative path
@@ -82,7 +82,7 @@ class MlflowBackend:
         the hook's argument is."""
         parent = identity.get("parent")
         return cls(
-            checked_uri(identity["tracking_uri"]),
+            checked_uri(identity["tracking_uri"], "the tracker run's identity (trackers/mlflow.json)"),
             identity["experiment"],
             identity["run_name"],
             {"study": parent["study"]} if parent else None,  # where its file lies: from the spool's folder

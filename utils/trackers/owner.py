@@ -1,14 +1,18 @@
 """Which run folder a tracker's spool belongs to: the one it was made in, named in its identity (``folder``).
 
-A copied (or moved) run folder holds the spool and identity of the folder it was copied from: resumed as they are,
-it would write its steps into that folder's tracker run, beside the other's (the same steps, other values), and a W&B
-identity would send it to work in the other folder's ``trackers/wandb``. So a spool made in another folder is set
-aside (kept, under ``trackers/copied-<its folder id>/``) and the resumed copy gets a tracker run of its own, tagged
-with the one its checkpoint was logged to (``tracker_hook.py``); ``sync`` refuses to send it.
+A copied run folder holds the spool and identity of the folder it was copied from: resumed as they are, it would
+write its steps into that folder's tracker run, beside the other's (the same steps, other values), and a W&B identity
+would send it to work in the other folder's ``trackers/wandb``. So where the folder a spool names still holds that
+spool (the same folder id), this one is a copy: its spool is set aside (kept, under ``trackers/copied-<its folder
+id>/``: the other folder has the same records) and the resumed copy gets a tracker run of its own, tagged with the
+one its checkpoint was logged to (``tracker_hook.py``); ``sync`` refuses to send it. Where that folder is gone or
+holds another spool, this one was moved there (or is the same storage mounted elsewhere): it keeps its tracker run,
+and its identity is made this folder's.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -27,10 +31,35 @@ def here(run: Path) -> str:
 
 
 def made_elsewhere(spool: Spool, run: Path) -> Optional[str]:
-    """The folder ``spool`` (of the run folder ``run``) was made in, where that is another; None where it is this
-    one, or where the identity predates the ``folder`` key (it is claimed for this folder: ``claim``)."""
+    """The folder ``spool`` (of the run folder ``run``) was made in, where that folder still holds it: this one is a
+    copy. None where the spool is this folder's: made here, made before identities named their folder (``claim``),
+    or moved here (its identity is made this folder's now)."""
     made = spool.identity.get(FOLDER_KEY)
-    return made if made is not None and made != here(run) else None
+    if made is None or made == here(run):
+        return None
+    if holds(Path(made), spool):
+        return made
+    moved_here(spool, made, run)
+    return None
+
+
+def holds(folder: Path, spool: Spool) -> bool:
+    """Whether the run folder ``folder`` holds ``spool``'s tracker run: its identity there, with the same folder id."""
+    try:
+        there = json.loads((folder / spool.folder.name / spool.identity_path.name).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(there, dict) and there.get("folder_id") == spool.identity.get("folder_id")
+
+
+def moved_here(spool: Spool, made: str, run: Path) -> None:
+    """Make the identity of a spool moved from the folder ``made`` this folder's (a W&B folder inside it moved too)."""
+    settings = dict(spool.identity.get("settings") or {})
+    old = settings.get("dir")
+    if isinstance(old, str) and (old == made or old.startswith(made + os.sep)):
+        settings["dir"] = here(run) + old[len(made) :]
+    log.info("tracker %s: this run folder was moved from %s; its tracker run continues", spool.name, made)
+    spool.save_identity(**{FOLDER_KEY: here(run)}, **({"settings": settings} if settings else {}))
 
 
 def claim(spool: Spool, run: Path) -> None:

@@ -50,7 +50,7 @@ def checked_record(value: Any, run: Path) -> Optional[Record]:
     elif keys == {"status"}:
         good = value["status"] in STATUSES
     elif keys == {"artifact"}:
-        good = path_inside(run, value["artifact"])
+        good = path_inside(Path(run).resolve(), value["artifact"])  # written resolved: a linked run folder too
     else:
         good = False
     return value if good else None

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from utils.atomic_write import write_text
 from utils.errors import OutputError
 from utils.trackers.identity import read_identity
-from utils.trackers.records import Record, checked_record
+from utils.trackers.records import Record, checked_record, is_number
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class Spool:
         return {
             key: float(value)
             for key, value in values.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and step > self.last_step.get(key, -1)
+            if is_number(value) and step > self.last_step.get(key, -1)
         }
 
     def pending(self, start: int) -> Tuple[List[Record], int]:

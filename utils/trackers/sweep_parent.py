@@ -11,15 +11,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from utils.atomic_write import write_text
+from utils.trackers.identity import plain_id
 from utils.trackers.spool import FOLDER, SWEEP_PARENT
 
 SWEEP_TAG, KEY_TAG, ROLE_TAG = "regtrain.sweep", "regtrain.sweep_key", "regtrain.role"
-PLAIN_ID = re.compile(r"[A-Za-z0-9][\w-]*")
 
 
 def sweep_key(study: str, store: str, experiment: str) -> str:
@@ -77,6 +76,6 @@ def read_parent(file: Path, experiment_id: str) -> Optional[str]:
     except (OSError, ValueError):
         return None
     run_id = kept.get("run_id") if isinstance(kept, dict) else None
-    if not isinstance(run_id, str) or not PLAIN_ID.fullmatch(run_id) or kept.get("experiment_id") != experiment_id:
+    if not plain_id(run_id) or kept.get("experiment_id") != experiment_id:
         return None
     return run_id
