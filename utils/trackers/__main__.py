@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def backend_of(spool: Spool):
     backend = spool.identity.get("backend")
     if backend in ("mlflow", "wandb"):
-        require(backend, f"sending the records of '{spool.identity_path}' (a {backend} tracker run's)")
+        require(backend, f"sending the records of '{spool.identity_path}' (the tracker run of {backend})")
     if backend == "mlflow":
         from utils.trackers.mlflow_backend import MlflowBackend
 
@@ -76,8 +76,8 @@ def sync(run: Path) -> int:
             made = made_elsewhere(spool, run)
             if made is not None:
                 raise ConfigError(
-                    f"tracker {name}: the records in {spool.folder} were made in {made} (this folder is a copy, or "
-                    "was moved): they are that folder's tracker run's; sync that folder, or --resume this one, which "
+                    f"tracker {name}: the records in {spool.folder} were made in {made} (this folder is a copy, and "
+                    "that one holds them too): they are that folder's tracker run's; sync that folder, or --resume this one, which "
                     "sets them aside and gives it a tracker run of its own"
                 )
             backend = backend_of(spool)

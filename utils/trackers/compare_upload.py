@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence, Tuple
 
 from utils.errors import ConfigError, name_list
+from utils.trackers.extras import require
 from utils.trackers.identity import read_identity
 from utils.trackers.sender import first_line
 from utils.trackers.spool import FOLDER
@@ -46,6 +47,7 @@ def shared_parent(runs: Sequence[Path]) -> Tuple[str, str]:
 
 def upload(runs: Sequence[Path], folder: Path) -> str:
     """Write ``folder``'s comparison files to the runs' parent run; its id."""
+    require("mlflow", "--to-tracker")
     from mlflow.tracking import MlflowClient
 
     from utils.trackers.mlflow_backend import MlflowBackend

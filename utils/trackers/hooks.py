@@ -41,7 +41,7 @@ def experiment_name(trainer: Any) -> str:
 
 def run_name(trainer: Any, spool: Spool) -> str:
     """``<experiment.name>/<run folder>``: the name a tracker shows the run under."""
-    return f"{experiment_name(trainer)}/{spool.folder.parent.name}"
+    return f"{experiment_name(trainer)}/{spool.folder.parent.resolve().name}"  # run_003, also through 'latest'
 
 
 # What places a tracker run (its store and experiment, W&B's project, entity, mode and folder): a resume cannot move
@@ -148,6 +148,8 @@ class WandbTracker(Tracker):
         }
         backend = WandbBackend(settings)
         if spool.identity.get("run_id"):  # the W&B run continues where it was made
-            unchanged(self.name, spool, spool.identity.get("settings") or {}, backend.settings, PLACES["wandb"])
+            made = dict(spool.identity.get("settings") or {})
+            made["dir"] = str(Path(made["dir"]).resolve()) if made.get("dir") else None
+            unchanged(self.name, spool, made, backend.settings, PLACES["wandb"])
             return WandbBackend.from_identity(spool.identity)
         return backend

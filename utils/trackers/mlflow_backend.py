@@ -52,7 +52,7 @@ def checked_uri(uri: Optional[str], source: str = "hook 'mlflow'") -> str:
             f"{source}: tracking_uri '{uri}' is no MLflow store this hook uses; give http(s)://HOST:PORT (a "
             "server) or a database, e.g. sqlite:///PATH/mlflow.db"
         )
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):  # SQLAlchemy's relative path
+    if uri.startswith("sqlite:///"):  # one spelling a file: relative (SQLAlchemy's sqlite:///x) or through links
         return f"sqlite:///{Path(uri[len('sqlite:///') :]).resolve()}"
     return uri
 

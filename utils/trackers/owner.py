@@ -37,19 +37,31 @@ def made_elsewhere(spool: Spool, run: Path) -> Optional[str]:
     made = spool.identity.get(FOLDER_KEY)
     if made is None or made == here(run):
         return None
-    if holds(Path(made), spool):
+    there = Path(made) / spool.folder.name / spool.identity_path.name
+    if not same_file(there, spool.identity_path) and holds(there, spool):
         return made
-    moved_here(spool, made, run)
-    return None
+    moved_here(spool, made, run)  # gone from there (moved; a copy whose original is gone is the same), or the same
+    return None  # storage under another path (a mount)
 
 
-def holds(folder: Path, spool: Spool) -> bool:
-    """Whether the run folder ``folder`` holds ``spool``'s tracker run: its identity there, with the same folder id."""
+def holds(identity: Path, spool: Spool) -> bool:
+    """Whether the identity file ``identity`` (of the folder ``spool`` names) is ``spool``'s tracker run's: the same
+    folder id. Only a file that is not there, or another run's, says no: one that cannot be read counts as held (a
+    copy gets a tracker run of its own: the safe side)."""
     try:
-        there = json.loads((folder / spool.folder.name / spool.identity_path.name).read_text())
-    except (OSError, ValueError):
+        there = json.loads(identity.read_text())
+    except (FileNotFoundError, NotADirectoryError):
         return False
-    return isinstance(there, dict) and there.get("folder_id") == spool.identity.get("folder_id")
+    except (OSError, ValueError):
+        return True
+    return not isinstance(there, dict) or there.get("folder_id") == spool.identity.get("folder_id")
+
+
+def same_file(one: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 def moved_here(spool: Spool, made: str, run: Path) -> None:
@@ -77,7 +89,7 @@ def set_aside(spool: Spool, made: str) -> Path:
         if path.exists():
             os.replace(path, aside / path.name)
     log.warning(
-        "tracker %s: this run folder's tracker records were made in %s (it is a copy, or was moved); they stay in "
+        "tracker %s: this run folder's tracker records were made in %s (this one is a copy: that folder holds them too); they stay in "
         "%s, and this run gets a tracker run of its own",
         spool.name,
         made,

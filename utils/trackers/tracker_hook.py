@@ -112,7 +112,7 @@ class Tracker(Hook):
         self.run_path = run.path
         spool = Spool(run.path / FOLDER, self.name)
         made = made_elsewhere(spool, run.path)
-        if made is not None:  # a copied or moved folder: the records are the other folder's tracker run's
+        if made is not None:  # a copied folder: the records are the other folder's tracker run's
             set_aside(spool, made)
             spool = Spool(run.path / FOLDER, self.name)
         fresh = not spool.identity
