@@ -77,24 +77,20 @@ def sync(run: Path) -> int:
             if made is not None:
                 raise ConfigError(
                     f"tracker {name}: the records in {spool.folder} were made in {made} (this folder is a copy, and "
-                    "that one holds them too): they are that folder's tracker run's; sync that folder, or --resume this one, which "
-                    "sets them aside and gives it a tracker run of its own"
+                    "that one holds them too): they are that folder's tracker run's; sync that folder, or --resume "
+                    "this one, which sets them aside and gives it a tracker run of its own"
                 )
             backend = backend_of(spool)
             sender = Sender(spool, backend)
             try:
                 sent = send_retrying(sender)
             except Exception as err:
-                if sender.kind(err) in ("local", "bug"):  # this side's own line (a full disk), or a traceback
+                kind = sender.kind(err)
+                if kind in ("local", "bug"):  # this side's own line (a full disk), or a traceback
                     raise
-                what = (
-                    f"{backend.where} refused the records"
-                    if sender.kind(err) == "refused"
-                    else f"cannot reach {backend.where}"
-                )
                 raise ConfigError(
-                    f"tracker {backend.name}: {what} ({first_line(err)}); {spool.waiting()} record(s) stay in "
-                    f"{spool.records_path}; run this again when it takes them"
+                    f"tracker {backend.name}: {sender.what_failed(kind)} ({first_line(err)}); {spool.waiting()} "
+                    f"record(s) stay in {spool.records_path}; run this again when it takes them"
                 ) from err
             finally:
                 sender.finish()

@@ -7,7 +7,6 @@ not given (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``; ``WANDB_MODE``, 
 
 from __future__ import annotations
 
-import logging
 import netrc
 import os
 from pathlib import Path
@@ -19,8 +18,6 @@ from utils.trackers.extras import require
 from utils.trackers.mlflow_backend import checked_uri
 from utils.trackers.spool import Spool
 from utils.trackers.tracker_hook import Tracker
-
-log = logging.getLogger(__name__)
 
 
 def wandb_login() -> bool:

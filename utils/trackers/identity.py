@@ -59,7 +59,7 @@ def problem(identity: Any, path: Path) -> Optional[str]:
     for key, (check, what) in FIELDS.items():
         if key in identity and not check(identity[key]):
             return f"has {key}={json.dumps(identity[key])[:80]}, which is not {what}"
-    wrong_parent = parent_problem(identity.get("parent"), path)
+    wrong_parent = parent_problem(identity.get("parent"))
     if wrong_parent is not None:
         return wrong_parent
     backend = identity.get("backend")
@@ -72,7 +72,7 @@ def problem(identity: Any, path: Path) -> Optional[str]:
     return f"lacks {', '.join(missing)}, which sending to {backend} needs" if missing else None
 
 
-def parent_problem(parent: Any, path: Path) -> Optional[str]:
+def parent_problem(parent: Any) -> Optional[str]:
     """What is wrong with a sweep's ``parent`` as the mlflow hook saves it (None for none): the study's name (the file
     that keeps the parent run's id is found from the run folder, ``sweep_parent.parent_file``; an identity of an
     earlier version names it too, and that name is not used)."""

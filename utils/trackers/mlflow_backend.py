@@ -163,11 +163,12 @@ class MlflowBackend:
         else:
             tags = {FOLDER_TAG: folder_id}
             if self.parent:
-                from utils.trackers.sweep_parent import parent_file, parent_run
+                from utils.trackers.sweep_parent import parent_file, parent_run, sweep_key
 
                 study = self.parent["study"]
-                file = parent_file(spool.folder.parent.parent, study, self.where, self.experiment)
-                tags["mlflow.parentRunId"] = parent_run(self.client, experiment_id, study, file)
+                key = sweep_key(study, self.where, self.experiment)
+                file = parent_file(spool.folder.parent.parent, key)
+                tags["mlflow.parentRunId"] = parent_run(self.client, experiment_id, study, key, file)
                 spool.save_identity(parent_run_id=tags["mlflow.parentRunId"])  # where --mode compare can write
             self.run_id = self.client.create_run(experiment_id, tags=tags, run_name=self.run_name).info.run_id
         spool.save_identity(run_id=self.run_id, experiment_id=experiment_id)

@@ -89,8 +89,8 @@ def set_aside(spool: Spool, made: str) -> Path:
         if path.exists():
             os.replace(path, aside / path.name)
     log.warning(
-        "tracker %s: this run folder's tracker records were made in %s (this one is a copy: that folder holds them too); they stay in "
-        "%s, and this run gets a tracker run of its own",
+        "tracker %s: this run folder's tracker records were made in %s (this one is a copy: that folder holds them "
+        "too); they stay in %s, and this run gets a tracker run of its own",
         spool.name,
         made,
         aside,

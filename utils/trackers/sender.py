@@ -126,26 +126,31 @@ class Sender:
             return "local"
         return self.backend.failure(err) if isinstance(err, self.backend.outages()) else "bug"
 
+    def what_failed(self, kind: str) -> str:
+        """An ``outage`` or a refusal as the lines about it say it (the run's warning, ``sync``'s error)."""
+        where = self.backend.where
+        return f"{where} refused the records" if kind == "refused" else f"cannot reach {where}"
+
     def _failed(self, err: BaseException) -> None:
         if self._down is not None:
             return
         self._down = first_line(err)
-        name, where, path = self.backend.name, self.backend.where, self.spool.records_path
+        name, path = self.backend.name, self.spool.records_path
         kind = self.kind(err)
         if kind == "outage":
             log.warning(
-                "tracker %s: cannot reach %s (%s); training goes on, the records wait in %s and are sent when it is back",
+                "tracker %s: %s (%s); training goes on, the records wait in %s and are sent when it is back",
                 name,
-                where,
+                self.what_failed(kind),
                 self._down,
                 path,
             )
         elif kind == "refused":
             log.error(
-                "tracker %s: %s refused the records (%s); training goes on, they wait in %s: fix that, then "
-                "python -m utils.trackers sync RUN",
+                "tracker %s: %s (%s); training goes on, they wait in %s: fix that, then python -m utils.trackers "
+                "sync RUN",
                 name,
-                where,
+                self.what_failed(kind),
                 self._down,
                 path,
             )

@@ -26,11 +26,11 @@ def sweep_key(study: str, store: str, experiment: str) -> str:
     return hashlib.sha1("\0".join((study, store, experiment)).encode()).hexdigest()[:12]
 
 
-def parent_file(folder: Path, study: str, store: str, experiment: str) -> Path:
-    """Where the parent run's id of ``study`` in the MLflow ``store`` and ``experiment`` is kept: beside the sweep's
-    runs (``folder``: their experiment's folder), one file a study and place (the same study logged to another
-    store or experiment has a parent there)."""
-    return folder / FOLDER / f"{SWEEP_PARENT}{sweep_key(study, store, experiment)}.json"
+def parent_file(folder: Path, key: str) -> Path:
+    """Where the parent run's id of the sweep ``key`` names is kept: beside the sweep's runs (``folder``: their
+    experiment's folder), one file a study and place (the same study logged to another store or experiment has a
+    parent there)."""
+    return folder / FOLDER / f"{SWEEP_PARENT}{key}.json"
 
 
 def trial_tags(trial: Any, config: Dict[str, Any]) -> Dict[str, Any]:
@@ -47,11 +47,10 @@ def trial_tags(trial: Any, config: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def parent_run(client: Any, experiment_id: str, study: str, file: Path) -> str:
-    """The id of the sweep's parent run in ``experiment_id``: kept in ``file``, found by its tags, or made."""
-    file = Path(file)
+def parent_run(client: Any, experiment_id: str, study: str, key: str, file: Path) -> str:
+    """The id of the parent run of ``study`` (its ``sweep_key``) in ``experiment_id``: kept in ``file``, found by its
+    tags, or made."""
     file.parent.mkdir(parents=True, exist_ok=True)
-    key = file.stem[len(SWEEP_PARENT) :]
     with open(file.with_name(file.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # trial runs started together make one parent
         kept = read_parent(file, experiment_id)
