@@ -1,7 +1,7 @@
 """How a run starts, before anything is built: what the config alone decides (``plan_start``) and which
 folder the run writes into, with the checkpoint it continues from (``open_run``).
 
-``main.py`` calls them in this order, after the config is loaded and its names checked
+``utils/commands/started.py`` calls them in this order, after the config is loaded and its names checked
 (``utils/references.py``) and before any data is read: every rule of the config that needs
 no data is one error line before a run folder exists, and a start that bad input stops
 while its folder is opened takes that folder back (``RunFolder.abandon``, ``latest`` as before).

@@ -1,4 +1,4 @@
-"""Mixed precision behind apex's opt levels O0/O1/O2/O3 (the table in DESIGN.md and README.md).
+"""Mixed precision behind apex's opt levels O0/O1/O2/O3 (the table in docs/mixed-precision.md).
 
 The training loop only talks to ``Amp``::
 

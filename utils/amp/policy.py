@@ -1,6 +1,6 @@
 """What an opt level means on a given device: dtype, casting, master weights, loss scaling, backend.
 
-The rules are the opt-level table in DESIGN.md; everything the backends do
+The rules are the opt-level table in docs/mixed-precision.md; everything the backends do
 follows from the ``AmpPolicy`` resolved here, once, from the config.
 """
 

@@ -1,4 +1,4 @@
-"""``--mode train`` (the default): one run, top to bottom, as DESIGN.md's "Flow of one run" tells it.
+"""``--mode train`` (the default): one run, top to bottom, as docs/architecture.md's "Flow of one run" tells it.
 
 ``run``: the start (the config checked whole, the process group, the config's own rules: ``started.py``), the
 sweep's trial this run reports to (``--trial``), the run's folder (new, or the run ``--resume`` continues), then
@@ -77,8 +77,8 @@ def train(
     # the sweep's pruner, asked after each validation, and its trial, which trackers file the run under
     sweep: Tuple[Optional[Judge], Optional[TrialRef]] = (None, None),
 ) -> Tuple[Dict[str, float], str]:
-    """Build everything in DESIGN.md's order, start where the opened run continues (its start point), fit, and test
-    the best checkpoint; the test's metrics and the ``best_line``."""
+    """Build everything in the order of docs/architecture.md's "Flow of one run", start where the opened run
+    continues (its start point), fit, and test the best checkpoint; the test's metrics and the ``best_line``."""
     run = opened.folder
     compiling, sharding, policy = plan.compiling, cfg.dist.mode == "fsdp", plan.policy
     # the batch of one process (data.global_batch_size / world size)
