@@ -30,7 +30,6 @@ LEAVES = (
     "utils/hook/__init__.py",
 )
 MAX_PARAMETERS = 8
-MAX_LINES = 300
 
 
 def sources() -> Iterator[Path]:
@@ -230,8 +229,3 @@ def functions_over_the_limit() -> List[Tuple[str, int, str, int]]:
 @pytest.mark.slow  # over 2 s
 def test_no_function_takes_more_than_8_parameters_except_registered_constructors():
     assert functions_over_the_limit() == []
-
-
-def test_no_source_file_is_over_300_lines():
-    long = [(str(p.relative_to(ROOT)), n) for p in sources() if (n := p.read_text().count("\n")) > MAX_LINES]
-    assert long == []
