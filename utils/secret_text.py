@@ -28,16 +28,17 @@ MASK = "***"
 USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/?#@:\s]*:)(?P<secret>[^\s@/]+)(?=@)")
 # ?token=..., &password=..., &api_key=... (what a URL carries for authentication)
 QUERY = re.compile(
-    r"(?P<head>[?&;](?:token|access_token|auth|password|passwd|pwd|secret|api_key|apikey|key|sig|signature)=)"
-    r"(?P<secret>[^&#;\s]+)",
+    r"(?P<head>[?&](?:token|access_token|auth|password|passwd|pwd|secret|api_key|apikey|key|sig|signature)=)"
+    r"(?P<secret>[^&#\s]+)",
     re.IGNORECASE,
 )
 
 
 def masked(text: str) -> str:
-    """``text`` with every password of a URI and every secret query parameter as ``***``."""
+    """``text`` with every password of a URI and every secret query parameter of one as ``***`` (a text without
+    ``://`` names no URI: a file path such as ``runs/a&key=1`` is left as it is)."""
     text = str(text)  # a Secret's own text is masked already
-    if "://" not in text and "=" not in text:
+    if "://" not in text:
         return text
     return QUERY.sub(rf"\g<head>{MASK}", USERINFO.sub(rf"\g<head>{MASK}", text))
 

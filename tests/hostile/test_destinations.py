@@ -148,3 +148,20 @@ def test_compare_to_tracker_writes_to_no_parent_its_runs_are_not_children_of(tmp
     ):
         upload(runs, folder)
     assert client.list_artifacts(parent) == [] and "regtrain.compare" not in client.get_run(parent).data.tags
+
+
+@pytest.mark.slow
+def test_a_sweep_parent_file_naming_another_run_nests_nothing_under_it(tmp_path, mlflow_server):  # noqa: F811
+    from mlflow.tracking import MlflowClient
+
+    from utils.trackers.sweep_parent import KEY_TAG, parent_file, parent_run
+
+    client = MlflowClient(mlflow_server.uri)
+    experiment = client.create_experiment("handed_sweep")
+    stranger = client.create_run(experiment).info.run_id
+    file = parent_file(tmp_path / "exp", "0123456789ab")
+    file.parent.mkdir(parents=True)
+    file.write_text(json.dumps({"run_id": stranger, "experiment_id": experiment, "study": "s"}))
+    made = parent_run(client, experiment, "s", "0123456789ab", file)
+    assert made != stranger and client.get_run(made).data.tags[KEY_TAG] == "0123456789ab"
+    assert json.loads(file.read_text())["run_id"] == made
