@@ -10,7 +10,8 @@ connection calls it. Query parameters that carry a secret (``?token=``, ``passwo
 
 A masked value read back (a run folder's ``config.yaml``, a checkpoint's config) cannot connect: ``unmasked`` takes
 the real one again from what the user gives now (the command line or an environment variable), where its masked form
-is the same, else one line saying how to give it.
+is the same; ``needs_again`` is the line saying how to give it otherwise. This module imports only the standard
+library and yaml (``utils/errors.py`` masks its lines with it).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import re
 from typing import Any, Optional
 
 import yaml
-
-from utils.errors import ConfigError
 
 MASK = "***"
 # scheme://user:PASSWORD@ (RFC 3986: no '/' or '@' unencoded in it; 'host:5000/a@b' keeps its port)
@@ -113,15 +112,18 @@ def reveal(value: Any) -> Any:
     return value.reveal() if isinstance(value, Secret) else value
 
 
-def unmasked(value: str, given: Optional[str], source: str, what: str) -> str:
-    """``value`` ready to connect: where it was read back masked (``is_masked``), the real one ``given`` now (from
-    ``source``, e.g. the environment variable MLFLOW_TRACKING_URI) when its masked form is the same; ConfigError
-    otherwise, naming how to give it (``what``: the setting, for the message)."""
+def unmasked(value: str, given: Optional[str]) -> Optional[str]:
+    """``value`` ready to connect: where it was read back masked (``is_masked``), the real one ``given`` now (the
+    command line, the environment) when its masked form is the same; None when it is not (``needs_again`` says so)."""
     if not is_masked(value):
         return value
-    if given and masked(given) == value:
-        return hide(given)
-    raise ConfigError(
+    return hide(given) if given and masked(given) == value else None
+
+
+def needs_again(what: str, value: str, source: str) -> str:
+    """The message for a setting ``what`` read back masked, ``value``, with no real one given in ``source``."""
+    return (
         f"{what} '{value}' holds a password or token the run folder keeps masked (its config.yaml and checkpoints "
-        f"never hold it): give it again, in {source} or on the command line, e.g. {source}='{value.replace(MASK, 'PASSWORD')}'"
+        f"never hold it): give it again, in {source} or on the command line, e.g. "
+        f"{source}='{value.replace(MASK, 'PASSWORD')}'"
     )

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import ROOT, subprocess_env
 from tests.hostile.tracker_hosts import mlflow_server  # noqa: F401 (a fixture)
 from tests.trackers.mlflow_history import run_id
+from utils.errors import ConfigError, one_line
 from utils.secret_text import Secret, hide, hide_all, is_masked, masked, unmasked
 
 PASSWORD = "pW-9f3e1c"
@@ -99,9 +100,9 @@ def test_a_secret_shows_masked_wherever_it_is_turned_into_text():
     assert isinstance(tree["hooks"][0]["tracking_uri"], Secret) and tree["name"] == "x"
     assert masked("http://h:5000/a@b") == "http://h:5000/a@b"  # a port and a path are no password
     assert is_masked("http://a:***@h") and not is_masked("http://a:b@h")
-    assert unmasked("http://a:***@h", "http://a:b@h", "ENV", "x").reveal() == "http://a:b@h"
-    with pytest.raises(Exception, match="ENV='http://a:PASSWORD@h'"):
-        unmasked("http://a:***@h", "http://a:b@other", "ENV", "x")
+    assert unmasked("http://a:***@h", "http://a:b@h").reveal() == "http://a:b@h"
+    assert unmasked("http://a:***@h", "http://a:b@other") is None and unmasked("http://h", None) == "http://h"
+    assert one_line(ConfigError("cannot reach http://u:pw@h")) == "cannot reach http://u:***@h"  # the error: line
 
 
 def test_a_sweeps_database_password_is_a_secret(tmp_path):

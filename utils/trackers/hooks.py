@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from utils.errors import ConfigError
 from utils.registry import HOOKS
-from utils.secret_text import hide, masked, unmasked
+from utils.secret_text import hide, masked, needs_again, unmasked
 from utils.trackers.extras import require
 from utils.trackers.mlflow_backend import checked_uri
 from utils.trackers.spool import Spool
@@ -88,12 +88,10 @@ class MlflowTracker(Tracker):
     ) -> None:
         require("mlflow", "hook 'mlflow'", " (or remove the hook from 'hooks')")
         given = hide(os.environ.get("MLFLOW_TRACKING_URI"))  # a password in it: a Secret (utils/secret_text.py)
-        where = (
-            unmasked(tracking_uri, given, "MLFLOW_TRACKING_URI", "hook 'mlflow': tracking_uri")
-            if tracking_uri
-            else None
-        )
-        self.tracking_uri = checked_uri(where or given)
+        where = unmasked(tracking_uri, given) if tracking_uri else given
+        if tracking_uri and where is None:  # read back masked (a run folder's config.yaml), and not given again
+            raise ConfigError(needs_again("hook 'mlflow': tracking_uri", tracking_uri, "MLFLOW_TRACKING_URI"))
+        self.tracking_uri = checked_uri(where)
         self.experiment, self.run_name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME"), run_name
         super().__init__(log_checkpoints, flush_timeout)
 
