@@ -165,3 +165,21 @@ def test_a_sweep_parent_file_naming_another_run_nests_nothing_under_it(tmp_path,
     made = parent_run(client, experiment, "s", "0123456789ab", file)
     assert made != stranger and client.get_run(made).data.tags[KEY_TAG] == "0123456789ab"
     assert json.loads(file.read_text())["run_id"] == made
+
+
+def test_a_killed_processs_wandb_folder_is_removed_only_where_no_link_leads(tmp_path):
+    from utils.trackers.wandb_backend import WandbBackend
+
+    theirs = tmp_path / "theirs" / "wandb" / "offline-run-20260101_000000-abc123"
+    theirs.mkdir(parents=True)
+    linked, through = tmp_path / "mine" / "trackers", tmp_path / "mine2" / "trackers"
+    (linked / "wandb").mkdir(parents=True)
+    (linked / "wandb" / theirs.name).symlink_to(theirs)  # the killed process's folder: a link to another run's
+    through.mkdir(parents=True)
+    (through / "wandb").symlink_to(theirs.parent)  # the W&B folder itself a link
+    own = tmp_path / "mine3" / "trackers" / "wandb" / theirs.name
+    own.mkdir(parents=True)
+    for folder in (linked, through, own.parent.parent):
+        WandbBackend._drop_unfinished(folder, "abc123", [])
+    assert theirs.is_dir() and (linked / "wandb" / theirs.name).is_symlink()
+    assert not own.exists()  # its own unfinished folder goes: its records are sent again
