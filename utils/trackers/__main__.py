@@ -39,7 +39,7 @@ def backend_of(spool: Spool, run: Path):
     if backend == "mlflow":
         from utils.trackers.mlflow_backend import MlflowBackend
 
-        where = named_store(spool.identity, spool.identity_path, COMMAND) if waiting else None
+        where = named_store(spool.identity, spool.identity_path, f"{COMMAND} {run}") if waiting else None
         return MlflowBackend.from_identity(spool.identity, where)
     if backend == "wandb":
         from utils.trackers.wandb_backend import WandbBackend
