@@ -1,7 +1,7 @@
 """Loading a config: dataclass defaults <- a base (a checkpoint's config) <- YAML file <- ``key.sub=value``
 overrides, each key merged with its type checked (``utils/typed_merge.py``), a password in any of its URIs held as a
-secret (``utils/secret_text.py``), then the whole config checked (``utils/config_checks.py``) before any data is read. An experiment without a name is named after the config
-(``default_experiment_name``)."""
+secret (``utils/secret_text.py``), then the whole config checked (``utils/config_checks.py``) before any data is
+read. An experiment without a name is named after the config (``default_experiment_name``)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,10 @@
 setting is read from) is kept as ``Secret``: a ``str`` whose characters are ``http://alice:***@host``, so whatever
 turns it into text shows the masked form, with nothing to remember at the call site: log lines and f-strings, JSON
 (the trackers' identity and spool), YAML (``config.yaml``, TensorBoard's text: its representer is registered here),
-pickling and deep copies (the config a checkpoint keeps is ``dataclasses.asdict``'s copy: plain masked strings), ``str()`` and every string operation
-(they return plain masked strings). Only ``reveal`` gives the real value, and only the code that opens the
-connection calls it. Query parameters that carry a secret (``?token=``, ``password=``, ...) are masked the same way.
+pickling and deep copies (the config a checkpoint keeps is ``dataclasses.asdict``'s copy: plain masked strings),
+``str()`` and every string operation (they return plain masked strings). Only ``reveal`` gives the real value, and
+only the code that opens the connection calls it. Query parameters that carry a secret (``?token=``, ``password=``,
+...) are masked the same way.
 
 A masked value read back (a run folder's ``config.yaml``, a checkpoint's config) cannot connect: ``unmasked`` takes
 the real one again from what the user gives now (the command line or an environment variable), where its masked form

@@ -128,7 +128,11 @@ def test_compare_to_tracker_names_no_server_the_runs_do_not_share_with_the_user(
 
 
 @pytest.mark.slow
-def test_compare_to_tracker_writes_to_no_parent_its_runs_are_not_children_of(tmp_path, monkeypatch, mlflow_server):  # noqa: F811
+def test_compare_to_tracker_writes_to_no_parent_its_runs_are_not_children_of(
+    tmp_path,
+    monkeypatch,
+    mlflow_server,  # noqa: F811
+):
     from mlflow.tracking import MlflowClient
 
     from utils.trackers.compare_upload import upload

@@ -1,8 +1,8 @@
 """``python -m utils.trackers sync RUN [RUN ...]``: send the records a run's trackers still hold.
 
-A run that ended while its tracker was unreachable keeps the records in ``RUN/trackers/<tracker>.jsonl``; this
-sends them (the next ``--resume`` of the run does too) to the tracker run its identity names, in the MLflow store
-the user names (``MLFLOW_TRACKING_URI``, which must be the one the identity names: ``destinations.py``). Exit 0 when every
+A run that ended while its tracker was unreachable keeps the records in ``RUN/trackers/<tracker>.jsonl``; this sends
+them (the next ``--resume`` of the run does too) to the tracker run its identity names, in the MLflow store the user
+names (``MLFLOW_TRACKING_URI``, which must be the one the identity names: ``destinations.py``). Exit 0 when every
 record is sent; 2 with one ``error:`` line for each run folder that is missing, in use by a training process, holds
 a corrupt identity, needs a tracker library that is not installed, or whose tracker still cannot be reached (the
 records stay, nothing is lost); 1 when a folder met a bug, logged with its traceback. Either way every folder named

@@ -77,9 +77,9 @@ def check_children(client: Any, runs: Sequence[Path], parent: str) -> None:
         tags = found_tags(client, run_id)
         if tags.get(FOLDER_TAG) != identity.get("folder_id") or tags.get("mlflow.parentRunId") != parent:
             raise ConfigError(
-                f"--to-tracker: '{run}/{FOLDER}/mlflow.json' names MLflow run {run_id}, which is not that folder's child "
-                f"of run {parent} (its {FOLDER_TAG} and parent differ); nothing was written: compare one sweep's runs "
-                "as they were trained, or leave out --to-tracker"
+                f"--to-tracker: '{run}/{FOLDER}/mlflow.json' names MLflow run {run_id}, which is not that folder's "
+                f"child of run {parent} (its {FOLDER_TAG} and parent differ); nothing was written: compare one sweep's "
+                "runs as they were trained, or leave out --to-tracker"
             )
 
 

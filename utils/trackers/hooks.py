@@ -3,8 +3,8 @@
 Their libraries are optional extras (``pip install -e ".[mlflow]"``, ``".[wandb]"``): naming a tracker whose library
 is missing is one line naming the extra. Both honour their libraries' environment variables where an argument is
 not given (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``; ``WANDB_MODE``, ``WANDB_DIR``, ``WANDB_PROJECT``...).
-A password in a tracking URI is a secret (``utils/secret_text.py``): a run folder keeps it masked, and a tracking URI read
-back masked (a config.yaml given as ``--config``) takes it again from ``MLFLOW_TRACKING_URI``.
+A password in a tracking URI is a secret (``utils/secret_text.py``): a run folder keeps it masked, and a tracking URI
+read back masked (a config.yaml given as ``--config``) takes it again from ``MLFLOW_TRACKING_URI``.
 """
 
 from __future__ import annotations
