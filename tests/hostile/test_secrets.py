@@ -114,3 +114,14 @@ def test_a_sweeps_database_password_is_a_secret(tmp_path):
     assert storage == "postgresql://bob:***@127.0.0.1:9/optuna" and storage.reveal().endswith(
         ":hunter2@127.0.0.1:9/optuna"
     )
+
+
+def test_sync_takes_the_password_of_a_masked_identity_from_the_environment(tmp_path, monkeypatch):
+    from utils.trackers.destinations import named_store
+
+    identity = {"tracking_uri": "http://alice:***@127.0.0.1:5000"}  # as a run folder keeps it
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice:pw@127.0.0.1:5000")
+    assert named_store(identity, tmp_path / "mlflow.json", "sync").reveal() == "http://alice:pw@127.0.0.1:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mallory:pw@127.0.0.1:5000")  # another user is another store
+    with pytest.raises(ConfigError, match=r"and MLFLOW_TRACKING_URI names http://mallory:\*\*\*@127\.0\.0\.1:5000"):
+        named_store(identity, tmp_path / "mlflow.json", "sync")
