@@ -1,7 +1,7 @@
 """Loading a config: dataclass defaults <- a base (a checkpoint's config) <- YAML file <- ``key.sub=value``
-overrides, each key merged with its type checked (``utils/typed_merge.py``), then the whole config checked
-(``utils/config_checks.py``) before any data is read. An experiment without a name is named after the config
-(``default_experiment_name``)."""
+overrides, each key merged with its type checked (``utils/typed_merge.py``), a password in any of its URIs held as a
+secret (``utils/secret_text.py``), then the whole config checked (``utils/config_checks.py``) before any data is
+read. An experiment without a name is named after the config (``default_experiment_name``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Union
 from utils.config import Config
 from utils.config_checks import validate
 from utils.config_rules import expand_paths, plain_name
+from utils.secret_text import hide_all
 from utils.typed_merge import apply_override, merge_into, parse_override
 from utils.yaml_load import read_config_file
 
@@ -32,6 +33,7 @@ def load_config(
     if cfg.experiment.name is None:
         cfg.experiment.name = default_experiment_name(cfg, path)
     expand_paths(cfg)
+    hide_all(cfg)  # a password in a URI is a Secret from here: shown masked everywhere (utils/secret_text.py)
     validate(cfg)
     return cfg
 

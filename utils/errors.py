@@ -77,12 +77,15 @@ def one_line(err: BaseException) -> str:
 
     An error raised in a DataLoader worker process arrives re-raised with the
     worker's traceback in its message; its last line holds the message itself.
+    A password in a URL it names is masked (``utils/secret_text.py``).
     """
+    from utils.secret_text import masked  # it imports this module
+
     text = str(err)
     if "\nOriginal Traceback" in text:
         last = text.rstrip().splitlines()[-1]  # "utils.errors.DataError: <message>"
         text = last.split(": ", 1)[1] if ": " in last else last
-    return text
+    return masked(text)
 
 
 def name_list(names: object, show: int = 10) -> str:

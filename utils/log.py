@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from utils import metrics_file
 from utils.run_folder import RunFolder
+from utils.secret_text import masked
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +36,22 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
     root.setLevel(level if rank == 0 else logging.WARNING)
     prefix = "" if rank == 0 else f"[rank{rank}] "
     console = _Console(sys.stderr)
-    console.setFormatter(logging.Formatter(prefix + _FORMAT, "%H:%M:%S"))
+    console.setFormatter(MaskingFormatter(prefix + _FORMAT, "%H:%M:%S"))
     console._framework = True
     root.addHandler(console)
     if rank == 0 and log_file is not None:
         file_handler = logging.FileHandler(log_file)
-        file_handler.setFormatter(logging.Formatter(_FORMAT))
+        file_handler.setFormatter(MaskingFormatter(_FORMAT))
         file_handler._framework = True
         root.addHandler(file_handler)
+
+
+class MaskingFormatter(logging.Formatter):
+    """Lines with every password in a URL masked (``utils/secret_text.py``), tracebacks too: a setting holding one
+    is masked already, and this catches what a library's message repeats of the URL it was given to connect."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return masked(super().format(record))
 
 
 class _Console(logging.StreamHandler):

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Optional
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
 
 
-def sync(run: Path) -> subprocess.CompletedProcess:
+def sync(run: Path, store: Optional[str] = None) -> subprocess.CompletedProcess:
+    """``sync RUN``, the user naming the MLflow ``store`` (``MLFLOW_TRACKING_URI``; none: the environment's)."""
     cmd = [PYTHON, "-m", "utils.trackers", "sync", str(run)]
-    return subprocess.run(cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    env = {**subprocess_env(), **({"MLFLOW_TRACKING_URI": store} if store else {})}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def sync_runs(runs, prelude: str = "") -> subprocess.CompletedProcess:

@@ -102,13 +102,13 @@ def test_a_killed_two_rank_run_resumed_on_one_rank_through_an_outage_has_the_uni
     assert "training state restored: epoch 0, step 30" in resumed.stderr
     assert "record(s) wait in" in resumed.stderr and "python -m utils.trackers sync" in resumed.stderr
     run = tmp_path / "killed" / "run" / "latest"
-    refused = sync(run)
+    refused = sync(run, relay.uri)
     assert refused.returncode == 2 and refused.stderr.startswith("error: tracker mlflow: cannot reach"), refused.stderr
 
     relay.up()
-    synced = sync(run)
+    synced = sync(run, relay.uri)
     assert synced.returncode == 0, synced.stderr
-    again = sync(run)
+    again = sync(run, relay.uri)
     assert again.returncode == 0 and ": 0 record(s) sent" in again.stdout, again.stdout + again.stderr
 
     from mlflow.tracking import MlflowClient
@@ -158,7 +158,7 @@ def test_a_sweep_is_one_parent_run_with_a_child_per_configuration_and_seed(tmp_p
     compared = subprocess.run(
         [PYTHON, "main.py", "--mode", "compare", str(experiment_folder), "--to-tracker"],
         cwd=ROOT,
-        env=subprocess_env(),
+        env={**subprocess_env(), "MLFLOW_TRACKING_URI": server.uri},  # the user names the server
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

@@ -143,7 +143,8 @@ def test_the_identities_the_framework_writes_are_read_back(tmp_path):
 @pytest.mark.parametrize(
     "text", ["{cut sh", json.dumps({"parent_run_id": "p"}), json.dumps({**MLFLOW, "parent_run_id": "p"})[:-1]]
 )
-def test_compare_to_tracker_with_a_corrupt_or_incomplete_identity_is_one_line(tmp_path, text):
+def test_compare_to_tracker_with_a_corrupt_or_incomplete_identity_is_one_line(tmp_path, text, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", MLFLOW["tracking_uri"])  # the server the user names
     runs = [tmp_path / "exp" / f"run_00{n}" for n in (1, 2)]
     for run in runs:
         (run / "trackers").mkdir(parents=True)

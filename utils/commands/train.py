@@ -46,6 +46,7 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
+from utils.secret_text import hide
 from utils.start import OpenedRun, StartPlan
 from utils.sweep.pruning import Judge, TrialRef, pruning_judge
 from utils.sweep.spec import PRUNERS
@@ -243,7 +244,11 @@ def trial_of(args: argparse.Namespace) -> Optional[TrialRef]:
     if args.trial is None:
         return None
     return TrialRef(
-        args.trial_storage, args.trial_study, args.trial, args.trial_step_offset or 0, args.trial_pruner or "none"
+        hide(args.trial_storage),  # a database password: shown masked (utils/secret_text.py)
+        args.trial_study,
+        args.trial,
+        args.trial_step_offset or 0,
+        args.trial_pruner or "none",
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from utils.errors import ConfigError
+from utils.secret_text import hide
 from utils.yaml_load import load_yaml, read_config_text
 
 KINDS = ("grid", "choice", "uniform", "log_uniform", "int")
@@ -98,7 +99,7 @@ def load_spec(path: str) -> SweepSpec:
     spec.pruner = _choice(where, "pruner", data.get("pruner", "none"), PRUNERS)
     spec.parallel = _count(where, "parallel", data.get("parallel", 1))
     spec.nproc_per_trial = _count(where, "nproc_per_trial", data.get("nproc_per_trial", 1))
-    spec.storage = data.get("storage")
+    spec.storage = hide(data.get("storage"))  # a database password: shown masked (utils/secret_text.py)
     if spec.storage is not None and not isinstance(spec.storage, str):
         raise ConfigError(f"{where}: storage must be null, a file path or a database URL (sqlite:///sweep.db)")
     grid_size = math.prod(len(d.values) for d in space) if all(d.discrete for d in space) else 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from utils.errors import ConfigError, first_line
+from utils.secret_text import reveal
 from utils.sweep.journal import repair_journal
 
 # trial user attributes: who runs it, which configuration, whether a later trial took it over, which earlier
@@ -72,7 +73,7 @@ def _database(optuna: Any, url: str) -> Any:
     try:
         for attempt in range(1, CREATE_TRIES + 1):
             try:
-                return optuna.storages.RDBStorage(url)
+                return optuna.storages.RDBStorage(reveal(url))  # its password only here (utils/secret_text.py)
             except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as err:
                 # another worker creating the same new database at this moment ("UNIQUE constraint failed:
                 # alembic_version", "table ... already exists"): the schema it wrote is there on the next try

@@ -26,6 +26,7 @@ from utils.errors import ConfigError, name_list
 from utils.log import format_number, wall_time
 from utils.metrics_file import read_lenient
 from utils.run_folder import RunFolder, numbered
+from utils.secret_text import reveal
 from utils.sweep import pruning
 from utils.sweep.spec import override
 from utils.unfinished_run import finished
@@ -139,7 +140,7 @@ def _trial_options(ctx: TrialContext, trial: int, step_offset: int) -> List[str]
     """The options that name the run's trial: it reports its validations to it (a sweep that prunes), and its
     trackers file it under the sweep (``utils/trackers/sweep_parent.py``)."""
     return [
-        *("--trial", str(trial), "--trial-study", ctx.study_name, "--trial-storage", ctx.storage),
+        *("--trial", str(trial), "--trial-study", ctx.study_name, "--trial-storage", reveal(ctx.storage)),
         *("--trial-step-offset", str(step_offset), "--trial-pruner", ctx.pruner),
     ]
 

@@ -1,7 +1,8 @@
 """``python -m utils.trackers sync RUN [RUN ...]``: send the records a run's trackers still hold.
 
-A run that ended while its tracker was unreachable keeps the records in ``RUN/trackers/<tracker>.jsonl``; this
-sends them (the next ``--resume`` of the run does too) to the tracker run its identity names. Exit 0 when every
+A run that ended while its tracker was unreachable keeps the records in ``RUN/trackers/<tracker>.jsonl``; this sends
+them (the next ``--resume`` of the run does too) to the tracker run its identity names, in the MLflow store the user
+names (``MLFLOW_TRACKING_URI``, which must be the one the identity names: ``destinations.py``). Exit 0 when every
 record is sent; 2 with one ``error:`` line for each run folder that is missing, in use by a training process, holds
 a corrupt identity, needs a tracker library that is not installed, or whose tracker still cannot be reached (the
 records stay, nothing is lost); 1 when a folder met a bug, logged with its traceback. Either way every folder named
@@ -20,6 +21,7 @@ from typing import List, Optional
 from utils.errors import ConfigError, UserError, one_line
 from utils.run_folder import LOCK
 from utils.run_lock import release_lock, take_lock
+from utils.trackers.destinations import named_store, own_wandb_dir
 from utils.trackers.extras import require
 from utils.trackers.owner import made_elsewhere
 from utils.trackers.sender import Sender, first_line
@@ -28,21 +30,26 @@ from utils.trackers.spool import FOLDER, Spool, tracker_names
 log = logging.getLogger(__name__)
 
 
-def backend_of(spool: Spool):
+def backend_of(spool: Spool, run: Path):
+    """The backend of ``spool`` (of the run folder ``run``), sending where the user names (``destinations.py``)."""
     backend = spool.identity.get("backend")
     if backend in ("mlflow", "wandb"):
         require(backend, f"sending the records of '{spool.identity_path}' (the tracker run of {backend})")
+    waiting = spool.waiting() > 0  # nothing to send: no store is asked, none need be named
     if backend == "mlflow":
         from utils.trackers.mlflow_backend import MlflowBackend
 
-        return MlflowBackend.from_identity(spool.identity)
+        where = named_store(spool.identity, spool.identity_path, f"{COMMAND} {run}") if waiting else None
+        return MlflowBackend.from_identity(spool.identity, where)
     if backend == "wandb":
         from utils.trackers.wandb_backend import WandbBackend
 
+        own_wandb_dir(spool.identity.get("settings") or {}, run, spool.identity_path)
         return WandbBackend.from_identity(spool.identity)
     raise ConfigError(f"'{spool.identity_path}' names no tracker this framework knows (backend {backend!r})")
 
 
+COMMAND = "python -m utils.trackers sync"
 RETRIES, PAUSE_S = 4, 3.0  # an outage of seconds (a killed run's W&B process still holding its run) is waited out
 
 
@@ -80,7 +87,7 @@ def sync(run: Path) -> int:
                     "that one holds them too): they are that folder's tracker run's; sync that folder, or --resume "
                     "this one, which sets them aside and gives it a tracker run of its own"
                 )
-            backend = backend_of(spool)
+            backend = backend_of(spool, run)
             sender = Sender(spool, backend)
             try:
                 sent = send_retrying(sender)

@@ -3,17 +3,21 @@ runs (a sweep's: ``sweep_parent.py``), as artifacts under ``compare/`` and a tag
 
 Every compared run must be a child of the same parent on the same server (its ``trackers/mlflow.json`` says
 which, read and checked as the sender reads it, ``identity.py``: a corrupt one is one line naming it); otherwise one
-line names the runs that are not. The comparison is written to its folder first: a server that cannot be reached
-leaves it there, and the line says so.
+line names the runs that are not. That server must be the one the user names, ``MLFLOW_TRACKING_URI``
+(``destinations.py``: run folders may come from anyone), and each compared run's MLflow run must be tagged with its
+folder's id and be the parent's child there, before anything is written to the parent. The comparison is written to
+its folder first: a server that cannot be reached leaves it there, and the line says so.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 from utils.errors import ConfigError, name_list
+from utils.secret_text import reveal
+from utils.trackers.destinations import named_store
 from utils.trackers.extras import require
 from utils.trackers.identity import read_identity
 from utils.trackers.sender import first_line
@@ -23,8 +27,12 @@ log = logging.getLogger(__name__)
 FILES = ("compare.md", "compare.csv", "compare.png")
 
 
+COMMAND = "python main.py --mode compare ... --to-tracker"
+
+
 def shared_parent(runs: Sequence[Path]) -> Tuple[str, str]:
-    """(tracking URI, parent run id) that every run of ``runs`` names; ConfigError otherwise."""
+    """(tracking URI, parent run id) that every run of ``runs`` names, the URI the user's (``named_store``);
+    ConfigError otherwise."""
     parents, lacking = set(), []
     for run in runs:
         found = read_identity(Path(run) / FOLDER / "mlflow.json")  # {} when the run has none
@@ -42,7 +50,37 @@ def shared_parent(runs: Sequence[Path]) -> Tuple[str, str]:
             f"--to-tracker writes to the MLflow parent run the compared runs share, and {what}; compare one sweep's "
             "runs (trained with hooks=[{name: mlflow}]), or leave out --to-tracker"
         )
-    return parents.pop()
+    uri, parent = parents.pop()
+    return named_store({"tracking_uri": uri}, Path(runs[0]) / FOLDER / "mlflow.json", COMMAND), parent
+
+
+def found_tags(client: Any, run_id: Any) -> dict:
+    """The tags of MLflow run ``run_id``; none where there is no such run."""
+    from mlflow.exceptions import RestException
+
+    try:
+        return client.get_run(run_id).data.tags if run_id else {}
+    except RestException as err:
+        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        return {}
+
+
+def check_children(client: Any, runs: Sequence[Path], parent: str) -> None:
+    """ConfigError unless each run's MLflow run is its folder's (the ``regtrain.folder_id`` tag) and ``parent``'s
+    child: identities name runs, and a handed one could name anyone's."""
+    from utils.trackers.mlflow_backend import FOLDER_TAG
+
+    for run in runs:
+        identity = read_identity(Path(run) / FOLDER / "mlflow.json")
+        run_id = identity.get("run_id")
+        tags = found_tags(client, run_id)
+        if tags.get(FOLDER_TAG) != identity.get("folder_id") or tags.get("mlflow.parentRunId") != parent:
+            raise ConfigError(
+                f"--to-tracker: '{run}/{FOLDER}/mlflow.json' names MLflow run {run_id}, which is not that folder's "
+                f"child of run {parent} (its {FOLDER_TAG} and parent differ); nothing was written: compare one sweep's "
+                "runs as they were trained, or leave out --to-tracker"
+            )
 
 
 def upload(runs: Sequence[Path], folder: Path) -> str:
@@ -54,8 +92,9 @@ def upload(runs: Sequence[Path], folder: Path) -> str:
 
     uri, parent = shared_parent(runs)
     MlflowBackend.quiet_client()
-    client = MlflowClient(tracking_uri=uri)
+    client = MlflowClient(tracking_uri=reveal(uri))  # the password only here (utils/secret_text.py)
     try:
+        check_children(client, runs, parent)
         for name in FILES:
             if (folder / name).is_file():
                 client.log_artifact(parent, str(folder / name), "compare")

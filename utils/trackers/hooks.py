@@ -3,6 +3,8 @@
 Their libraries are optional extras (``pip install -e ".[mlflow]"``, ``".[wandb]"``): naming a tracker whose library
 is missing is one line naming the extra. Both honour their libraries' environment variables where an argument is
 not given (``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME``; ``WANDB_MODE``, ``WANDB_DIR``, ``WANDB_PROJECT``...).
+A password in a tracking URI is a secret (``utils/secret_text.py``): a run folder keeps it masked, and a tracking URI
+read back masked (a config.yaml given as ``--config``) takes it again from ``MLFLOW_TRACKING_URI``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from utils.errors import ConfigError
 from utils.registry import HOOKS
+from utils.secret_text import hide, masked, needs_again, unmasked
 from utils.trackers.extras import require
 from utils.trackers.mlflow_backend import checked_uri
 from utils.trackers.spool import Spool
@@ -46,14 +49,19 @@ def run_name(trainer: Any, spool: Spool) -> str:
 PLACES = {"mlflow": ("tracking_uri", "experiment"), "wandb": ("project", "entity", "mode", "dir")}
 
 
+def shown(value: Any) -> Any:
+    """A setting as it is compared and said: a password in it masked (the identity keeps it so; an older one, whole)."""
+    return masked(value) if isinstance(value, str) else value
+
+
 def unchanged(hook: str, spool: Spool, made: Dict[str, Any], now: Dict[str, Any], keys: Tuple[str, ...]) -> None:
     """ConfigError where the hook's settings of ``now`` place the tracker run elsewhere than it was ``made``: a
     resume continues that run where it lives."""
-    changed = [key for key in keys if made.get(key) != now.get(key)]
+    changed = [key for key in keys if shown(made.get(key)) != shown(now.get(key))]
     if not changed:
         return
-    was = ", ".join(f"{key}={made.get(key)!r}" for key in changed)
-    given = ", ".join(f"{key}={now.get(key)!r}" for key in changed)
+    was = ", ".join(f"{key}={shown(made.get(key))!r}" for key in changed)
+    given = ", ".join(f"{key}={shown(now.get(key))!r}" for key in changed)
     raise ConfigError(
         f"hook '{hook}': this run's tracker run {spool.identity.get('run_id')} was made with {was} and a resume "
         f"continues it there, but the hook now gives {given}: give the hook (or its environment variables) the "
@@ -79,7 +87,11 @@ class MlflowTracker(Tracker):
         flush_timeout: float = 30.0,
     ) -> None:
         require("mlflow", "hook 'mlflow'", " (or remove the hook from 'hooks')")
-        self.tracking_uri = checked_uri(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+        given = hide(os.environ.get("MLFLOW_TRACKING_URI"))  # a password in it: a Secret (utils/secret_text.py)
+        where = unmasked(tracking_uri, given) if tracking_uri else given
+        if tracking_uri and where is None:  # read back masked (a run folder's config.yaml), and not given again
+            raise ConfigError(needs_again("hook 'mlflow': tracking_uri", tracking_uri, "MLFLOW_TRACKING_URI"))
+        self.tracking_uri = checked_uri(where)
         self.experiment, self.run_name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME"), run_name
         super().__init__(log_checkpoints, flush_timeout)
 
@@ -93,7 +105,7 @@ class MlflowTracker(Tracker):
         }
         if spool.identity.get("run_id"):  # the tracker run lives where it was made
             unchanged(self.name, spool, spool.identity, now, PLACES["mlflow"])
-            return MlflowBackend.from_identity(spool.identity)
+            return MlflowBackend.from_identity(spool.identity, self.tracking_uri)  # the user's, with its password
         return MlflowBackend(**now, parent=self.sweep_parent(trainer))
 
     def sweep_parent(self, trainer: Any) -> Optional[Dict[str, Any]]:

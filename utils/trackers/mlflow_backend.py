@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from utils.errors import ConfigError
+from utils.errors import ConfigError, OutputError
+from utils.secret_text import reveal
 from utils.trackers.sender import RefusedError
 from utils.trackers.spool import Record, Spool
 
@@ -77,12 +78,13 @@ class MlflowBackend:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
     @classmethod
-    def from_identity(cls, identity: Dict[str, Any]) -> "MlflowBackend":
-        """The backend a spool's identity names (a resume, ``python -m utils.trackers sync``); its store checked as
-        the hook's argument is."""
+    def from_identity(cls, identity: Dict[str, Any], tracking_uri: Optional[str]) -> "MlflowBackend":
+        """The backend of the tracker run a spool's identity names (a resume, ``python -m utils.trackers sync``), in
+        the store the user names, ``tracking_uri`` (compared with the identity's already: ``destinations.py``,
+        ``hooks.unchanged``); None only where nothing will be sent: the identity's, which is never asked."""
         parent = identity.get("parent")
         return cls(
-            checked_uri(identity["tracking_uri"], "the tracker run's identity (trackers/mlflow.json)"),
+            tracking_uri or checked_uri(identity["tracking_uri"], "the tracker run's identity (trackers/mlflow.json)"),
             identity["experiment"],
             identity["run_name"],
             {"study": parent["study"]} if parent else None,  # where its file lies: from the spool's folder
@@ -151,9 +153,10 @@ class MlflowBackend:
             self.quiet_client()
             from mlflow.tracking import MlflowClient
 
-            self.client = MlflowClient(tracking_uri=self.where)
+            self.client = MlflowClient(tracking_uri=reveal(self.where))  # the password only here (utils/secret_text.py)
         self.run_id = spool.identity.get("run_id")
         if self.run_id is not None:
+            self.owned(spool)
             return
         experiment_id = self.experiment_id()
         folder_id = spool.identity["folder_id"]
@@ -174,6 +177,18 @@ class MlflowBackend:
         spool.save_identity(run_id=self.run_id, experiment_id=experiment_id)
         address = f"{self.where.rstrip('/')}/#/experiments/{experiment_id}/runs/{self.run_id}"
         log.info("tracker mlflow: run %s (%s)", self.run_id, address if self.where.startswith("http") else self.where)
+
+    def owned(self, spool: Spool) -> None:
+        """OutputError unless the run the identity names (``run_id``) is this folder's: tagged with its folder id. A
+        handed identity could name anyone's run; nothing is written to it before this check."""
+        tag = self.client.get_run(self.run_id).data.tags.get(FOLDER_TAG)
+        folder_id = spool.identity.get("folder_id")
+        if tag is None or tag != folder_id:
+            raise OutputError(
+                f"'{spool.identity_path}' names MLflow run {self.run_id}, which is not this folder's (its {FOLDER_TAG} "
+                f"is {tag!r}, this folder's {folder_id!r}); nothing was written to it: restore the identity from a "
+                "copy, or remove the run's trackers/ folder to start a new tracker run"
+            )
 
     def send(self, records: Sequence[Record]) -> bool:
         """``records`` in order: values, params and tags in batches; a status or an upload where it stands. The

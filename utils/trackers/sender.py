@@ -23,6 +23,7 @@ import threading
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple
 
 from utils.errors import UserError
+from utils.secret_text import masked
 from utils.trackers.spool import Record, Spool
 
 log = logging.getLogger(__name__)
@@ -204,5 +205,7 @@ class Sender:
 
 
 def first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
+    """The first line of ``err``'s message, a password in a URL it names masked (a client's message names the
+    request's URL with it)."""
+    text = masked(str(err)).strip().splitlines()
     return (text[0] if text else type(err).__name__)[:300]

@@ -54,7 +54,7 @@ def parent_run(client: Any, experiment_id: str, study: str, key: str, file: Path
     with open(file.with_name(file.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # trial runs started together make one parent
         kept = read_parent(file, experiment_id)
-        if kept is not None:
+        if kept is not None and sweeps_parent(client, kept, key):
             return kept
         query = f"tags.`{KEY_TAG}` = '{key}' and tags.`{ROLE_TAG}` = 'parent'"  # hex: no quoting to get wrong
         found = client.search_runs([experiment_id], query, max_results=1)
@@ -65,6 +65,19 @@ def parent_run(client: Any, experiment_id: str, study: str, key: str, file: Path
             run_id = client.create_run(experiment_id, tags=tags, run_name=f"sweep {study}").info.run_id
         write_text(file, json.dumps({"run_id": run_id, "experiment_id": experiment_id, "study": study}), "free space")
         return run_id
+
+
+def sweeps_parent(client: Any, run_id: str, key: str) -> bool:
+    """Whether MLflow run ``run_id`` is the parent run of the sweep ``key`` (its tag says so): the file that keeps its
+    id lies in a folder others may hand over, and could name anyone's run; one that is not is never nested under."""
+    from mlflow.exceptions import RestException
+
+    try:
+        return client.get_run(run_id).data.tags.get(KEY_TAG) == key
+    except RestException as err:
+        if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        return False
 
 
 def read_parent(file: Path, experiment_id: str) -> Optional[str]:

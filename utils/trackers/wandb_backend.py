@@ -76,9 +76,12 @@ class WandbBackend:
 
     @staticmethod
     def _drop_unfinished(folder: Path, run_id: str, finished: List[str]) -> None:
-        """Remove the offline folders of ``run_id`` that no finish closed: a killed process's, resent whole now."""
+        """Remove the offline folders of ``run_id`` that no finish closed: a killed process's, resent whole now.
+        ``folder`` is the user's (a resume: the hook's ``dir``, compared with the identity's) or lies inside the run
+        folder (``sync``: ``destinations.own_wandb_dir``)."""
+        own = folder.resolve() / "wandb"  # reached through no link: a linked wandb/ or run folder is another's
         for offline in sorted((folder / "wandb").glob(f"offline-run-*-{run_id}")):
-            if offline.name not in finished and offline.is_dir():
+            if offline.name not in finished and offline.is_dir() and offline.resolve() == own / offline.name:
                 log.info("tracker wandb: %s was not finished (the process was killed); its records go again", offline)
                 shutil.rmtree(offline)
 
