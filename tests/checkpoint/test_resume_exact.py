@@ -18,6 +18,7 @@ import torch
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, free_port
 from tests.fixtures.forked_main import ForkedRun, MainServer
+from tests.fixtures.harness import tensorboard
 from tests.fixtures.metrics_rows import rows
 from utils.distributed.preempt import PREEMPTED_EXIT
 
@@ -136,8 +137,9 @@ def wait_for_checkpoints(proc: Union[subprocess.Popen, ForkedRun], experiment: P
 
 
 def outcome(experiment: Path) -> Dict[str, object]:
-    """Final weights (and EMA), optimizer state, and every val and test row of the experiment's run:
-    a resumed run writes each row once, with the uninterrupted run's values."""
+    """Final weights (and EMA), optimizer state, every val and test row of the experiment's run, and every
+    ``train/loss`` TensorBoard holds: a resumed run writes each row and log step once, with the uninterrupted
+    run's values (the kills fall between log steps: a checkpoint every 4 steps, a log step every 10)."""
     run = experiment / "latest"
     state = torch.load(run / "checkpoints" / "last.pt", weights_only=False, map_location="cpu")  # GPU runs too
     recorded = rows(run)
@@ -146,6 +148,7 @@ def outcome(experiment: Path) -> Dict[str, object]:
         "optimizer": state["optimizer"]["state"],
         "step": state["progress"]["step"],
         "rows": recorded,
+        "train_loss": [(e.step, e.value) for e in tensorboard(run).Scalars("train/loss")],
     }
 
 
@@ -163,6 +166,7 @@ def assert_identical(a: Dict[str, object], b: Dict[str, object], point: str) -> 
                 name,
             )
     assert a["rows"] == b["rows"], point
+    assert a["train_loss"] == b["train_loss"], point
 
 
 def killed_at(count: int) -> str:

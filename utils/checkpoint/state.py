@@ -27,7 +27,9 @@ Format 3, a dict saved with ``torch.save``::
     loop        the state of the trainer's components, by name: ``nonfinite`` (the skipped-step
                 count), ``validator`` (best value and epoch, early-stopping count, the epoch whose
                 validation is still ``pending``), ``checkpointer`` (the name of the best file),
-                ``accounting`` (the sums of the epoch a checkpoint cuts: its metrics count the whole epoch)
+                ``accounting`` (the sums behind the logged values: those of the epoch a checkpoint
+                cuts, so its metrics count the whole epoch, and those of the steps since the last log
+                step, so the next ``train/loss`` is the uninterrupted run's; older checkpoints lack the latter)
     hooks       the state of every hook that keeps one, by hook name
 
 Sharded (``dist.mode=fsdp``, ``utils/checkpoint/sharded.py``): a directory whose DCP shards hold

@@ -15,7 +15,10 @@ a run killed while writing leaves it, is left out with a warning (``metrics.json
 from __future__ import annotations
 
 import csv
+import logging
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -23,10 +26,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import yaml
 
 from utils.config_rules import plain_name
-from utils.errors import ConfigError, DataError
+from utils.errors import ConfigError, DataError, name_list
 from utils.metrics_file import read_strict
 from utils.run_folder import CONFIG, METRICS, RunFolder, is_numbered_run
 from utils.yaml_load import load_yaml
+
+log = logging.getLogger(__name__)
 
 SWEEP_TABLE = "trials.csv"  # a sweep's table of trials (utils/sweep/table.py): its column runs names their folders
 # what other modes write (utils/run_folder.py numbers them): a --mode test folder holds a config.yaml and a test
@@ -54,11 +59,44 @@ class ComparedRun:
 def is_run(folder: Path) -> bool:
     """Whether ``folder`` is a training run's folder: its config.yaml and its metrics, or checkpoints, or the
     name of a training run (``run_NNN``: one in its first epoch has written neither yet)."""
-    return (
-        not OTHER_MODES.match(folder.name)
-        and (run := RunFolder(folder)).config.is_file()
-        and (run.metrics.is_file() or run.checkpoints.is_dir() or is_numbered_run(folder))
+    return looks_like_run(folder) and has_own_config(folder)
+
+
+def looks_like_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a training run's records (metrics, checkpoints, or its ``run_NNN`` name with a
+    run's file), whatever its config.yaml."""
+    run = RunFolder(folder)
+    return not OTHER_MODES.match(folder.name) and (
+        run.metrics.is_file() or run.checkpoints.is_dir() or is_numbered_run(folder)
     )
+
+
+def has_own_config(folder: Path) -> bool:
+    """Whether the run folder holds its config.yaml, a regular file (not a link: to ``/dev/zero``, to another run's
+    config). A run's result belongs to the configuration it trained; without it, its metrics are no one's."""
+    try:
+        return stat.S_ISREG(os.lstat(RunFolder(folder).config).st_mode)
+    except OSError:
+        return False
+
+
+def without_config(folders: Sequence[Path]) -> None:
+    """One warning naming the run folders left out for want of their config.yaml (none: nothing said)."""
+    if folders:
+        log.warning(
+            "left out %d run folder(s) without their %s (missing, or not a regular file): %s; a run's metrics count "
+            "only with the configuration it trained (restore its %s to count it)",
+            len(folders),
+            CONFIG,
+            name_list([str(folder) for folder in folders], show=3),
+            CONFIG,
+        )
+
+
+def _runs_of(candidates: Sequence[Path], missing: List[Path]) -> List[Path]:
+    """The runs among ``candidates``; those that look like runs but lack their config.yaml go to ``missing``."""
+    missing.extend(c for c in candidates if not c.is_symlink() and looks_like_run(c) and not has_own_config(c))
+    return [c for c in candidates if not c.is_symlink() and is_run(c)]
 
 
 def _natural(path: Path) -> list:
@@ -66,25 +104,29 @@ def _natural(path: Path) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
 
 
-def _runs_in(folder: Path) -> List[Path]:
+def _runs_in(folder: Path, missing: List[Path]) -> List[Path]:
     """The run folders directly inside ``folder`` (``latest`` and other links left out: they repeat a run)."""
     try:
         entries = list(folder.iterdir())
     except OSError:  # not readable: it holds no run we can read
         return []
-    return sorted((entry for entry in entries if not entry.is_symlink() and is_run(entry)), key=_natural)
+    return _runs_of(sorted(entries, key=_natural), missing)
 
 
-def runs_at(path: Path) -> List[Path]:
+def runs_at(path: Path, missing: Optional[List[Path]] = None) -> List[Path]:
     """The run folders ``path`` stands for: itself when it is one; a sweep's folder (``output/<experiment>/
-    sweep_<name>/``) the runs its table of trials lists, beside it; else the runs inside it (an experiment folder)."""
+    sweep_<name>/``) the runs its table of trials lists, beside it; else the runs inside it (an experiment folder).
+    Folders that look like runs but lack their config.yaml are left out, added to ``missing``."""
+    missing = [] if missing is None else missing
     if is_run(path):
         return [path]
     trials = path / SWEEP_TABLE
     if trials.is_file():
-        runs = [path.parent / name for name in sweep_runs(trials)]
-        return [run for run in runs if not run.is_symlink() and is_run(run)]
-    return _runs_in(path)
+        return _runs_of([path.parent / name for name in sweep_runs(trials)], missing)
+    runs = _runs_in(path, missing)
+    if not runs and looks_like_run(path):  # a run folder given itself, without its config.yaml
+        missing.append(path)
+    return runs
 
 
 def sweep_runs(trials: Path) -> List[str]:
@@ -113,6 +155,7 @@ def find_runs(paths: Sequence[Union[str, Path]]) -> List[Path]:
     """The run folders the PATHs stand for (``runs_at``), in the order given, each once (also when two PATHs
     reach it, or a link does). DataError for a PATH that does not exist, is no folder or stands for no run."""
     found: Dict[Path, Path] = {}
+    missing: List[Path] = []
     for given in paths:
         path = Path(given).expanduser()
         if not path.exists():
@@ -121,17 +164,22 @@ def find_runs(paths: Sequence[Union[str, Path]]) -> List[Path]:
             )
         if not path.is_dir():
             raise DataError(f"'{given}' is not a folder; give experiment folders, sweep folders or run folders")
-        runs = runs_at(path)
+        missed = len(missing)
+        runs = runs_at(path, missing)
         if not runs:
             mode = OTHER_MODES.match(path.name)
             why = (
                 f"it is the folder of a --mode {mode.group(1)}, not of a training run"
                 if mode
+                else f"{len(missing) - missed} run folder(s) there lack their {CONFIG} (missing, or not a regular "
+                f"file), and a run's metrics count only with the configuration it trained"
+                if len(missing) > missed
                 else f"neither it nor a folder in it holds a run's {CONFIG} and {METRICS}, and it has no sweep's {SWEEP_TABLE}"
             )
             raise DataError(f"no runs found in '{given}': {why}")
         for run in runs:
             found.setdefault(run.resolve(), run)
+    without_config(list(dict.fromkeys(missing)))
     return list(found.values())
 
 

@@ -25,6 +25,7 @@ checkpoint and at each epoch's end. The trainer calls ``record_micro_batch``,
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -35,6 +36,8 @@ from utils.distributed.ops import all_reduce_max
 from utils.engine.nonfinite import NonFinitePolicy
 from utils.engine.step_log import EpochMeter, LossWindow, StepLog, StepRecord
 from utils.engine.stop import StopSignal
+
+log = logging.getLogger(__name__)
 
 SkipObserver = Callable[[Sequence[StepRecord]], None]
 
@@ -74,11 +77,34 @@ class StepAccounting:
         self._meter = EpochMeter.resumed(resumed) if resumed is not None and resumed["epoch"] == epoch else EpochMeter()
 
     def state_dict(self) -> Dict[str, Any]:
-        """The epoch meter's sums so far (a checkpoint syncs first: every step before it is in)."""
-        return {"epoch_meter": self._meter.state_dict()}
+        """The sums behind the logged values: the epoch meter's and the log window's (a checkpoint syncs first:
+        every step before it is in), and the world size whose rank 0 added them."""
+        return {
+            "epoch_meter": self._meter.state_dict(),
+            "loss_window": self._window.state_dict(),
+            "world_size": self.world_size,
+        }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self._resumed = state.get("epoch_meter")
+        window = state.get("loss_window")
+        self._window = LossWindow.resumed(window) if window is not None else LossWindow()
+        if window is None:  # a checkpoint written before the window was kept
+            log.info(
+                "the checkpoint holds no log window (an older framework wrote it): the first train/loss after the "
+                "resume is the mean of the steps since the resume only"
+            )
+        saved = state.get("world_size", self.world_size)
+        if saved != self.world_size:
+            # train/loss is rank 0's share of each batch: another share from here on, nothing to convert it
+            log.info(
+                "world size %d -> %d: train/loss and the epoch's train loss are means over rank 0's share of each "
+                "batch (1/%d of it before the resume, 1/%d after), so the values logged across the resume mix both",
+                saved,
+                self.world_size,
+                saved,
+                self.world_size,
+            )
 
     def poison_if_nonfinite(self, loss: torch.Tensor) -> torch.Tensor:
         """The loss to backpropagate (``train.nonfinite=skip``: a non-finite one makes every gradient NaN)."""

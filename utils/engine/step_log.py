@@ -160,3 +160,14 @@ class LossWindow:
         mean = self.total / self.samples if self.samples else math.nan
         self.total, self.samples = 0.0, 0
         return mean
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The sums of the steps since the last log step: a checkpoint between two log steps keeps them, so the
+        first ``train/loss`` after a resume is the mean an uninterrupted run logs, not that of the steps since the resume."""
+        return {"total": self.total, "samples": self.samples}
+
+    @classmethod
+    def resumed(cls, state: Dict[str, Any]) -> "LossWindow":
+        window = cls()
+        window.total, window.samples = float(state["total"]), int(state["samples"])
+        return window

@@ -4,8 +4,10 @@ Optuna writes each record as one JSON line under the journal's lock. A process k
 a cut last line; Optuna reads past it, but its next write goes on the end of the cut line, which then is not
 JSON, and every later read of the journal fails. So before the study opens, under the same lock: the bytes
 after the last newline (a cut record) are dropped, and a line that is a cut record with a whole one written
-onto its end keeps the whole one. Complete records are never dropped: a line damaged any other way is named in
-one error line and the file is left as it is. The repaired journal replaces the old one whole (a temporary
+onto its end keeps the whole one. Only a journal is rewritten: a cut record starts as Optuna's records start
+(``{"op_code":``), and any other end (a user's text file named as the storage) refuses the file in one line.
+Complete records are never dropped: a line damaged any other way is named in one error line and the file is
+left as it is. The repaired journal replaces the old one whole (a temporary
 file renamed over it), so a crash during the repair leaves one or the other.
 """
 
@@ -23,6 +25,8 @@ from utils.errors import ConfigError
 log = logging.getLogger(__name__)
 
 ADVICE = "run the sweep again"
+# how Optuna writes every record (``JournalStorage``: ``{"op_code": N, "worker_id": ...}``, one JSON line)
+RECORD_START = b'{"op_code":'
 
 
 def repair_journal(path: Path, lock: Any) -> None:
@@ -49,6 +53,12 @@ def repair_journal(path: Path, lock: Any) -> None:
 def repaired(data: bytes, path: Path) -> Tuple[bytes, List[bytes]]:
     """(the journal without its cut records, the cut records); ConfigError naming a line damaged otherwise."""
     *lines, tail = data.split(b"\n")
+    if tail and not _starts_as_record(tail):
+        raise ConfigError(
+            f"study storage '{path}' is not an Optuna journal: it ends with {_shown(tail)}, not a record "
+            "(nor one a crash cut short), and a sweep rewrites only its own journal; name another file as "
+            "'storage', or move this one aside"
+        )
     kept, dropped = [], [tail] if tail else []  # bytes after the last newline: a write cut short
     for number, line in enumerate(lines, start=1):
         if _record(line) is not None:
@@ -77,9 +87,14 @@ def _record(line: bytes) -> Optional[dict]:
     return record if isinstance(record, dict) and "op_code" in record else None
 
 
+def _starts_as_record(part: bytes) -> bool:
+    """Whether ``part`` begins as Optuna's records begin (or is a shorter beginning of one: a write cut early)."""
+    return part[: len(RECORD_START)] == RECORD_START[: len(part)]
+
+
 def _whole_record_at_end(line: bytes) -> Optional[int]:
     """Where a whole record starts that was written onto the end of a cut one (the longest such end), if any."""
-    if not line.startswith(b"{"):
+    if not _starts_as_record(line):
         return None
     start = line.find(b"{", 1)
     while start != -1:

@@ -96,7 +96,7 @@ def run_configuration(
     runs = []
     for index, seed in enumerate(ctx.seeds):
         name = tag(config_id, params, seed)
-        folder = find_run(ctx.experiment, name)
+        folder = own_run(find_run(ctx.experiment, name))
         if folder is not None and ctx.build is not None:
             same_configuration(folder, ctx.build([*[override(k, v) for k, v in params.items()], f"seed={seed}"]))
         began, trained = time.monotonic(), folder is None or not finished(RunFolder(folder))
@@ -190,6 +190,22 @@ def find_run(experiment: Path, name: str) -> Optional[Path]:
     the runs: run_1000 after run_999), if any."""
     found = [run.path for run in numbered(experiment) if run.path.name.split("_", 2)[2:] == [name]]
     return found[-1] if found else None
+
+
+def own_run(folder: Optional[Path]) -> Optional[Path]:
+    """``folder``, the run found under a trial's tag, when it holds its config.yaml; else None (a warning names it,
+    and the seed trains in a new run). A run's metrics are a trial's result only with the configuration it trained."""
+    from utils.compare.collect import has_own_config
+
+    if folder is None or has_own_config(folder):
+        return folder
+    log.warning(
+        "run '%s' has this trial's tag but no %s (missing, or not a regular file): its metrics are no trial's result; "
+        "the seed trains in a new run",
+        folder,
+        RunFolder(folder).config.name,
+    )
+    return None
 
 
 def same_configuration(folder: Path, trial: Config) -> None:

@@ -68,6 +68,8 @@ def send_retrying(sender: Sender) -> int:
 def sync(run: Path) -> int:
     """Send every tracker's waiting records of the run folder ``run``; how many were sent."""
     folder = run / FOLDER
+    if run.exists() and not run.is_dir():
+        raise ConfigError(f"'{run}' is a file, not a run folder: name a run folder (output/<experiment>/run_NNN)")
     if not run.is_dir():
         raise ConfigError(f"'{run}' does not exist: name a run folder (output/<experiment>/run_NNN)")
     names = tracker_names(folder)

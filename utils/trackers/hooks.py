@@ -150,7 +150,9 @@ class WandbTracker(Tracker):
         settings = {
             "project": self.project or os.environ.get("WANDB_PROJECT") or experiment_name(trainer),
             "entity": self.entity,
-            "mode": self.mode,
+            # the mode W&B runs in, also where WANDB_MODE gives it: part of where the run lives (a resume under
+            # WANDB_MODE=disabled would count its steps kept while no W&B run holds them)
+            "mode": self.mode or os.environ.get("WANDB_MODE") or "online",
             "dir": str(Path(self.dir or os.environ.get("WANDB_DIR") or spool.folder).resolve()),  # sync: anywhere
             "name": run_name(trainer, spool),
             "group": trial.study if trial is not None else None,
@@ -159,6 +161,8 @@ class WandbTracker(Tracker):
         if spool.identity.get("run_id"):  # the W&B run continues where it was made
             made = dict(spool.identity.get("settings") or {})
             made["dir"] = str(Path(made["dir"]).resolve()) if made.get("dir") else None
+            # an identity of an earlier version kept no mode given through WANDB_MODE: what it was is not known
+            made.setdefault("mode", backend.settings["mode"])
             unchanged(self.name, spool, made, backend.settings, PLACES["wandb"])
             return WandbBackend.from_identity(spool.identity)
         return backend

@@ -13,6 +13,7 @@ environment sets them): the sender's own retry keeps the records and never holds
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import posixpath
@@ -249,12 +250,23 @@ def param_value(value: Any) -> str:
     return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
 
 
-NAMES = "MLflow's names hold letters, digits and _ - . / and spaces, and are no path leaving their place"
+MAX_NAME = 250  # MLflow refuses a longer metric, param or tag name (its whole batch, at every try)
+NAME_HASH = 10  # hex digits of the hash that ends a shortened name
+NAMES = (
+    f"MLflow's names hold letters, digits and _ - . / and spaces, at most {MAX_NAME} characters (a longer one keeps "
+    f"its first {MAX_NAME - NAME_HASH - 1} and '-' and a hash of the whole name), and are no path leaving their place"
+)
 
 
 def mlflow_name(key: str) -> str:
     """``key`` as a name MLflow takes: each other character as ``_``, and no empty, ``.`` or ``..`` part between
-    slashes (MLflow treats names as paths: ``val/mAP@0.5`` is logged as ``val/mAP_0.5``)."""
+    slashes (MLflow treats names as paths: ``val/mAP@0.5`` is logged as ``val/mAP_0.5``); one longer than
+    ``MAX_NAME`` keeps its beginning and ends with ``-`` and the first ``NAME_HASH`` hex digits of the sha256 of
+    ``key``, so two long names that begin alike stay two (``docs/trackers.md``)."""
     parts = [part for part in NOT_IN_NAMES.sub("_", key).split("/") if part not in ("", ".")]
     name = "/".join("__" if part == ".." else part for part in parts) or "_"
-    return name if posixpath.normpath(name) == name else name.replace(".", "_")
+    name = name if posixpath.normpath(name) == name else name.replace(".", "_")
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:NAME_HASH]
+    return f"{name[: MAX_NAME - NAME_HASH - 1]}-{digest}"  # the last part gains the '-': never '', '.' or '..'

@@ -4,11 +4,15 @@ The spool is read back by a later process (a ``--resume``, ``python -m utils.tra
 the records (``record["step"]``, ``record["t"]``) and hands them to a tracker's client; a line that is no record of
 this schema, whatever wrote it, is skipped (and counted) by the one check here, so the bookkeeping at opening
 (``Spool._scan``) and what the sender sends (``Spool.pending``) see the same records. An ``artifact`` record is an
-upload of a file, so it must name one inside the run folder: a line naming ``/etc/hostname`` is no record.
+upload of a file, so it must name one inside the run folder: a line naming ``/etc/hostname`` is no record. The run
+writes it relative to the run folder (``checkpoints/best.pt``), so a moved folder's records name its files where it
+is now; one written as a whole path (by an earlier version) inside the folder the spool was made in is re-rooted
+into the run folder, not dropped.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -37,9 +41,26 @@ def string_keyed(value: Any, check: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(key, str) and check(item) for key, item in value.items())
 
 
-def checked_record(value: Any, run: Path) -> Optional[Record]:
+def artifact_path(artifact: Any, run: Path, origin: Optional[str] = None) -> Optional[str]:
+    """The whole path of an ``artifact`` record's file inside the run folder ``run``, None where it names none:
+    relative to the run folder (or, where no file is there, to the current folder, as a run of an earlier version
+    started there named it), or a whole path inside it or inside ``origin``, the folder the spool was made in
+    (re-rooted: the folder was moved since)."""
+    if not isinstance(artifact, str) or not artifact or "\0" in artifact:
+        return None
+    root = Path(run).resolve()  # written resolved: a linked run folder too
+    if not os.path.isabs(artifact):
+        in_run = str(root / artifact)
+        artifact = in_run if os.path.isfile(in_run) or not os.path.isfile(artifact) else os.path.abspath(artifact)
+    elif origin and not path_inside(root, artifact) and path_inside(Path(origin), artifact):
+        artifact = str(root / os.path.relpath(os.path.abspath(artifact), os.path.abspath(origin)))
+    return artifact if path_inside(root, artifact) else None
+
+
+def checked_record(value: Any, run: Path, origin: Optional[str] = None) -> Optional[Record]:
     """``value`` (one line's JSON) when it is a record of the spool's schema, else None; ``run``: the run folder,
-    the one place an ``artifact`` record may name a file in."""
+    the one place an ``artifact`` record may name a file in (a whole path inside ``origin``, the folder the spool
+    was made in, is re-rooted there: the record comes back with the path of the file now)."""
     if not isinstance(value, dict) or not is_int(value.get("t")):
         return None
     keys = set(value) - {"t"}
@@ -50,7 +71,8 @@ def checked_record(value: Any, run: Path) -> Optional[Record]:
     elif keys == {"status"}:
         good = value["status"] in STATUSES
     elif keys == {"artifact"}:
-        good = path_inside(Path(run).resolve(), value["artifact"])  # written resolved: a linked run folder too
+        path = artifact_path(value["artifact"], run, origin)
+        return {**value, "artifact": path} if path is not None else None
     else:
         good = False
     return value if good else None

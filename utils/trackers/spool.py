@@ -12,7 +12,7 @@ A record is one of::
     {"t": <ms>, "params": {key: value}}               the resolved config, flattened (once a tracker run)
     {"t": <ms>, "tags": {key: value}}                 the run folder, the best checkpoint, the test line, a sweep
     {"t": <ms>, "status": "RUNNING" | "FINISHED" | "FAILED"}
-    {"t": <ms>, "artifact": PATH}                     a file to upload (``log_checkpoints``)
+    {"t": <ms>, "artifact": PATH}                     a file to upload (``log_checkpoints``), relative to the run folder
 
 A line that is no such record (``records.py`` checks each line read, in one place) is skipped and counted; an
 ``artifact`` must name a file inside the run folder. The identity is checked when it is read (``identity.py``).
@@ -48,14 +48,15 @@ def tracker_names(folder: Path) -> List[str]:
     return sorted(path.stem for path in Path(folder).glob("*.json") if not path.name.startswith(SWEEP_PARENT))
 
 
-def parse(line: bytes, run: Path) -> Optional[Record]:
+def parse(line: bytes, run: Path, origin: Optional[str] = None) -> Optional[Record]:
     """One line's record; None for a blank line or one that is no record of the schema above (``records.py``; said
-    where the file is read). ``run``: the run folder, where an ``artifact`` must lie."""
+    where the file is read). ``run``: the run folder, where an ``artifact`` must lie; ``origin``: the folder the
+    spool was made in (a whole artifact path inside it is re-rooted into ``run``)."""
     try:
         value = json.loads(line)
     except ValueError:
         return None
-    return checked_record(value, run)
+    return checked_record(value, run, origin)
 
 
 def now_ms() -> int:
@@ -72,6 +73,9 @@ class Spool:
         self.identity_path = self.folder / f"{name}.json"
         self.run = self.folder.parent  # the run folder: an artifact record names a file inside it
         self.identity: Dict[str, Any] = read_identity(self.identity_path)
+        # the folder the spool was made in, as its identity named it when opened (a move renames it after): an
+        # artifact record of an earlier version names a whole path there
+        self.origin: Optional[str] = self.identity.get("folder")
         self.last_step: Dict[str, int] = {}
         self.params: Optional[Dict[str, Any]] = None  # the params record, once the spool holds one
         self.status: Optional[str] = None  # the last status record's
@@ -98,7 +102,7 @@ class Spool:
             log.warning("tracker %s: dropped a record cut short in %s", self.name, self.records_path)
         bad = 0
         for line in data[:whole].splitlines():
-            record = parse(line, self.run)
+            record = parse(line, self.run, self.origin)
             if record is None:
                 bad += line.strip() != b""
             else:
@@ -168,7 +172,7 @@ class Spool:
                 handle.seek(start)
                 data = handle.readline()
             end = len(data) if data.endswith(b"\n") else 0
-        records = [parse(line, self.run) for line in data[:end].splitlines()]
+        records = [parse(line, self.run, self.origin) for line in data[:end].splitlines()]
         return [record for record in records if record is not None], start + end
 
     def waiting(self) -> int:
@@ -177,7 +181,7 @@ class Spool:
             return 0
         with open(self.records_path, "rb") as handle:
             handle.seek(self.sent)
-            return sum(1 for line in handle if line.endswith(b"\n") and parse(line, self.run) is not None)
+            return sum(1 for line in handle if line.endswith(b"\n") and parse(line, self.run, self.origin) is not None)
 
     def close(self) -> None:
         if self._out is not None:

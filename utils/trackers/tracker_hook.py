@@ -17,6 +17,7 @@ run folder) and in every checkpoint (``state_dict``).
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -81,7 +82,8 @@ class Tracker(Hook):
         self.tested = True
         best = self._best() if self.log_checkpoints else None
         if best is not None and best.is_file():
-            self.spool.append({"artifact": str(best.resolve())})  # sync may run from another folder
+            # relative to the run folder: the record names the file wherever the folder is moved (records.py)
+            self.spool.append({"artifact": os.path.relpath(best.resolve(), self.spool.run.resolve())})
         elif best is not None:  # a sharded checkpoint is a folder of shards: its tag names it
             log.warning(
                 "tracker %s: log_checkpoints uploads checkpoint files; %s is a folder, not uploaded", self.name, best
