@@ -106,6 +106,7 @@ def test_each_trial_and_seed_says_where_the_sweep_is(tmp_path, caplog):
         run.mkdir(parents=True)
         rows = [{"split": "val", "epoch": 0, "top1": top1}, {"split": "test", "epoch": 0, "top1": top1}]
         (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        (run / "config.yaml").write_text(f"seed: {seed}\n")  # a run's metrics count only beside its own config
     ctx = TrialContext([], experiment, [0, 1], 1, "study.journal", spec.name, "top1", "maximize", 1)
     with caplog.at_level(logging.INFO):
         _work(study, spec, ctx, threading.Lock(), "", tmp_path)
