@@ -12,6 +12,7 @@ from typing import Dict, FrozenSet, Iterator, List, Set, Tuple
 import pytest
 
 from tests.conftest import ROOT
+from tests.core.file_writes import WRITES_ELSEWHERE, writes_files
 
 PLUGIN_FOLDERS = ("backbone", "module", "network", "loss", "hook")
 # imports only the standard library, yaml and each other: usable by everything, depending on nothing
@@ -238,52 +239,6 @@ def test_no_source_file_is_over_300_lines():
     assert long == []
 
 
-# Writes, renames and deletes go through utils/owned_files.py (never through a link); allowed others (file: call): why
-_OS_WRITES = {"remove", "unlink", "rmdir", "replace", "rename", "renames", "makedirs", "mkdir", "symlink", "link"}
-_METHODS = {"unlink", "rmdir", "mkdir", "touch", "write_text", "write_bytes", "rename", "symlink_to", "hardlink_to"}
-_SHUTIL = {"rmtree", "move", "copy", "copy2", "copyfile", "copytree"}
-_OTHERS = {"mkstemp", "mkdtemp", "NamedTemporaryFile", "FileHandler", "SummaryWriter", "open_memmap"}
-_WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
-WRITES_ELSEWHERE = {
-    "utils/checkpoint/files.py: tempfile.mkstemp": "a new name (O_EXCL: never a link) in the folder make_dirs checked",
-    "utils/log.py: SummaryWriter": "opens tb/ once make_dirs refused a link there; its events file is a new name",
-    "utils/data/shards/writer.py: np.lib.format.open_memmap": "numpy creates by name: check_file clears it first",
-    "utils/data/datasets/moving_shapes.py: folder.mkdir": "a synthetic data set, made in the data folder the config names",
-    "utils/data/datasets/shapes_sod.py: (base / image_dir).mkdir": "a synthetic data set, as moving_shapes.py",
-    "utils/data/datasets/shapes_sod.py: (base / mask_dir).mkdir": "a synthetic data set, as moving_shapes.py",
-    "utils/data/sample_images.py: folder.mkdir": "the sample images of the README, in the data folder it names",
-}
-
-
-def _writing_mode(call: ast.Call, position: int, unknown: bool) -> bool:
-    """Whether the mode of an ``open`` call writes (``unknown``: what one that is not a constant counts as)."""
-    mode = next((kw.value for kw in call.keywords if kw.arg == "mode"), None)
-    mode = mode or (call.args[position] if len(call.args) > position else None)
-    if mode is None or not isinstance(mode, ast.Constant):
-        return mode is not None and unknown
-    return bool(set("wax+") & set(str(mode.value)))
-
-
-def writes_files(call: ast.Call) -> bool:
-    """Whether ``call`` writes, renames or removes a file or folder by name (an ``open`` for writing included)."""
-    func = call.func
-    if isinstance(func, ast.Name):
-        return (func.id == "open" and _writing_mode(call, 1, True)) or func.id in _OTHERS
-    if not isinstance(func, ast.Attribute):
-        return False
-    base = func.value.id if isinstance(func.value, ast.Name) else None
-    if base == "os" and func.attr == "open":
-        return any(isinstance(n, ast.Attribute) and n.attr in _WRITE_FLAGS for n in ast.walk(call))
-    if func.attr == "open":  # Path.open("w"), tarfile.open(path, "w"); a file object handed over is not by name
-        by_name = not any(kw.arg == "fileobj" for kw in call.keywords)
-        return by_name and _writing_mode(call, 1 if base else 0, False)
-    return (
-        (base == "os" and func.attr in _OS_WRITES)
-        or (base == "shutil" and func.attr in _SHUTIL)
-        or func.attr in _METHODS | _OTHERS
-    )
-
-
 def test_files_are_written_under_a_run_s_folders_only_through_owned_files():
     found = []
     for path in sources():
@@ -296,5 +251,6 @@ def test_files_are_written_under_a_run_s_folders_only_through_owned_files():
     assert [f for f in found if f not in WRITES_ELSEWHERE] == [], "write through utils/owned_files.py"
     assert sorted(set(WRITES_ELSEWHERE) - set(found)) == [], "allowed writes that are gone: drop them from the list"
     bad = ast.parse("open(p, 'w'); os.replace(a, b); Path(p).open('a'); shutil.rmtree(p); os.open(p, os.O_CREAT)")
+    bad.body += ast.parse("image.save(run / 'x.png'); image.save(fh, format='PNG'); open(p, 'rb')").body
     flagged = [ast.unparse(n.func) for n in ast.walk(bad) if isinstance(n, ast.Call) and writes_files(n)]
-    assert flagged == ["open", "os.replace", "Path(p).open", "shutil.rmtree", "os.open"]
+    assert flagged == ["open", "os.replace", "Path(p).open", "shutil.rmtree", "os.open", "image.save"]
