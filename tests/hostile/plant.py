@@ -19,8 +19,8 @@ SENTINEL = b"a user's own file: never written through a link\n"
 class Planted(NamedTuple):
     """A path ``command`` writes under the folder it owns (``where``), and what a link planted there must get."""
 
-    command: str  # "resume": --resume of a handed run folder; "train", "test": a new run in a handed experiment
-    where: str  # the folder ``path`` is relative to: "run" or "experiment"
+    command: str  # "resume": --resume of a handed run folder; "train", "test", "sweep": in a handed experiment folder
+    where: str  # the folder ``path`` is relative to: "run", "experiment" or "cache" (data.args.cache_dir)
     path: str
     points_to: str  # what the link points to: "file" or "folder"
     outcome: str  # "replaced" (a warning names it), "refused" (one error line), "passed over" (another name used)
@@ -49,7 +49,14 @@ PLANTED: Tuple[Planted, ...] = (
     # a run folder that is a link (to a copy of a run): --resume alone continues run_001, a new run takes run_003
     Planted("train", "experiment", "run_002", "folder", "passed over"),
     Planted("test", "experiment", "test_001", "folder", "passed over"),  # --mode test takes test_002
+    Planted("sweep", "experiment", "sweep_links", "folder", "refused"),  # utils/sweep/driver.py: the sweep's folder
+    # utils/data/shards/cache.py (``{shard}``: the cache's name of a shard): a link at a shard's name is fetched
+    # again in its place (never read as the shard, never evicted through), its lock is the cache's own
+    Planted("cache", "cache", "{shard}", "file", "replaced"),
+    Planted("cache", "cache", "{shard}.lock", "file", "replaced"),
 )
+# --mode pack, predict and export write only into a new or empty folder (``--output``, or a new <mode>_NNN), and a
+# test into a new test_NNN: nothing a link could be planted at exists inside before they run
 
 
 def plant(root: Path, entry: Planted, base: Path) -> Path:

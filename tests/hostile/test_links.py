@@ -14,9 +14,11 @@ import pytest
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.forked_main import MainServer
-from tests.hostile.plant import PLANTED, Planted, contents, plant
-
-pytestmark = pytest.mark.slow  # main.py runs, forked
+from tests.hostile.plant import PLANTED, SENTINEL, Planted, contents, plant
+from utils.data.shards.cache import ShardCache
+from utils.data.shards.index import Shard
+from utils.data.shards.store import LocalStore
+from utils.file_hash import file_digest
 
 SETTINGS = [
     "experiment.name=e",
@@ -60,6 +62,7 @@ def planted(command: str, outcome: str) -> List[Planted]:
     return found
 
 
+@pytest.mark.slow  # main.py runs, forked
 def test_a_resume_replaces_each_link_where_it_writes_a_file_and_writes_nothing_through_it(server, base, tmp_path):
     folder = handed(base, tmp_path / "out")
     targets = {entry.path: plant(folder, entry, tmp_path) for entry in planted("resume", "replaced")}
@@ -79,6 +82,7 @@ def test_a_resume_replaces_each_link_where_it_writes_a_file_and_writes_nothing_t
     assert (tmp_path / "target_run_checkpoints_epoch0000_batch000002.pt").is_file()
 
 
+@pytest.mark.slow  # main.py runs, forked
 @pytest.mark.parametrize("entry", planted("resume", "refused"), ids=lambda entry: entry.path)
 def test_a_resume_refuses_a_link_where_the_run_keeps_a_folder(server, base, tmp_path, entry):
     folder = handed(base, tmp_path / "out")
@@ -91,6 +95,7 @@ def test_a_resume_refuses_a_link_where_the_run_keeps_a_folder(server, base, tmp_
     assert contents(target) == before and (folder / ".lock").read_bytes() == lock  # refused before any write
 
 
+@pytest.mark.slow  # main.py runs, forked
 def test_links_in_a_handed_experiment_folder_are_passed_over_or_replaced_never_followed(server, base, tmp_path):
     out = tmp_path / "out"
     folder = handed(base, out)
@@ -107,3 +112,35 @@ def test_links_in_a_handed_experiment_folder_are_passed_over_or_replaced_never_f
     assert tested.returncode == 0 and (folder.parent / "test_002").is_dir(), tested.stderr[-3000:]
     assert {path: contents(target) for path, target in targets.items()} == before
     assert (folder.parent / "run_002").is_symlink() and (folder.parent / "test_001").is_symlink()
+
+
+@pytest.mark.slow  # main.py runs, forked
+def test_a_sweep_refuses_a_link_at_its_folder(server, tmp_path):
+    (entry,) = planted("sweep", "refused")
+    target = plant(tmp_path / "out" / "e", entry, tmp_path)
+    (tmp_path / "links.yaml").write_text("space: {optim.lr: {grid: [0.01]}}\ntrials: 1\n")
+    proc = run(server, tmp_path / "out", "--sweep", str(tmp_path / "links.yaml"))
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    assert f"'{tmp_path / 'out' / 'e' / entry.path}' is a link (to '{target}')" in errors[0]
+    assert contents(target) == {"users_file.txt": SENTINEL}
+
+
+def test_the_shard_cache_fetches_a_shard_again_in_place_of_a_link_and_writes_nothing_through_it(tmp_path):
+    """The real cache over a local store (standing for a remote one), its folder reached through a link."""
+    remote = LocalStore(str(tmp_path / "remote"))
+    (tmp_path / "remote" / "s").mkdir(parents=True)
+    (tmp_path / "remote" / "s" / "0.tar").write_bytes(b"shard bytes" * 100)
+    shard = Shard("0.tar", 1, file_digest(tmp_path / "remote" / "s" / "0.tar"), 1100)
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "cache").symlink_to(tmp_path / "scratch")  # cache_dir itself: the user's to place
+    cache = ShardCache(tmp_path / "cache", 10_000, remote.download)
+    name = cache.file(shard, "s").name
+    entries = planted("cache", "replaced")
+    targets = {entry.path: plant(tmp_path / "cache", entry._replace(path=entry.path.format(shard=name)), tmp_path)
+               for entry in entries}  # fmt: skip
+    before = {path: contents(target) for path, target in targets.items()}
+    got = cache.get(shard, "s")
+    assert got is not None and not got.is_symlink() and got.read_bytes() == b"shard bytes" * 100
+    assert not (tmp_path / "cache" / f"{name}.lock").is_symlink()
+    assert {path: contents(target) for path, target in targets.items()} == before
