@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from utils.errors import OutputError
-from utils.owned_files import make_dirs, open_file, write_text
+from utils.owned_files import check_file, make_dirs, open_file, write_text
 from utils.trackers.identity import read_identity
 from utils.trackers.records import Record, checked_record, is_number
 
@@ -88,6 +88,8 @@ class Spool:
 
     def _scan(self) -> None:
         """Learn each metric's last step, the params and the status; drop a last line cut short by a kill."""
+        if self.folder.is_dir() and not self.folder.is_symlink():
+            check_file(self.folder.parent, self.records_path)  # a link: replaced (a warning), never read or cut
         if not self.records_path.is_file():
             return
         data = self.records_path.read_bytes()
