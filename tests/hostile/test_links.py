@@ -64,6 +64,8 @@ def planted(command: str, outcome: str) -> List[Planted]:
 
 @pytest.mark.slow  # main.py runs, forked
 def test_a_resume_replaces_each_link_where_it_writes_a_file_and_writes_nothing_through_it(server, base, tmp_path):
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "scratch")  # the output root on scratch space: the user's own link
     folder = handed(base, tmp_path / "out")
     targets = {entry.path: plant(folder, entry, tmp_path) for entry in planted("resume", "replaced")}
     before = {path: contents(target) for path, target in targets.items()}
