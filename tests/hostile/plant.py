@@ -21,6 +21,7 @@ class Planted(NamedTuple):
 
     command: str  # "resume": --resume of a handed run folder; "train", "test", "sweep": in a handed experiment folder
     where: str  # the folder ``path`` is relative to: "run", "experiment" or "cache" (data.args.cache_dir)
+    # ("spool", "cache": the writer itself, on a real folder: a tracker's spool, the shard cache)
     path: str
     points_to: str  # what the link points to: "file" or "folder"
     outcome: str  # "replaced" (a warning names it), "refused" (one error line), "passed over" (another name used)
@@ -54,6 +55,9 @@ PLANTED: Tuple[Planted, ...] = (
     # again in its place (never read as the shard, never evicted through), its lock is the cache's own
     Planted("cache", "cache", "{shard}", "file", "replaced"),
     Planted("cache", "cache", "{shard}.lock", "file", "replaced"),
+    # utils/trackers/spool.py: a tracker's records (appended; a cut last line truncated) and its identity (rewritten)
+    Planted("spool", "run", "trackers/mlflow.jsonl", "file", "replaced"),
+    Planted("spool", "run", "trackers/mlflow.json", "file", "replaced"),
 )
 # --mode pack, predict and export write only into a new or empty folder (``--output``, or a new <mode>_NNN), and a
 # test into a new test_NNN: nothing a link could be planted at exists inside before they run

@@ -19,6 +19,7 @@ from utils.data.shards.cache import ShardCache
 from utils.data.shards.index import Shard
 from utils.data.shards.store import LocalStore
 from utils.file_hash import file_digest
+from utils.trackers.spool import Spool
 
 SETTINGS = [
     "experiment.name=e",
@@ -146,3 +147,18 @@ def test_the_shard_cache_fetches_a_shard_again_in_place_of_a_link_and_writes_not
     assert got is not None and not got.is_symlink() and got.read_bytes() == b"shard bytes" * 100
     assert not (tmp_path / "cache" / f"{name}.lock").is_symlink()
     assert {path: contents(target) for path, target in targets.items()} == before
+
+
+def test_a_tracker_s_spool_replaces_a_linked_records_or_identity_file_and_writes_nothing_through_it(tmp_path):
+    run_folder = tmp_path / "run_001"
+    (run_folder / "trackers").mkdir(parents=True)
+    targets = {entry.path: plant(run_folder, entry, tmp_path) for entry in planted("spool", "replaced")}
+    targets["trackers/mlflow.jsonl"].write_bytes(b"{\"a user's line cut short")  # the spool cuts such a line
+    targets["trackers/mlflow.json"].write_bytes(b"{}")  # an identity that reads (what it holds: tests of its own)
+    before = {path: contents(target) for path, target in targets.items()}
+    spool = Spool(run_folder / "trackers", "mlflow")
+    spool.append({"metric": "train/loss", "value": 1.0, "step": 1})
+    spool.save_identity(run_id="r1")
+    spool.close()
+    assert {path: contents(target) for path, target in targets.items()} == before
+    assert not any((run_folder / path).is_symlink() for path in targets)
