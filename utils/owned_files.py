@@ -70,12 +70,12 @@ def _target(link: Path) -> str:
         return "?"
 
 
-def refuse(link: Path, root: Path) -> LinkError:
-    """The error for a link found where a folder of ``root`` is."""
+def refuse(link: Path, root: Path, what: str = "a folder") -> LinkError:
+    """The error for a link found where ``root`` keeps ``what`` (a folder, or a file the run continues)."""
+    copy = "a real folder (a copy of what it points to: cp -rL)" if what == "a folder" else "a copy (cp -L)"
     return LinkError(
-        f"'{link}' is a link (to '{_target(link)}') where the run keeps a folder of '{root}'; a run never writes "
-        f"through a link out of its folder: replace the link with a real folder (a copy of what it points to: "
-        f"cp -rL) or move it away, and start again"
+        f"'{link}' is a link (to '{_target(link)}') where the run keeps {what} of '{root}'; a run never writes "
+        f"through a link out of its folder: replace the link with {copy} or move it away, and start again"
     )
 
 
@@ -101,6 +101,16 @@ def check_file(root: PathLike, path: PathLike) -> Path:
             _target(path),
         )
         path.unlink()
+    return path
+
+
+def check_kept(root: PathLike, path: PathLike) -> Path:
+    """``path``, a file the run continues (a sweep's study journal: what it holds is the run's state), with no link
+    on the way or at ``path``: a link is refused (LinkError), since replacing it would start the state afresh."""
+    root, path = Path(root), Path(path)
+    check_folder(root, path.parent)
+    if path.is_symlink():
+        raise refuse(path, root, "a file it continues")
     return path
 
 

@@ -51,6 +51,8 @@ PLANTED: Tuple[Planted, ...] = (
     Planted("train", "experiment", "run_002", "folder", "passed over"),
     Planted("test", "experiment", "test_001", "folder", "passed over"),  # --mode test takes test_002
     Planted("sweep", "experiment", "sweep_links", "folder", "refused"),  # utils/sweep/driver.py: the sweep's folder
+    # its study journal, which Optuna appends to by name: the study itself, refused rather than started afresh
+    Planted("sweep", "experiment", "sweep_links/study.journal", "file", "refused"),
     # utils/data/shards/cache.py (``{shard}``: the cache's name of a shard): a link at a shard's name is fetched
     # again in its place (never read as the shard, never evicted through), its lock is the cache's own
     Planted("cache", "cache", "{shard}", "file", "replaced"),

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.forked_main import MainServer
-from tests.hostile.plant import PLANTED, SENTINEL, Planted, contents, plant
+from tests.hostile.plant import PLANTED, Planted, contents, plant
 from utils.data.shards.cache import ShardCache
 from utils.data.shards.index import Shard
 from utils.data.shards.store import LocalStore
@@ -118,15 +118,16 @@ def test_links_in_a_handed_experiment_folder_are_passed_over_or_replaced_never_f
 
 
 @pytest.mark.slow  # main.py runs, forked
-def test_a_sweep_refuses_a_link_at_its_folder(server, tmp_path):
-    (entry,) = planted("sweep", "refused")
+@pytest.mark.parametrize("entry", planted("sweep", "refused"), ids=lambda entry: entry.path)
+def test_a_sweep_refuses_a_link_at_its_folder_or_its_journal(server, tmp_path, entry):
     target = plant(tmp_path / "out" / "e", entry, tmp_path)
+    before = contents(target)
     (tmp_path / "links.yaml").write_text("space: {optim.lr: {grid: [0.01]}}\ntrials: 1\n")
     proc = run(server, tmp_path / "out", "--sweep", str(tmp_path / "links.yaml"))
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
     assert f"'{tmp_path / 'out' / 'e' / entry.path}' is a link (to '{target}')" in errors[0]
-    assert contents(target) == {"users_file.txt": SENTINEL}
+    assert contents(target) == before
 
 
 def test_the_shard_cache_fetches_a_shard_again_in_place_of_a_link_and_writes_nothing_through_it(tmp_path):
