@@ -39,7 +39,8 @@ PLANTED: Tuple[Planted, ...] = (
     *_files("resume", "checkpoints/epoch0000_batch000002.pt checkpoints/epoch0000_batch000002.pt.sha256"),
     *_files("resume", "checkpoints/epoch0000_batch000006.pt checkpoints/epoch0000_batch000008.pt"),
     *_files("resume", "checkpoints/epoch0000_batch000010.pt.sha256 checkpoints/epoch0000_batch000010.pt.val.json"),
-    *_files("resume", "checkpoints/last.pt checkpoints/last.pt.sha256 checkpoints/best.pt.sha256"),
+    *_files("resume", "checkpoints/last.pt checkpoints/last.pt.sha256"),
+    *_files("resume", "checkpoints/best.pt checkpoints/best.pt.sha256"),  # read by the final test, relinked
     Planted("resume", "run", "checkpoints", "folder", "refused"),  # every checkpoint write and rotation
     Planted("resume", "run", "tb", "folder", "refused"),  # TensorBoard's events (utils/log.py)
     Planted("resume", "run", "trackers", "folder", "refused"),  # the trackers' spool (utils/trackers/spool.py)
