@@ -14,10 +14,12 @@ opened with ``O_NOFOLLOW``:
   target untouched, with a warning naming both; the file is then written in its place;
 - a link where a **folder** is (``checkpoints/``, ``tb/``, ``trackers/``, any folder on the way to a file) is
   refused in one line (``LinkError``): the run's records would be split between two places, and what the
-  folder already holds (the checkpoints a resume continues from) is the user's to copy in, not ours to drop.
+  folder already holds (the checkpoints a resume continues from) is the user's to copy in, not ours to drop;
+  so is a link at a file the run continues (``check_kept``: a sweep's study journal).
 
 Removing a link removes the link: nothing outside ``root`` is deleted, and a tree is removed with
-``shutil.rmtree``'s link-safe walk. The links the framework makes itself (``latest`` in the experiment folder,
+``shutil.rmtree``'s link-safe walk. Rotation lists its folder as any reader does and removes each name through
+``remove``, which checks the folders on the way: a rotation never reaches through a linked folder. The links the framework makes itself (``latest`` in the experiment folder,
 ``last.dcp``/``best.dcp`` of a sharded store) are made by ``point_link``: a name beside them, renamed over.
 
 A link swapped in by another process between the check and the write is out of scope (the threat is a
@@ -253,10 +255,3 @@ def hard_link(root: PathLike, source: PathLike, target: PathLike) -> None:
     creates and never opens; a link at ``target`` is removed first (``check_file``)."""
     check_file(root, target)
     os.link(source, target)
-
-
-def entries(root: PathLike, folder: PathLike) -> List[Path]:
-    """What ``folder`` (inside ``root``, no link on the way) holds, by name; none when it is missing. Rotation lists
-    through this, so what it removes next lies inside ``root``."""
-    folder = check_folder(root, folder)
-    return sorted(folder.iterdir()) if folder.is_dir() else []
