@@ -19,6 +19,7 @@ import yaml
 from utils.config_resume import APPLY, INERT, MATCH
 from utils.config_rules import PATH, above, at_least, plain_name, rule
 from utils.errors import OutputError
+from utils.owned_files import make_dirs, write_text
 
 RUN_TAG_MAX = 150  # characters of experiment.run_tag (a sweep's tags fit it: utils/sweep/trial_runs.py)
 
@@ -268,8 +269,9 @@ def config_yaml(cfg: Config) -> str:
 
 def save_config(cfg: Config, path: Union[str, Path]) -> None:
     """Write the resolved config as YAML that ``--config`` reads back (OutputError when the disk refuses)."""
+    path = Path(path)
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(config_yaml(cfg))
+        make_dirs(path.parent, path.parent)
     except OSError as err:
         raise OutputError.writing(path, err) from err
+    write_text(path.parent, path, config_yaml(cfg), "resume with --resume")  # never through a link

@@ -66,6 +66,11 @@ class NonFiniteError(UserError, FloatingPointError):
     """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
 
 
+class LinkError(UserError, RuntimeError):
+    """A link found where a folder the run owns keeps one of its folders (``utils/owned_files.py``): a run never
+    writes through a link out of its folder. Not an OSError: the handlers of a failed write do not reword it."""
+
+
 def first_line(err: BaseException) -> str:
     """The first line of ``err``'s message without its closing full stop, to quote inside a sentence of ours
     (torch and torchvision write several lines)."""

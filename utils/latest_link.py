@@ -7,15 +7,15 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from utils.owned_files import point_link, remove
+
 LATEST = "latest"
 
 
 def point_latest(experiment: Path, name: str) -> None:
-    """``latest`` -> ``name``, replaced atomically (a symlink renamed over the old one)."""
-    tmp = experiment / f".{LATEST}.{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    os.symlink(name, tmp)
-    os.replace(tmp, experiment / LATEST)
+    """``latest`` -> ``name``, replaced atomically (a symlink renamed over the old one): the one link inside an
+    experiment folder that the framework makes, to a name beside it (``utils/owned_files.py``)."""
+    point_link(experiment, experiment / LATEST, name)
 
 
 def restore_latest(experiment: Path, before: Optional[str], ours: str) -> None:
@@ -24,6 +24,6 @@ def restore_latest(experiment: Path, before: Optional[str], ours: str) -> None:
     if not link.is_symlink() or os.readlink(link) != ours:
         return
     if before is None:
-        link.unlink()
+        remove(experiment, link)  # the link itself
     else:
         point_latest(experiment, before)

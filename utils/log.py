@@ -17,6 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from utils import metrics_file
+from utils.owned_files import make_dirs, open_file
 from utils.run_folder import RunFolder
 from utils.secret_text import masked
 
@@ -40,7 +41,7 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
     console._framework = True
     root.addHandler(console)
     if rank == 0 and log_file is not None:
-        file_handler = logging.FileHandler(log_file)
+        file_handler = _LogFile(log_file)
         file_handler.setFormatter(MaskingFormatter(_FORMAT))
         file_handler._framework = True
         root.addHandler(file_handler)
@@ -52,6 +53,15 @@ class MaskingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return masked(super().format(record))
+
+
+class _LogFile(logging.FileHandler):
+    """The run folder's log.txt, appended to and never through a link (``utils/owned_files.py``: a ``log.txt``
+    that is a link is replaced by the run's own, with a warning)."""
+
+    def _open(self) -> Any:
+        path = Path(self.baseFilename)
+        return open_file(path.parent, path, "a", encoding=self.encoding, errors=self.errors)
 
 
 class _Console(logging.StreamHandler):
@@ -126,6 +136,7 @@ class RunWriter:
         if self._tb is None and self.enabled and not self._closed:
             from torch.utils.tensorboard import SummaryWriter  # heavy import, rank 0 only
 
+            make_dirs(self._run.path, self._run.tb)  # a link at tb/ is refused: no events written elsewhere
             self._tb = SummaryWriter(log_dir=str(self._run.tb), purge_step=self._purge_step)
         return self._tb
 

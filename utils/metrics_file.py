@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from utils.atomic_write import write_text
 from utils.errors import DataError, OutputError
+from utils.owned_files import open_file, write_text
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ _NOT_JSON = "%s: %d line(s) are not JSON (cut short by a crash or a full disk); 
 def append(path: Path, row: Row) -> None:
     """Add ``row`` as the file's last line; OutputError naming the file when the disk refuses."""
     try:
-        with open(path, "a") as fh:
+        with open_file(path.parent, path, "a") as fh:  # never through a link (utils/owned_files.py)
             fh.write(json.dumps(row) + "\n")
     except OSError as err:
         raise OutputError.writing(path, err) from err
@@ -102,7 +102,7 @@ def rewind(path: Path, step: int) -> List[Row]:
         log.warning(_NOT_JSON, path, damaged, "dropped")
     kept = [(line, row) for line, row in lines if row is not None and row.get("step", -1) <= step]
     if len(kept) != len(lines):
-        write_text(path, "".join(line + "\n" for line, _ in kept), "resume with --resume")
+        write_text(path.parent, path, "".join(line + "\n" for line, _ in kept), "resume with --resume")
     return [row for _, row in kept]
 
 

@@ -17,6 +17,9 @@ folder too: ``--resume`` continues it in place.
 One process at a time trains in a run folder: rank 0 holds an exclusive lock on its
 ``.lock`` for the whole run (``utils/run_lock.py``: a stale lock never blocks a later run).
 
+What is written, renamed or removed under these folders goes through ``utils/owned_files.py``: never through a
+link inside them (a run folder is copied and handed over); the output root and ``--output`` may be links.
+
 A start that bad input stops before its folder holds a result leaves no folder behind:
 ``RunFolder.abandon`` takes back what ``create`` or ``named`` made (and ``latest``).
 """
@@ -26,12 +29,12 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import List, Optional, Set, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
 from utils.latest_link import LATEST, point_latest, restore_latest
+from utils.owned_files import check_folder, make_dirs, make_new_folder, remove_folder, remove_tree
 from utils.run_lock import release_lock, take_lock
 
 # the names of a run folder's entries (``RunFolder``'s properties are their paths)
@@ -43,7 +46,10 @@ SAMPLES = "samples.jsonl"
 TB = "tb"
 PREDICTIONS = "predictions"
 PROFILE = "profile"
+TRACKERS = "trackers"
 LOCK = ".lock"
+# the folders a run keeps inside its folder: a link at one of them is refused before the run writes (``RunFolder.lock``)
+FOLDERS = (CHECKPOINTS, TB, TRACKERS, PREDICTIONS, PROFILE)
 
 _NUMBERED = re.compile(r"^(run|test|predict|export|compare)_(\d+)(?:_[A-Za-z0-9.=+_-]+)?$")  # run_012 or run_012_<tag>
 # names the layout gives its own folders
@@ -126,16 +132,13 @@ class RunFolder:
         self.release()
         try:
             for entry in self.path.iterdir():
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
+                remove_tree(self.path, entry)  # a link goes as a link: what it points to stays
             if self._latest is not None:
                 restore_latest(*self._latest, self.path.name)
             for folder in self._made:
                 if any(folder.iterdir()):  # a parent made for it that something else has written into meanwhile
                     break
-                folder.rmdir()
+                remove_folder(folder.parent, folder)
         except OSError as err:  # the error that stopped the run is the one to report; this is a leftover folder
             log.warning("could not remove '%s', the folder of this failed start (%s)", self.path, err.strerror or err)
             return False
@@ -146,7 +149,10 @@ class RunFolder:
 
     def lock(self) -> None:
         """Take the run's lock and write this process's PID and host into it (``utils/run_lock.py``); ConfigError
-        when another process holds it, OutputError when the lock cannot be opened (a read-only folder)."""
+        when another process holds it, OutputError when the lock cannot be opened (a read-only folder). First a link
+        where the run keeps a folder is refused (LinkError): no rotation through a ``checkpoints/`` linked elsewhere."""
+        for name in FOLDERS:
+            check_folder(self.path, self.path / name)
         self._fd = take_lock(self.lock_file, self.path)
 
     def release(self) -> None:
@@ -157,13 +163,13 @@ class RunFolder:
 
 
 def numbered(experiment: Path, kind: str = "run") -> List[RunFolder]:
-    """The experiment's ``run_NNN`` (or ``test_NNN``) folders, oldest first."""
+    """The experiment's ``run_NNN`` (or ``test_NNN``) folders, oldest first; a link is none (``--resume PATH`` it)."""
     if not experiment.is_dir():
         return []
     found = [
         (int(m.group(2)), entry)
         for entry in experiment.iterdir()
-        if (m := _NUMBERED.match(entry.name)) and m.group(1) == kind and entry.is_dir()
+        if (m := _NUMBERED.match(entry.name)) and m.group(1) == kind and entry.is_dir() and not entry.is_symlink()
     ]
     return [RunFolder(path) for _, path in sorted(found)]
 
@@ -188,13 +194,13 @@ def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> Ru
         )
     made = [folder for folder in (experiment, *experiment.parents) if not folder.exists()]  # deepest first
     try:
-        experiment.mkdir(parents=True, exist_ok=True)
+        make_dirs(experiment, experiment)  # the experiment folder: the user's to place (a link included)
         runs = numbered(experiment, kind)
         number = int(_NUMBERED.match(runs[-1].path.name).group(2)) + 1 if runs else 1
         while True:
             path = experiment / (f"{kind}_{number:03d}" + (f"_{tag}" if tag else ""))
             try:
-                path.mkdir()
+                make_new_folder(experiment, path)
                 break
             except FileExistsError:  # another run took this number meanwhile
                 number += 1
@@ -270,7 +276,7 @@ def named(path: Path) -> RunFolder:
             f"--output '{path}' is not empty (it holds {held}); give a new or empty folder, so no earlier output mixes with this one, or leave --output out"
         )
     try:
-        Path(path).mkdir(parents=True, exist_ok=True)
+        make_dirs(path, path)  # --output: the user's to name (a link included)
     except OSError as err:
         raise OutputError(
             f"cannot create the output folder '{path}' ({err.strerror or err}); give --output a writable folder"

@@ -3,7 +3,8 @@
 Rank 0 holds an exclusive ``fcntl.flock`` on the folder's ``.lock`` for the whole
 run. The kernel releases it when the process ends, however it ends (``kill -9``
 included), so a stale lock never blocks a later run. The file names the holder
-(PID and host) for the error a second process sees.
+(PID and host) for the error a second process sees. It is opened with ``O_NOFOLLOW``
+(``utils/owned_files.py``): a ``.lock`` that is a link is replaced, its target never truncated.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import socket
 from pathlib import Path
 
 from utils.errors import ConfigError, OutputError
+from utils.owned_files import open_fd
 
 
 def take_lock(lock_file: Path, folder: Path) -> int:
@@ -22,7 +24,7 @@ def take_lock(lock_file: Path, folder: Path) -> int:
     open descriptor that holds it. ConfigError when another process holds it, OutputError when the lock cannot be
     opened (a read-only folder)."""
     try:
-        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_fd(folder, lock_file, os.O_RDWR | os.O_CREAT)
     except OSError as err:  # a read-only or foreign folder: training could not write its checkpoints there either
         raise OutputError(
             f"cannot take the lock '{lock_file}' of run folder '{folder}' ({err.strerror or err}); "

@@ -125,14 +125,14 @@ def test_a_failed_best_pt_never_blocks_the_resume_which_tests_the_recorded_best(
 
 
 def test_a_full_disk_under_the_config_or_the_metrics_is_one_line_too(tmp_path, monkeypatch, capsys):
-    real_open = open
+    real_open = os.open  # every write under a run folder opens through it (utils/owned_files.py)
 
     def full(path, *args, **kwargs):
         if str(path).endswith("metrics.jsonl"):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr("builtins.open", full)
+    monkeypatch.setattr("os.open", full)
     assert main.main(args(tmp_path, "train.epochs=1")) == 2
     assert re.search(
         r"could not write '.*metrics.jsonl' \(No space left on device\); free disk space", one_error(capsys)

@@ -12,6 +12,7 @@ from typing import Dict, FrozenSet, Iterator, List, Set, Tuple
 import pytest
 
 from tests.conftest import ROOT
+from tests.core.file_writes import WRITES_ELSEWHERE, writes_files
 
 PLUGIN_FOLDERS = ("backbone", "module", "network", "loss", "hook")
 # imports only the standard library, yaml and each other: usable by everything, depending on nothing
@@ -24,6 +25,7 @@ LEAVES = (
     "utils/config_rules.py",
     "utils/errors.py",
     "utils/secret_text.py",
+    "utils/owned_files.py",
     "utils/typed_merge.py",
     "utils/key_hints.py",
     "utils/yaml_load.py",
@@ -230,3 +232,20 @@ def functions_over_the_limit() -> List[Tuple[str, int, str, int]]:
 @pytest.mark.slow  # over 2 s
 def test_no_function_takes_more_than_8_parameters_except_registered_constructors():
     assert functions_over_the_limit() == []
+
+
+def test_files_are_written_under_a_run_s_folders_only_through_owned_files():
+    found = []
+    for path in sources():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.split("/")[0] not in ("utils", *PLUGIN_FOLDERS) and rel != "main.py" or rel == "utils/owned_files.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and writes_files(node):
+                found.append(f"{rel}: {ast.unparse(node.func)}")
+    assert [f for f in found if f not in WRITES_ELSEWHERE] == [], "write through utils/owned_files.py"
+    assert sorted(set(WRITES_ELSEWHERE) - set(found)) == [], "allowed writes that are gone: drop them from the list"
+    bad = ast.parse("open(p, 'w'); os.replace(a, b); Path(p).open('a'); shutil.rmtree(p); os.open(p, os.O_CREAT)")
+    bad.body += ast.parse("image.save(run / 'x.png'); image.save(fh, format='PNG'); open(p, 'rb')").body
+    flagged = [ast.unparse(n.func) for n in ast.walk(bad) if isinstance(n, ast.Call) and writes_files(n)]
+    assert flagged == ["open", "os.replace", "Path(p).open", "shutil.rmtree", "os.open", "image.save"]

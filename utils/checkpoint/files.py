@@ -3,7 +3,9 @@
 ``write_checkpoint`` is the whole write path of one file in one function: it
 touches only its target, the target's ``.sha256`` and their temporaries, so it
 can run in a background thread. The SHA-256 is computed from the bytes as
-``torch.save`` writes them, never by reading the file back.
+``torch.save`` writes them, never by reading the file back. Every name is written,
+renamed and removed through ``utils/owned_files.py`` (never through a link; the
+checkpoint folder's run folder is the root).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 from utils.file_hash import file_digest  # noqa: F401  # the checkpoint modules' checksum, named here as before
+from utils.owned_files import make_dirs, open_fd, remove, replace, write_text
 from utils.tree import tensors_in
 
 log = logging.getLogger(__name__)
@@ -123,13 +126,8 @@ def fsync_dir(directory: Path) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a small file through a temporary file, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write a small file through a temporary file, fsync, rename (OutputError, an OSError, when the disk refuses)."""
+    write_text(path.parent, path, text, "resume with --resume", sync=True)
 
 
 def _serialize(obj: Any, fd: int) -> str:
@@ -172,20 +170,21 @@ def write_hashed(path: Union[str, Path], serialize: Callable[[int], str], recycl
     """The write path of ``write_checkpoint`` for any bytes: ``serialize(fd)`` writes and fsyncs the open
     temporary file ``fd`` and returns the SHA-256 of what it wrote; then the ``.sha256``, the rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    if recycle is not None:
+    folder = path.parent
+    make_dirs(folder.parent, folder)  # a link at the checkpoint folder: refused (LinkError)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)  # new, O_EXCL: never a link
+    if recycle is not None and not recycle.is_symlink():  # a link is never written through: a new file instead
         os.close(fd)
         # its name is gone at once: never a half-rewritten checkpoint under a checkpoint's name
-        os.replace(recycle, tmp)
+        replace(folder, recycle, tmp)
         # not truncated: its blocks are overwritten where they are, none freed and allocated again
-        fd = os.open(tmp, os.O_WRONLY)
+        fd = open_fd(folder, tmp, os.O_WRONLY)
     try:
         digest = serialize(fd)
         write_text_atomic(sidecar(path), digest)
-        os.replace(tmp, path)
+        replace(folder, tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        remove(folder, tmp)
         raise
     fsync_dir(path.parent)
     return digest

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional
@@ -26,6 +25,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from utils.checkpoint.files import fsync_dir
 from utils.errors import CheckpointError
 from utils.names_from_files import plain_name
+from utils.owned_files import write_text
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +67,8 @@ def record_path(checkpoint: Path) -> Path:
 def write_record(checkpoint: Path, record: ValidationRecord) -> None:
     """Write ``checkpoint``'s record atomically (OSError on a full disk; the checkpoint itself is intact)."""
     path = record_path(checkpoint)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(record.to_dict(), fh)  # NaN metrics stay NaN (Python's json reads them back)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # NaN metrics stay NaN (Python's json reads them back); never through a link (utils/owned_files.py)
+    write_text(path.parent, path, json.dumps(record.to_dict()), "resume with --resume", sync=True)
     fsync_dir(path.parent)
 
 

@@ -19,7 +19,6 @@ A corrupt newest checkpoint falls back to the one before it (``CheckpointStore.l
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
@@ -32,6 +31,7 @@ from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.stores import open_checkpoint_store
 from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
+from utils.owned_files import copy_in, make_dirs
 from utils.run_folder import CHECKPOINTS, CONFIG, LOG, RunFolder, numbered, owning_run, run_holding
 from utils.unfinished_run import unfinished_run
 
@@ -132,10 +132,10 @@ def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
     name = source.name if is_numbered(source.name) else store.path_for(progress.epoch, progress.batch).name
     record = read_record(source)
     best = validator_as_of(source, record, checkpoint.loop_state).get("file")
-    store.directory.mkdir(parents=True, exist_ok=True)
+    make_dirs(store.directory.parent, store.directory)
     store.link(source, name)
     if record is not None:
-        shutil.copyfile(record_path(source), record_path(store.directory / name))
+        copy_in(store.directory, record_path(source), record_path(store.directory / name), "resume with --resume")
     if best and best != name and (source.parent / best).is_file():
         store.link(source.parent / best, best)
     return checkpoint.at(store.directory / name)

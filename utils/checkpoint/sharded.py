@@ -19,9 +19,9 @@ directories, as beside files.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -33,6 +33,7 @@ from utils.checkpoint.sharded_layout import BEST, LAST, NAME, STATE, SUMS, TENSO
 from utils.checkpoint.sums import check_sums, sums_text
 from utils.distributed.ops import barrier, get_rank
 from utils.errors import CheckpointError
+from utils.owned_files import make_dirs, make_new_folder, point_link, remove, remove_tree, replace
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class ShardedCheckpointStore:
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
+        self.root = self.directory.parent  # the run folder: writes below it go through utils/owned_files.py
         self.keep = max(int(keep), 1)
         self.best: Optional[str] = None
 
@@ -127,9 +129,10 @@ class ShardedCheckpointStore:
         tmp = self.directory / f".{path.name}.tmp"
         main = get_rank() == 0
         if main:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
+            make_dirs(self.root, self.directory)
+            with contextlib.suppress(OSError):
+                remove_tree(self.root, tmp)
+            make_new_folder(self.root, tmp)
         barrier()
         try:
             with warnings.catch_warnings():
@@ -140,10 +143,9 @@ class ShardedCheckpointStore:
                 write_checkpoint({k: v for k, v in state.items() if k not in TENSORS}, tmp / STATE)
                 write_text_atomic(tmp / SUMS, sums_text(tmp, SUMS, file_digest))
                 fsync_dir(tmp)
-                record_path(path).unlink(missing_ok=True)
-                if path.exists():  # a rerun after a fallback past it
-                    shutil.rmtree(path)
-                os.replace(tmp, path)
+                remove(self.root, record_path(path))
+                remove_tree(self.root, path)  # a rerun after a fallback past it
+                replace(self.root, tmp, path)
                 self.link(path, LAST)
                 if self.best == path.name:
                     self.link(path, BEST)
@@ -157,11 +159,7 @@ class ShardedCheckpointStore:
 
     def link(self, source: Path, name: str) -> None:
         """Point ``name`` at the directory ``source`` (a relative symbolic link renamed into place)."""
-        tmp = self.directory / f".{name}.link"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        os.symlink(source.name, tmp)
-        os.replace(tmp, self.directory / name)
+        point_link(self.root, self.directory / name, source.name)  # a link the framework makes, to a name beside it
 
     def link_best(self, path: Path) -> None:
         self.link(path, BEST)
@@ -174,19 +172,21 @@ class ShardedCheckpointStore:
     def _prune(self) -> None:
         for old in self.numbered()[self.keep :]:
             if old.name != self.best:
-                shutil.rmtree(old, ignore_errors=True)
-                record_path(old).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    remove_tree(self.root, old)
+                remove(self.root, record_path(old))
         for side in self.directory.glob(f"*.dcp{SUFFIX}"):
             if not side.with_name(side.name[: -len(SUFFIX)]).exists():
-                side.unlink(missing_ok=True)
+                remove(self.root, side)
 
     def remove_temporaries(self) -> None:
         """What an interrupted save left (temporary directories and links); rank 0, before training."""
         for path in self.directory.glob(".*"):
             if path.name.endswith(".tmp") and path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    remove_tree(self.root, path)
             elif path.name.endswith(".link"):
-                path.unlink(missing_ok=True)
+                remove(self.root, path)
 
     def repair_best(self) -> None:
         """After a resume, point ``best.dcp`` at the directory the resumed state names as best (rank 0)."""
@@ -198,7 +198,7 @@ class ShardedCheckpointStore:
                 "the best checkpoint '%s' named by the resumed state no longer exists; removing best.dcp", target
             )
             if best.is_symlink():
-                best.unlink()
+                remove(self.root, best)
             self.best = None
         elif not self.links_to(BEST, target):
             self.link(target, BEST)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -40,6 +39,7 @@ from utils.checkpoint.records import SUFFIX, record_path
 from utils.checkpoint.safe_load import UnsafeFileError
 from utils.checkpoint.verified import NUMBERED, load_verified, verify
 from utils.errors import CheckpointError
+from utils.owned_files import copy_in, hard_link, remove, replace
 
 # load_verified (verified.py) is importable from here too, where code written before verified.py imports it
 __all__ = ["BEST", "LAST", "CheckpointStore", "load_verified"]
@@ -72,6 +72,7 @@ class CheckpointStore:
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
+        self.root = self.directory.parent  # the run folder: every write below it goes through utils/owned_files.py
         self.keep = max(int(keep), 1)
         self.best: Optional[str] = None
         self._warned_copy = False
@@ -101,7 +102,7 @@ class CheckpointStore:
         path = self.path_for(epoch, batch)
         try:
             # a record of an earlier file of this name (a rerun after a fallback) is not this one's
-            record_path(path).unlink(missing_ok=True)
+            remove(self.root, record_path(path))
             write_checkpoint(state, path, recycle=self._recyclable(path))
             self.link(path, LAST)
             if self.best == path.name:
@@ -125,14 +126,14 @@ class CheckpointStore:
             if src != source and not src.is_file():
                 continue
             tmp = dst.with_name(f".{dst.name}.link")
-            tmp.unlink(missing_ok=True)
+            remove(self.root, tmp)
             try:
-                os.link(src, tmp)
+                hard_link(self.root, src, tmp)
             except OSError as err:
                 if err.errno not in _NO_LINKS:
                     raise
                 self._copy(src, tmp, err)
-            os.replace(tmp, dst)
+            replace(self.root, tmp, dst)
 
     def _copy(self, src: Path, tmp: Path, err: OSError) -> None:
         if not self._warned_copy:
@@ -142,9 +143,7 @@ class CheckpointStore:
                 err.strerror or err,
             )
             self._warned_copy = True
-        shutil.copyfile(src, tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        copy_in(self.root, src, tmp, "resume with --resume", sync=True)
 
     def link_best(self, path: Path) -> None:
         """Point ``best.pt`` at the numbered checkpoint ``path`` (``best`` already names it)."""
@@ -171,7 +170,8 @@ class CheckpointStore:
         existing = [p for p in self.numbered() if p != path]
         for old in reversed(existing[max(self.keep - 1, 1) :]):
             try:
-                if old.name != self.best and old.stat().st_nlink == 1:
+                # a link is never recycled: rewriting it in place would write what it points to
+                if old.name != self.best and not old.is_symlink() and old.stat().st_nlink == 1:
                     return old  # its .sha256, left without a file, goes in the rotation
             except OSError:  # removed meanwhile: nothing to recycle
                 pass
@@ -180,20 +180,20 @@ class CheckpointStore:
     def _prune(self) -> None:
         for old in self.numbered()[self.keep :]:
             if old.name != self.best:  # best.pt's file stays, so resume and fallback see what it holds
-                old.unlink(missing_ok=True)
-                sidecar(old).unlink(missing_ok=True)
-                record_path(old).unlink(missing_ok=True)
+                remove(self.root, old)
+                remove(self.root, sidecar(old))
+                remove(self.root, record_path(old))
         # a crash between a checksum and its file's rename; records of files recycled or removed
         for suffix in (".sha256", SUFFIX):
             for side in self.directory.glob(f"*.pt{suffix}"):
                 if not side.with_name(side.name[: -len(suffix)]).exists():
-                    side.unlink(missing_ok=True)
+                    remove(self.root, side)
 
     def remove_temporaries(self) -> None:
         """Delete what an interrupted save left behind (temporary files and links); rank 0, before training."""
         for path in self.directory.glob(".*"):
             if path.name.endswith((".tmp", ".link")):
-                path.unlink(missing_ok=True)
+                remove(self.root, path)
 
     def repair_best(self) -> None:
         """After a resume, point ``best.pt`` at the file the resumed state names as best (rank 0).
@@ -213,8 +213,8 @@ class CheckpointStore:
                 target,
                 "removing best.pt, which holds other weights" if best.exists() else "no best.pt",
             )
-            best.unlink(missing_ok=True)
-            sidecar(best).unlink(missing_ok=True)
+            remove(self.root, best)
+            remove(self.root, sidecar(best))
             self.best = None
         elif not self.links_to(BEST, target):
             log.warning(

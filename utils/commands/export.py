@@ -25,7 +25,6 @@ import dataclasses
 import io
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator
 
@@ -51,6 +50,7 @@ from utils.distributed.ops import get_rank
 from utils.errors import ConfigError, ExportError, OutputError
 from utils.model.build import build_network
 from utils.model.outputs import select
+from utils.owned_files import make_new_folder, open_file, remove_tree, replace
 from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,8 @@ def _export_pt2(model: nn.Module, example: torch.Tensor, path: Path, cfg: Config
     # serialized in memory: a failed write is then an OSError of our own write, not torch's zip writer
     buffer = io.BytesIO()
     torch.export.save(torch.export.export(model, (example,), dynamic_shapes=({0: batch},)), buffer)
-    with _writing(path):
-        path.write_bytes(buffer.getvalue())
+    with _writing(path), open_file(path.parent, path, "wb") as fh:
+        fh.write(buffer.getvalue())
     loaded = torch.export.load(str(path)).module()
     return lambda x: loaded(x)
 
@@ -155,8 +155,8 @@ def _export_safetensors(model: nn.Module, example: torch.Tensor, path: Path, cfg
         for key, value in network.state_dict().items()
     }
     data = save(tensors, metadata={"format": "pt", "framework": f"regtrain {__version__}", "network": cfg.model.name})
-    with _writing(path):
-        path.write_bytes(data)
+    with _writing(path), open_file(path.parent, path, "wb") as fh:
+        fh.write(data)
     rebuilt = build_network(cfg.model)  # a fresh network with the file's weights: what a user of the file does
     rebuilt.load_state_dict(load_file(str(path)))
     loaded = Prediction(rebuilt, cfg.model.prediction_key).eval()
@@ -206,7 +206,7 @@ def export_checkpoint(cfg: Config, run: RunFolder, checkpoint: Checkpoint, fmt: 
     staging = run.path / f"{STAGING}{os.getpid()}"
     try:
         with _writing(staging):
-            staging.mkdir()
+            make_new_folder(run.path, staging)
         difference = _verified(cfg, model, fmt, staging)
         log.info(
             "exported %s (float32; trained at %s): largest difference to the network on a batch of 3: %.3g (tolerance %g)",
@@ -221,9 +221,10 @@ def export_checkpoint(cfg: Config, run: RunFolder, checkpoint: Checkpoint, fmt: 
             )
         for made in sorted(staging.iterdir()):  # the file, and ONNX's external weights beside a large model
             with _writing(run.path / made.name):
-                os.replace(made, run.path / made.name)
+                replace(run.path, made, run.path / made.name)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(run.path, staging)
     description = {
         "file": name,
         "format": fmt,

@@ -14,9 +14,8 @@ from typing import Any, Dict
 
 import yaml
 
-# written whole or not at all: the helpers live outside the engine, --mode compare (utils/compare/) writes with them too
-from utils.atomic_write import temporary_name, write_atomic, write_text  # noqa: F401 (predict.py imports them from here)
 from utils.config import Config, to_dict
+from utils.owned_files import write_text  # written whole or not at all, never through a link
 
 PREDICT_ADVICE = "run the predict again (into a new or empty --output, or without --output)"
 EXPORT_ADVICE = "run the export again (into a new or empty --output, or without --output)"
@@ -24,9 +23,9 @@ EXPORT_ADVICE = "run the export again (into a new or empty --output, or without 
 
 def write_config(cfg: Config, path: Path, advice: str) -> None:
     """The resolved config as YAML that ``--config`` reads back (as ``utils/config.py`` saves it), written whole."""
-    write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False), advice)
+    write_text(path.parent, path, yaml.safe_dump(to_dict(cfg), sort_keys=False), advice)
 
 
 def write_json(path: Path, data: Dict[str, Any], advice: str) -> None:
     """``data`` as indented JSON, written whole."""
-    write_text(path, json.dumps(data, indent=2) + "\n", advice)
+    write_text(path.parent, path, json.dumps(data, indent=2) + "\n", advice)

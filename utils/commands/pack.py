@@ -32,6 +32,7 @@ from utils.data.shards.store import Store, is_s3
 from utils.data.shards.stores import open_store
 from utils.errors import ConfigError, DataError, OutputError
 from utils.log import setup_logging
+from utils.owned_files import remove
 from utils.registry import DATASETS
 from utils.run_folder import place_in_run
 from utils.writable import why_not_writable
@@ -132,7 +133,7 @@ def _uploader(store: Store, split: str) -> Optional[Callable[[Path], None]]:
 
     def upload(path: Path) -> None:
         store.upload(path, f"{split}/{path.name}")
-        path.unlink()
+        remove(path.parent, path)
 
     return upload
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import io
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -40,7 +41,7 @@ from utils.commands.options import (
     add_trust_file,
     needs_checkpoint,
 )
-from utils.commands.output_files import PREDICT_ADVICE, write_atomic, write_config
+from utils.commands.output_files import PREDICT_ADVICE, write_config
 from utils.commands.started import opened, prepare, print_config, report
 from utils.config import Config
 from utils.data import build_eval_loader
@@ -57,6 +58,7 @@ from utils.errors import ConfigError
 from utils.log import progress
 from utils.model.outputs import select
 from utils.names_from_files import inside
+from utils.owned_files import make_dirs, write_atomic
 from utils.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
@@ -124,10 +126,12 @@ def _class_rows(probs: torch.Tensor, classes: List[str]) -> List[Dict[str, Any]]
 
 
 def _save_png(array: Any, path: Path) -> None:
+    """``array`` as the PNG ``path`` (its folder the root: the masks' folders are made under a new, empty run folder)."""
     from PIL import Image
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(array).save(path, format="PNG")  # by name: the temporary file's suffix is not .png
+    make_dirs(path.parent, path.parent)
+    # by format: the temporary file's suffix is not .png
+    write_atomic(path.parent, path, lambda fh: Image.fromarray(array).save(fh, format="PNG"), PREDICT_ADVICE)
 
 
 def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path]) -> List[Dict[str, Any]]:
@@ -137,7 +141,7 @@ def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path
     rows = []
     for saliency, target in zip(saliency_maps(prediction, [tuple(s) for s in sizes.tolist()]), targets):
         # saliency bound now
-        write_atomic(target, lambda tmp, saliency=saliency: _save_png(saliency, tmp), PREDICT_ADVICE)
+        _save_png(saliency, target)
         rows.append({"mask": str(target), "mean_saliency": f"{saliency.mean() / 255.0:.6f}"})
     return rows
 
@@ -212,16 +216,18 @@ def video_rows(
     ]
 
 
-def _write_rows(path: Path, rows: List[Dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["path"])
-        writer.writeheader()
-        writer.writerows(rows)
+def _write_rows(out: BinaryIO, rows: List[Dict[str, Any]]) -> None:
+    fh = io.TextIOWrapper(out, encoding="utf-8", newline="")
+    writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["path"])
+    writer.writeheader()
+    writer.writerows(rows)
+    fh.flush()
+    fh.detach()  # ``out`` stays open: write_atomic closes it
 
 
 def write_csv(path: Path, rows: List[Dict[str, Any]]) -> None:
     """``rows`` as the CSV at ``path``, written whole or not at all (an OutputError with predict's advice)."""
-    write_atomic(path, lambda tmp: _write_rows(tmp, rows), PREDICT_ADVICE)
+    write_atomic(path.parent, path, lambda out: _write_rows(out, rows), PREDICT_ADVICE)
 
 
 def predict_checkpoint(

@@ -11,7 +11,6 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
-from utils.atomic_write import write_atomic, write_text
 from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import draw_figure
 from utils.compare.group import group_runs
@@ -32,6 +31,7 @@ from utils.compare.table import (
 from utils.config_load import load_config
 from utils.errors import ConfigError, DataError, UserError, name_list
 from utils.log import setup_logging
+from utils.owned_files import write_atomic, write_text
 from utils.references import import_custom
 from utils.run_folder import RunFolder, create, named, run_holding
 
@@ -105,9 +105,9 @@ def compare_command(
     image = draw_figure(rows, metrics, monitor, len(incomplete))
     folder = output_folder(output, runs[0])
     try:
-        write_text(folder.path / "compare.csv", csv_text(keys, metrics, rows, incomplete), ADVICE)
-        write_text(folder.path / "compare.md", markdown_text(summary, runs_list(rows)), ADVICE)
-        write_atomic(folder.path / "compare.png", lambda tmp: image.save(tmp, format="PNG"), ADVICE)
+        write_text(folder.path, folder.path / "compare.csv", csv_text(keys, metrics, rows, incomplete), ADVICE)
+        write_text(folder.path, folder.path / "compare.md", markdown_text(summary, runs_list(rows)), ADVICE)
+        write_atomic(folder.path, folder.path / "compare.png", lambda fh: image.save(fh, format="PNG"), ADVICE)
     except UserError:
         folder.abandon()  # a folder this command made and left without a result goes again
         raise

@@ -20,10 +20,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from utils.atomic_write import write_text
 from utils.data.identity import sample_keys
 from utils.data.sample_order import EpochBatches, epoch_batches_of_all_ranks, tells_order
 from utils.errors import ConfigError, OutputError
+from utils.owned_files import open_file, write_text
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class SampleRecorder:
         if self.path is None or not self._pending:
             return
         try:
-            with open(self.path, self._mode) as fh:
+            with open_file(self.path.parent, self.path, self._mode) as fh:
                 fh.writelines(self._pending)
         except OSError as err:
             raise OutputError.writing(self.path, err) from err
@@ -80,7 +80,7 @@ class SampleRecorder:
         lines = self.path.read_text().splitlines(keepends=True) if self.path.is_file() else []
         kept = _lines_up_to(lines, step)
         if len(kept) != len(lines):
-            write_text(self.path, "".join(kept), "resume with --resume")
+            write_text(self.path.parent, self.path, "".join(kept), "resume with --resume")
         last = _step_of(kept[-1]) if kept else 0
         if last < step:
             log.warning(

@@ -11,6 +11,7 @@ from typing import Any, Optional, Tuple
 import torch
 
 from utils.hook import Hook
+from utils.owned_files import check_file, make_dirs
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,8 @@ class ProfilerHook(Hook):
         self.close()  # still recording (a schedule longer than the epoch): the checkpoint and validation are not training
 
     def _write(self, profiler: torch.profiler.profile) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        profiler.export_chrome_trace(str(self.trace_path))
+        make_dirs(self.directory.parent, self.directory)  # a link at profile/ is refused
+        profiler.export_chrome_trace(str(check_file(self.directory, self.trace_path)))  # by name: a link removed first
         recorded = min(profiler.step_num, self.wait + self.warmup + self.active)
         first = self.wait + self.warmup
         if recorded <= first:  # stopped while waiting or warming up: no step recorded (close() says so)

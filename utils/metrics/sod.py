@@ -24,6 +24,7 @@ from utils.data.mask_encoding import mask_values
 from utils.errors import ConfigError, DataError
 from utils.metrics.base import Metric, target_mask
 from utils.names_from_files import inside
+from utils.owned_files import make_dirs, open_file
 from utils.registry import METRICS
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class SaliencyWriter:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.folder, self.folder)  # the test run's predictions/: new, made by this run
 
     def __call__(self, inputs: Any, outputs: Any, targets: Any) -> None:
         from PIL import Image
@@ -161,4 +162,6 @@ class SaliencyWriter:
         gts = ground_truths(targets)
         for name, saliency in zip(targets["name"], saliency_maps(outputs, [g.shape[:2] for g in gts])):
             path = inside(self.folder, f"{name}.png", "the sample name of a saliency map")
-            Image.fromarray(saliency).save(path)
+            make_dirs(self.folder, path.parent)
+            with open_file(self.folder, path, "wb") as fh:  # never through a link (utils/owned_files.py)
+                Image.fromarray(saliency).save(fh, format="PNG")

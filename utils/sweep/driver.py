@@ -22,6 +22,7 @@ from utils.config import Config
 from utils.config_load import load_config
 from utils.errors import ConfigError
 from utils.log import format_number, wall_time
+from utils.owned_files import check_kept, make_dirs
 from utils.references import monitor_mode
 from utils.sweep.changes import check_changes
 from utils.sweep.spec import SweepSpec, check_space, load_spec
@@ -54,7 +55,9 @@ def run_sweep(sweep: str, config: Optional[str], overrides: List[str], build: Ca
     check_space(spec, build)
     direction = "maximize" if _mode(base) == "max" else "minimize"
     folder = base.experiment_dir / f"sweep_{spec.name}"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(base.experiment_dir, folder)  # a link at sweep_<name> is refused: its files are written there
+    if not spec.storage:  # the study's journal in its folder (Optuna appends to it by name): a link there is refused
+        check_kept(folder, folder / "study.journal")
     url = storage_url(spec.storage, folder)
     study = open_study(spec, url, direction)
     monitor = ("ema_" if base.eval.use_ema else "") + base.eval.monitor

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-from utils.atomic_write import write_atomic
 from utils.errors import ConfigError
+from utils.owned_files import write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ def repair_journal(path: Path, lock: Any) -> None:
     try:
         kept, dropped = repaired(path.read_bytes(), path)
         if dropped:
-            write_atomic(path, lambda tmp: _write_synced(tmp, kept), ADVICE)
+            write_bytes(path.parent, path, kept, ADVICE, sync=True)
     finally:
         lock.release()
     if dropped:
@@ -107,10 +106,3 @@ def _whole_record_at_end(line: bytes) -> Optional[int]:
 def _shown(part: bytes) -> str:
     text = repr(part[:60].decode("utf-8", "replace"))
     return text + (f"... ({len(part)} bytes)" if len(part) > 60 else "")
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())

@@ -8,8 +8,8 @@ import io
 from pathlib import Path
 from typing import Any, Dict, List
 
-from utils.atomic_write import write_text
 from utils.compare.collect import SWEEP_TABLE
+from utils.owned_files import write_text
 from utils.sweep.study import REQUEUED, SAME_AS, carried_on, configuration
 
 ADVICE = "free space or make the sweep's folder writable"
@@ -38,7 +38,7 @@ def write_table(study: Any, folder: Path, spec: Any, monitor: str) -> str:
     writer = csv.writer(buffer)
     writer.writerow(columns)
     writer.writerows([list(r.values()) for r in rows])
-    write_text(folder / SWEEP_TABLE, buffer.getvalue(), ADVICE)
+    write_text(folder, folder / SWEEP_TABLE, buffer.getvalue(), ADVICE)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
     best = best_trial(study)
@@ -47,7 +47,7 @@ def write_table(study: Any, folder: Path, spec: Any, monitor: str) -> str:
             f"\nsweep {spec.name}: best {monitor}={best.value:.6g} in trial {best.number} ({_params(best.params)})"
         )
     text = "\n".join(lines) + "\n"
-    write_text(folder / "trials.md", text, ADVICE)
+    write_text(folder, folder / "trials.md", text, ADVICE)
     return text
 
 

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from utils.owned_files import make_dirs, replace
 from utils.trackers.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -84,10 +85,11 @@ def set_aside(spool: Spool, made: str) -> Path:
     """Move the spool's two files (made in the folder ``made``) under ``trackers/copied-<its folder id>/``; where."""
     spool.close()
     aside = spool.folder / f"{ASIDE}{spool.identity.get('folder_id') or 'unknown'}"
-    aside.mkdir(parents=True, exist_ok=True)
+    root = spool.folder.parent  # the run folder: never through a link below it (utils/owned_files.py)
+    make_dirs(root, aside)
     for path in (spool.records_path, spool.identity_path):
         if path.exists():
-            os.replace(path, aside / path.name)
+            replace(root, path, aside / path.name)
     log.warning(
         "tracker %s: this run folder's tracker records were made in %s (this one is a copy: that folder holds them "
         "too); they stay in %s, and this run gets a tracker run of its own",

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from utils.atomic_write import write_text
 from utils.errors import OutputError
+from utils.owned_files import check_file, make_dirs, open_file, write_text
 from utils.trackers.identity import read_identity
 from utils.trackers.records import Record, checked_record, is_number
 
@@ -92,12 +92,14 @@ class Spool:
 
     def _scan(self) -> None:
         """Learn each metric's last step, the params and the status; drop a last line cut short by a kill."""
+        if self.folder.is_dir() and not self.folder.is_symlink():
+            check_file(self.folder.parent, self.records_path)  # a link: replaced (a warning), never read or cut
         if not self.records_path.is_file():
             return
         data = self.records_path.read_bytes()
         whole = data.rfind(b"\n") + 1
         if whole < len(data):  # cut short while written: never sent, the replay writes it again
-            with open(self.records_path, "r+b") as handle:
+            with open_file(self.folder.parent, self.records_path, "r+b") as handle:
                 handle.truncate(whole)
             log.warning("tracker %s: dropped a record cut short in %s", self.name, self.records_path)
         bad = 0
@@ -136,15 +138,22 @@ class Spool:
         """Update the identity file with ``values`` (written whole: a kill leaves the old one or the new one)."""
         with self._lock:
             self.identity.update(values)
-            self.folder.mkdir(parents=True, exist_ok=True)
-            write_text(self.identity_path, json.dumps(self.identity, indent=1), "free space in the run folder")
+            make_dirs(self.folder.parent, self.folder)
+            write_text(
+                self.folder.parent,
+                self.identity_path,
+                json.dumps(self.identity, indent=1),
+                "free space in the run folder",
+            )
 
     def append(self, record: Record) -> None:
         """Add ``record`` as the last line (its time stamped now unless it has one)."""
         record.setdefault("t", now_ms())
         if self._out is None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._out = open(self.records_path, "a", buffering=1)  # line-buffered: each record reaches the file
+            make_dirs(self.folder.parent, self.folder)
+            self._out = open_file(
+                self.folder.parent, self.records_path, "a", buffering=1
+            )  # line-buffered: each record reaches the file
         try:
             self._out.write(json.dumps(record) + "\n")
         except OSError as err:

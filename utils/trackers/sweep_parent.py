@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from utils.atomic_write import write_text
+from utils.owned_files import make_dirs, open_file, write_text
 from utils.trackers.identity import plain_id
 from utils.trackers.spool import FOLDER, SWEEP_PARENT
 
@@ -50,8 +50,8 @@ def trial_tags(trial: Any, config: Dict[str, Any]) -> Dict[str, Any]:
 def parent_run(client: Any, experiment_id: str, study: str, key: str, file: Path) -> str:
     """The id of the parent run of ``study`` (its ``sweep_key``) in ``experiment_id``: kept in ``file``, found by its
     tags, or made."""
-    file.parent.mkdir(parents=True, exist_ok=True)
-    with open(file.with_name(file.name + ".lock"), "a") as lock:
+    make_dirs(file.parent, file.parent)
+    with open_file(file.parent, file.with_name(file.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # trial runs started together make one parent
         kept = read_parent(file, experiment_id)
         if kept is not None and sweeps_parent(client, kept, key):
@@ -63,7 +63,12 @@ def parent_run(client: Any, experiment_id: str, study: str, key: str, file: Path
         else:
             tags = {SWEEP_TAG: study, KEY_TAG: key, ROLE_TAG: "parent"}
             run_id = client.create_run(experiment_id, tags=tags, run_name=f"sweep {study}").info.run_id
-        write_text(file, json.dumps({"run_id": run_id, "experiment_id": experiment_id, "study": study}), "free space")
+        write_text(
+            file.parent,
+            file,
+            json.dumps({"run_id": run_id, "experiment_id": experiment_id, "study": study}),
+            "free space",
+        )
         return run_id
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from utils.owned_files import make_dirs, remove_tree
 from utils.trackers.spool import Record, Spool
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class WandbBackend:
             run_id = generate_id()
             spool.save_identity(run_id=run_id)
         if self.settings.get("dir"):
-            os.makedirs(self.settings["dir"], exist_ok=True)
+            make_dirs(self.settings["dir"], self.settings["dir"])
             self._drop_unfinished(Path(self.settings["dir"]), run_id, spool.identity.get("finished", []))
         # console off: W&B would wrap this process's stdout, where the lines scripts read go
         quiet = wandb.Settings(console="off", silent=True, disable_git=True, save_code=False)
@@ -83,7 +83,7 @@ class WandbBackend:
         for offline in sorted((folder / "wandb").glob(f"offline-run-*-{run_id}")):
             if offline.name not in finished and offline.is_dir() and offline.resolve() == own / offline.name:
                 log.info("tracker wandb: %s was not finished (the process was killed); its records go again", offline)
-                shutil.rmtree(offline)
+                remove_tree(folder, offline)  # no link on the way below ``folder``; a link inside goes as a link
 
     def send(self, records: Sequence[Record]) -> bool:
         """Give ``records`` to W&B; kept for good once a status record finished the run."""

@@ -28,6 +28,7 @@ from typing import Callable, Optional
 
 from utils.data.shards.index import Shard
 from utils.file_hash import file_digest
+from utils.owned_files import make_dirs, open_file, remove, replace
 
 log = logging.getLogger(__name__)
 STALE_S = 600.0  # a cached shard unused this long makes room for another
@@ -46,7 +47,7 @@ class ShardCache:
     def __init__(self, folder: Path, limit: int, fetch: Callable[[str, Path], None], evict_lru: bool = False) -> None:
         self.folder, self.limit, self.fetch = folder, limit, fetch
         self.evict_lru = evict_lru  # the order reads shards window by window: least recently used goes first
-        folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(folder, folder)  # cache_dir: the user's to place; what lies inside is written by the cache only
         self._full_until = 0.0
 
     def file(self, shard: Shard, split: str) -> Path:
@@ -72,30 +73,34 @@ class ShardCache:
         every process of the machine maps: kept beside the shards, never evicted and not counted in the limit
         (a few dozen bytes per sample)."""
         path = self.folder / f"{file.sha256[:20]}-{split}-{file.name}"
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():
             self._download(path, f"{split}/{file.name}", file.sha256)
         return path
 
     def _download(self, path: Path, name: str, sha256: str) -> None:
         """``name`` of the store to ``path``, checked against ``sha256``: one download per file on this machine
         (the others wait on its lock, then find it); a ShardMismatch when what arrived does not match."""
-        with open(path.with_name(path.name + ".lock"), "a") as lock:
+        with open_file(self.folder, path.with_name(path.name + ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if path.is_file():
+            if path.is_file() and not path.is_symlink():
                 return
             tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
             try:
+                remove(self.folder, tmp)  # a leftover (or a link): the fetch writes a new file
                 self.fetch(name, tmp)
                 if file_digest(tmp) != sha256:
                     raise ShardMismatch(name)
-                os.replace(tmp, path)
+                replace(self.folder, tmp, path)  # a link at the name is replaced, with a warning
             finally:
-                tmp.unlink(missing_ok=True)
+                remove(self.folder, tmp)
 
     @staticmethod
     def _touch(path: Path) -> bool:
+        """Mark ``path`` used; whether it is a copy of the cache's own (a link is not: fetched again in its place)."""
+        if path.is_symlink():
+            return False
         try:
-            os.utime(path)
+            os.utime(path, follow_symlinks=False)
             return True
         except FileNotFoundError:
             return False
@@ -121,7 +126,7 @@ class ShardCache:
                     continue
                 download = DOWNLOAD.fullmatch(entry.name)
                 if download is not None and _writer_gone(int(download.group(2))):
-                    Path(entry.path).unlink(missing_ok=True)  # left by a process that died mid-download
+                    remove(self.folder, Path(entry.path))  # left by a process that died mid-download
                 if CACHED.fullmatch(entry.name):
                     stat = entry.stat(follow_symlinks=False)
                     files.append((stat.st_mtime, stat.st_size, Path(entry.path)))
@@ -132,7 +137,7 @@ class ShardCache:
             if total + room <= self.limit or (older_than is not None and used >= older_than):
                 break
             if path != keep:
-                path.unlink(missing_ok=True)  # a reader holding it open keeps reading (POSIX)
+                remove(self.folder, path)  # a reader holding it open keeps reading (POSIX)
                 total -= size
         return total + room <= self.limit
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import List, Protocol, Tuple
 
 from utils.data.shards.index import INDEX
 from utils.errors import DataError
+from utils.owned_files import copy_in, make_dirs
 
 
 class Store(Protocol):
@@ -60,7 +60,7 @@ class LocalStore:
             return fh.read(end - start)
 
     def download(self, name: str, dest: Path) -> None:
-        shutil.copyfile(self.path(name), dest)
+        copy_in(dest.parent, self.path(name), dest, "run again")  # into the cache: never through a link
 
     def is_empty(self) -> bool:
         """Whether the folder is new or empty (a file is not)."""
@@ -68,9 +68,9 @@ class LocalStore:
 
     def upload(self, source: Path, name: str) -> None:
         target = self.path(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root, target.parent)
         if source.resolve() != target.resolve():
-            shutil.copyfile(source, target)
+            copy_in(self.root, source, target, "run --mode pack again")
 
 
 def words(store: Store) -> Tuple[str, str]:

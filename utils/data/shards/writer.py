@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 
 from utils.data.shards.index import ARRAYS, INDEX, Header, Shard
 from utils.file_hash import file_digest
+from utils.owned_files import check_file, make_dirs, open_file, write_text
 
 BLOCK = tarfile.BLOCKSIZE
 
@@ -64,7 +64,7 @@ def write_shard(
     """Writes ``job``'s shard into ``folder``: each sample's members (``members_of(i)``: ``(ext, bytes)`` in
     order) with their spans and checksums into ``rows`` (the index's ``members`` array, row ``first[i]`` on)."""
     path = folder / shard_name(job.number)
-    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+    with open_file(folder, path, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for written, at in enumerate(job.samples.tolist(), start=job.first_written):
             row = int(first[at])
             for m, (ext, data) in enumerate(members_of(at)):
@@ -83,9 +83,12 @@ def _digest(data: bytes) -> int:
 
 def create_arrays(folder: Path, sizes: Dict[str, int]) -> Dict[str, np.ndarray]:
     """The split's index arrays as new ``.npy`` files of ``sizes[name]`` rows, mapped for writing."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder.parent, folder)  # the split's folder in the pack's output: no link on the way
+    # open_memmap creates by name: a link at a name is removed first (never written through)
     return {
-        name: np.lib.format.open_memmap(folder / f"{name}.npy", mode="w+", dtype=ARRAYS[name], shape=(sizes[name],))
+        name: np.lib.format.open_memmap(
+            check_file(folder, folder / f"{name}.npy"), mode="w+", dtype=ARRAYS[name], shape=(sizes[name],)
+        )
         for name in ARRAYS
     }
 
@@ -106,7 +109,5 @@ def finish(folder: Path, arrays: Dict[str, np.ndarray], facts: Dict[str, Any], s
         facts["split"], facts["task"], facts["dataset"], facts["classes"], facts["count"], facts["extensions"],
         shards, files,
     )  # fmt: skip
-    tmp = folder / (INDEX + ".tmp")
-    tmp.write_text(header.to_json())
-    os.replace(tmp, folder / INDEX)
+    write_text(folder, folder / INDEX, header.to_json(), "run --mode pack again")
     return header

@@ -1,0 +1,63 @@
+"""utils/owned_files.py on real folders: a link inside the owned folder is never written through or followed out."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from utils.errors import LinkError
+from utils.owned_files import make_dirs, open_fd, open_file, point_link, remove, remove_tree, write_text
+
+SENTINEL = b"the user's\n"
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """An owned folder (reached through a link the user chose) and a file and a folder of the user's outside it."""
+    (tmp_path / "scratch" / "run").mkdir(parents=True)
+    os.symlink(tmp_path / "scratch", tmp_path / "output")  # the output root on scratch space: trusted
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "file.txt").write_bytes(SENTINEL)
+    return tmp_path / "output" / "run", users
+
+
+def test_a_link_where_a_file_is_written_is_replaced_with_a_warning_and_its_target_kept(planted, caplog):
+    run, users = planted
+    for name, write in (
+        ("log.txt", lambda path: open_file(run, path, "a").close()),
+        ("config.yaml", lambda path: write_text(run, path, "new\n", "again")),
+        (".lock", lambda path: os.close(open_fd(run, path, os.O_RDWR | os.O_CREAT))),
+    ):
+        os.symlink(users / "file.txt", run / name)
+        write(run / name)
+        assert not (run / name).is_symlink() and (run / name).is_file()
+        assert f"'{run / name}' was a link (to '{users / 'file.txt'}')" in caplog.text
+    assert (users / "file.txt").read_bytes() == SENTINEL
+
+
+def test_a_link_where_a_folder_is_is_refused_and_removal_never_follows_one(planted):
+    run, users = planted
+    os.symlink(users, run / "checkpoints")
+    with pytest.raises(LinkError, match=r"checkpoints' is a link \(to '.*users'\) where the run keeps a folder"):
+        write_text(run, run / "checkpoints" / "last.pt.sha256", "x", "again")
+    with pytest.raises(LinkError):
+        make_dirs(run, run / "checkpoints" / "deeper")
+    with pytest.raises(LinkError):
+        remove(run, run / "checkpoints" / "file.txt")
+    remove_tree(run, run / "checkpoints")  # the link itself goes
+    (run / "tb").mkdir()
+    os.symlink(users, run / "tb" / "inside")
+    remove_tree(run, run / "tb")
+    assert not (run / "checkpoints").exists() and not (run / "tb").exists()
+    assert (users / "file.txt").read_bytes() == SENTINEL
+
+
+def test_the_framework_s_own_links_point_to_a_name_beside_them_replaced_not_followed(planted):
+    run, users = planted
+    os.symlink(users, run / "latest")
+    point_link(run, run / "latest", "run_002")
+    assert os.readlink(run / "latest") == "run_002" and (users / "file.txt").read_bytes() == SENTINEL
+    with pytest.raises(ValueError):
+        point_link(run, run / "latest", "../elsewhere")
