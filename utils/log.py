@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from utils import metrics_file
 from utils.run_folder import RunFolder
+from utils.undecodable import shown
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +36,22 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
     root.setLevel(level if rank == 0 else logging.WARNING)
     prefix = "" if rank == 0 else f"[rank{rank}] "
     console = _Console(sys.stderr)
-    console.setFormatter(logging.Formatter(prefix + _FORMAT, "%H:%M:%S"))
+    console.setFormatter(_Shown(prefix + _FORMAT, "%H:%M:%S"))
     console._framework = True
     root.addHandler(console)
     if rank == 0 and log_file is not None:
         file_handler = logging.FileHandler(log_file)
-        file_handler.setFormatter(logging.Formatter(_FORMAT))
+        file_handler.setFormatter(_Shown(_FORMAT))
         file_handler._framework = True
         root.addHandler(file_handler)
+
+
+class _Shown(logging.Formatter):
+    """Lines with a file name that is not UTF-8 written as every text writes it (``utils/undecodable.py``): a
+    surrogate in log.txt raised inside the handler, a traceback on the console for each such line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record))
 
 
 class _Console(logging.StreamHandler):

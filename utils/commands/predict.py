@@ -58,6 +58,7 @@ from utils.log import progress
 from utils.model.outputs import select
 from utils.names_from_files import inside
 from utils.run_folder import RunFolder
+from utils.undecodable import ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +214,8 @@ def video_rows(
 
 
 def _write_rows(path: Path, rows: List[Dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as fh:
+    # a file name that is not UTF-8 (``\xff\xfe.png``) is written as the other text is: its bytes as \xNN
+    with open(path, "w", newline="", encoding="utf-8", errors=ERRORS) as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["path"])
         writer.writeheader()
         writer.writerows(rows)
