@@ -23,12 +23,18 @@ CRAFTED = [  # (what is changed in the test split's index, what the one line nam
     (set_field("samples", "label", 7, 57), "at sample 7 (label 57 of 10 classes)"),
     (set_field("samples", "label", 7, -1), "at sample 7 (label -1 of 10 classes)"),
     (set_field("members", "ext", 8, 9), "at sample 8 (a member's extension 9 of 1)"),
-    (lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+    (
+        lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"),
+        'has shards[0].name = "../../train/shard-000000.tar", not a file beside it',
+    ),
     (
         lambda a, h: h["arrays"]["keys"].__setitem__("name", "../keys.npy"),
-        "inconsistent (task, sample counts or arrays)",
+        "has arrays.keys.name = \"../keys.npy\", not 'keys.npy'",
     ),
-    (lambda a, h: h["extensions"].__setitem__(0, "../npy"), "lists the extension '../npy', not a plain one"),
+    (
+        lambda a, h: h["extensions"].__setitem__(0, "../npy"),
+        'has extensions = ["../npy"], not a list of plain file extensions',
+    ),
     (lambda a, h: a.__setitem__("keys", a["keys"][:-1]), "at sample 0 (its keys are not one line per sample)"),
     # predict names a saliency map after its sample's key: a key that leaves the folder is refused on load
     (lambda a, h: set_text(a, "keys", "key", 2, "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),

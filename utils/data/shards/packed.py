@@ -162,8 +162,9 @@ class PackedSplit:
 
 
 def _table(lines: np.ndarray, starts: np.ndarray) -> StringTable:
-    """A text table of the index (lines each ended by a newline, their starts) as a StringTable, read in place."""
-    return StringTable(lines, np.append(starts.astype(np.int64), len(lines)))
+    """A text table of the index (lines each ended by a newline, their starts) as a StringTable, read in place:
+    the mapped starts themselves, and one line per sample as loading proved (``index_load.py``)."""
+    return StringTable(lines, starts, end=len(lines), plain=True)
 
 
 class _StemNames(Mapping[str, str]):
