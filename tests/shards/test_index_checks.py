@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.shards.packs import craft, pack, set_text
+from tests.shards.packs import craft, load_split, pack, set_text
 from utils.config import DataConfig
 from utils.data import build_dataset
+from utils.data.shards import checked
 from utils.errors import DataError
 
 
@@ -55,3 +58,19 @@ def test_a_crafted_or_damaged_index_is_one_line_naming_the_sample_before_any_rea
         assert named in str(err.value) and str(err.value).endswith("pack the data again (--mode pack)"), str(err.value)
         for name, data in good.items():
             (folder / name).write_bytes(data)
+
+
+def test_a_fresh_pack_is_stamped_checked_so_its_first_start_checks_nothing_per_sample(tmp_path, capsys):
+    """--mode pack checks each split whole as it finishes it; a start then trusts the stamp, until an array
+    changes (its change time moves, whatever its modification time says)."""
+    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
+    folder = tmp_path / "p" / "val"
+    files = {name: folder / f"{name}.npy" for name in ("samples", "members", "keys", "stems")}
+    text = (folder / "index.json").read_bytes()
+    assert checked.is_stamped(checked.facts(text, files))
+    before = os.stat(files["samples"])
+    files["samples"].write_bytes(files["samples"].read_bytes())  # the same bytes, written again
+    os.utime(files["samples"], ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert not checked.is_stamped(checked.facts(text, files))
+    load_split(folder)  # checked whole again (the same bytes: no error), stamped again
+    assert checked.is_stamped(checked.facts(text, files))

@@ -183,3 +183,11 @@ def load(text: bytes, where: str, path_of: Callable[[Shard], Path], hashed: bool
         check_index(index, where)
         checked.stamp(found)
     return index
+
+
+def check_packed(folder: Path) -> None:
+    """A split ``--mode pack`` just wrote into ``folder``, checked whole and stamped as a start would, its arrays'
+    sha256 taken as the writer computed them from these files a moment ago (``writer.finish``): the first start
+    from a fresh pack then trusts its stamp, as the next ones do."""
+    where = str(folder / INDEX)
+    load((folder / INDEX).read_bytes(), where, lambda file: folder / file.name, hashed=True)
