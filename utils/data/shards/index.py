@@ -22,8 +22,10 @@ FFCV keep their sample metadata the same way):
 - ``keys``, ``stems``: UTF-8 bytes, each key (stem) followed by ``\\n``: the data's fingerprint (the SHA-256 of
   its keys, ``utils/data/identity.py``) is the hash of ``keys`` as it is.
 
-Loading checks the whole index at once with numpy (``index_load.py``), so a crafted or damaged index is
-one error line naming the sample before any read, at a cost that stays a few numpy passes at 10M samples.
+Every field of ``index.json`` is checked by type and range before use (``HEADER_FIELDS``, ``SHARD_FIELDS``):
+one error line names the field, its value and the fix, and no field becomes a path (shard names are the ones
+pack gives, checksums 64 hex digits). The arrays are checked whole once, then trusted by a stamp at a cost flat
+in the sample count (``index_load.py``, ``checked.py``).
 """
 
 from __future__ import annotations
