@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
+import numpy as np
 import pytest
 
 from tests.shards.packs import craft, load_split, pack, set_text
@@ -68,6 +70,13 @@ def test_a_fresh_pack_is_stamped_checked_so_its_first_start_checks_nothing_per_s
     files = {name: folder / f"{name}.npy" for name in ("samples", "members", "keys", "stems")}
     text = (folder / "index.json").read_bytes()
     assert checked.is_stamped(checked.facts(text, files))
+    # the stamp keeps the keys' sha256 (the data's fingerprint): a start does not hash them again
+    keys = hashlib.sha256(np.load(files["keys"]).tobytes()).hexdigest()
+    assert (
+        checked.proven(checked.facts(text, files))
+        == {"keys_sha256": keys}
+        == {"keys_sha256": load_split(folder).keys_sha256}
+    )
     before = os.stat(files["samples"])
     files["samples"].write_bytes(files["samples"].read_bytes())  # the same bytes, written again
     os.utime(files["samples"], ns=(before.st_atime_ns, before.st_mtime_ns))

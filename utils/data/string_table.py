@@ -24,19 +24,26 @@ class StringTable:
     """``table[i]`` is string ``i``; ``len``, iteration (decoded ``CHUNK`` strings at a time), ``sha256()``."""
 
     def __init__(
-        self, buffer: np.ndarray, offsets: np.ndarray, end: Optional[int] = None, plain: Optional[bool] = None
+        self,
+        buffer: np.ndarray,
+        offsets: np.ndarray,
+        end: Optional[int] = None,
+        plain: Optional[bool] = None,
+        digest: Optional[str] = None,
     ) -> None:
         """``buffer``: the strings' bytes, each followed by ``"\\n"``; ``offsets``: ``N + 1`` positions, string
         ``i`` is ``buffer[offsets[i] : offsets[i + 1] - 1]``; or, with ``end``, the ``N`` starts alone (a packed
         index's mapped column, read in place rather than copied with one more number) and the last string ends
         before ``end``. ``plain``: whether no string holds ``"\\n"``, when the caller knows (a checked index);
-        else one pass over the buffer finds out."""
+        else one pass over the buffer finds out. ``digest``: ``sha256()`` when the caller knows it (a checked
+        index's stamp keeps it), else one pass over the buffer when it is asked."""
         self.buffer = buffer
         self._starts = offsets if end is not None else offsets[:-1]
         self._end = int(end) if end is not None else int(offsets[-1]) if len(offsets) else 0
         self._offsets = None if end is not None else offsets
         # no string holds "\n" itself: a block of strings decodes in one call and splits at the separators
         self._plain = int(np.count_nonzero(buffer == 10)) == len(self._starts) if plain is None else plain
+        self._digest = digest
 
     @property
     def offsets(self) -> np.ndarray:
@@ -112,7 +119,7 @@ class StringTable:
 
     def sha256(self) -> str:
         """SHA-256 (hex) of each string's UTF-8 bytes followed by ``"\\n"``, in order: one call over the buffer."""
-        return hashlib.sha256(self.buffer).hexdigest()
+        return self._digest or hashlib.sha256(self.buffer).hexdigest()
 
     @property
     def nbytes(self) -> int:

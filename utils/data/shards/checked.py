@@ -58,20 +58,28 @@ def _path(found: Dict[str, Any]) -> Path:
     )
 
 
-def is_stamped(found: Optional[Dict[str, Any]]) -> bool:
-    """Whether a stamp records exactly ``found`` (the files as they are now) as checked whole."""
+def proven(found: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """What the whole check found beside the stamp (the keys' sha256: the data's fingerprint), when a stamp
+    records exactly ``found`` (the files as they are now) as checked whole; None otherwise."""
     if found is None:
-        return False
+        return None
     try:
         with open(_path(found), "rb") as fh:
-            return bool(json.loads(fh.read(1 << 16)) == found)
+            stamp_ = json.loads(fh.read(1 << 16))
     except (OSError, ValueError):
-        return False
+        return None
+    kept = stamp_.get("proven") if isinstance(stamp_, dict) and stamp_.get("facts") == found else None
+    return kept if isinstance(kept, dict) else None
 
 
-def stamp(found: Optional[Dict[str, Any]]) -> None:
-    """Records ``found`` (taken before the whole check: a file changed meanwhile does not match it) as checked;
-    a stamp that cannot be written is said once per process, at info level (the next start checks whole again)."""
+def is_stamped(found: Optional[Dict[str, Any]]) -> bool:
+    return proven(found) is not None
+
+
+def stamp(found: Optional[Dict[str, Any]], learned: Dict[str, Any]) -> None:
+    """Records ``found`` (taken before the whole check: a file changed meanwhile does not match it) as checked,
+    with what the check ``learned``; a stamp that cannot be written is said once per process, at info level (the
+    next start checks whole again)."""
     if found is None:
         return
     path = _path(found)
@@ -80,7 +88,8 @@ def stamp(found: Optional[Dict[str, Any]]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(json.dumps(found))  # ASCII: a path's undecodable bytes as \udcXX escapes, read back the same
+            # ASCII: a path's undecodable bytes as \udcXX escapes, read back the same
+            fh.write(json.dumps({"facts": found, "proven": learned}))
         os.replace(tmp, path)
     except OSError as err:
         try:

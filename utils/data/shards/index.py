@@ -209,6 +209,7 @@ class Index:
         self.classes, self.shards, self.extensions = header.classes, header.shards, header.extensions
         self.samples, self.members = arrays["samples"], arrays["members"]
         self.keys, self.stems = arrays["keys"], arrays["stems"]
+        self.keys_sha256: Optional[str] = None  # the keys' lines' sha256 when loading learned it (index_load.py)
 
     def __len__(self) -> int:
         return len(self.samples)

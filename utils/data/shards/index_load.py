@@ -14,6 +14,7 @@ against its checksum when it is read (``reader.py``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
@@ -144,14 +145,17 @@ def _lines_problem(buffer: np.ndarray, starts: np.ndarray, bad: "re.Pattern[byte
     return at, f"{field} {text!r} is not {rule}"
 
 
-def _check_digests(header_arrays: Dict[str, Shard], files: Dict[str, Path], where: str) -> None:
-    """A DataError naming the first array whose bytes do not match its sha256 in ``index.json``."""
-    for name, path in files.items():
-        if file_digest(path) != header_arrays[name].sha256:
+def _check_digests(index: Index, files: Dict[str, Path], where: str, hashed: bool) -> str:
+    """A DataError naming the first array whose bytes do not match its sha256 in ``index.json`` (unless
+    ``hashed``: checked as they arrived); the sha256 of the keys' lines, the data's fingerprint, which the stamp
+    keeps so that no start hashes them again (``utils/data/identity.py``)."""
+    for name, path in files.items() if not hashed else ():
+        if file_digest(path) != index.header.arrays[name].sha256:
             raise DataError(
                 f"index array '{path}' does not match its sha256 in {INDEX} '{where}' (changed since packing: its "
                 f"{name} would be read wrong); restore it or {REPACK}"
             )
+    return hashlib.sha256(np.ascontiguousarray(index.keys)).hexdigest()
 
 
 def load(text: bytes, where: str, path_of: Callable[[Shard], Path], hashed: bool = False) -> Index:
@@ -177,11 +181,13 @@ def load(text: bytes, where: str, path_of: Callable[[Shard], Path], hashed: bool
             f"shard index '{where}' has {len(index.samples)} sample rows for {header.count} samples; {REPACK}"
         )
     found = checked.facts(text, files)  # before the check: a file changed meanwhile then matches no stamp
-    if not checked.is_stamped(found):
-        if not hashed:
-            _check_digests(header.arrays, files, where)
+    known = checked.proven(found)
+    if known is None:
+        known = {"keys_sha256": _check_digests(index, files, where, hashed)}
         check_index(index, where)
-        checked.stamp(found)
+        checked.stamp(found, known)
+    keys_sha256 = known.get("keys_sha256")
+    index.keys_sha256 = keys_sha256 if isinstance(keys_sha256, str) else None
     return index
 
 

@@ -89,7 +89,7 @@ class PackedSplit:
 
     def key_table(self) -> StringTable:
         """The packed dataset's keys (its relative paths, or indices for in-memory data), as the index holds them."""
-        return _table(self.index.keys, self.index.samples["key"])
+        return _table(self.index.keys, self.index.samples["key"], self.index.keys_sha256)
 
     def stem_table(self) -> StringTable:
         """The stems of a packed SOD split (its saliency maps' names)."""
@@ -161,10 +161,11 @@ class PackedSplit:
         return _StemNames(self)
 
 
-def _table(lines: np.ndarray, starts: np.ndarray) -> StringTable:
+def _table(lines: np.ndarray, starts: np.ndarray, digest: Optional[str] = None) -> StringTable:
     """A text table of the index (lines each ended by a newline, their starts) as a StringTable, read in place:
-    the mapped starts themselves, and one line per sample as loading proved (``index_load.py``)."""
-    return StringTable(lines, starts, end=len(lines), plain=True)
+    the mapped starts themselves, one line per sample and (``digest``) their sha256 as loading proved them
+    (``index_load.py``)."""
+    return StringTable(lines, starts, end=len(lines), plain=True, digest=digest)
 
 
 class _StemNames(Mapping[str, str]):
