@@ -115,9 +115,12 @@ def test_main_says_one_line_for_a_crafted_field_and_for_shifted_labels(tmp_path)
     craft(tmp_path / "field" / "train", lambda a, h: h["shards"][1].__setitem__("bytes", 2**70))
     make_pack(tmp_path / "labels")
     shift_labels(tmp_path / "labels" / "val")
+    make_pack(tmp_path / "unnamed")  # no class names, and a label beyond the network's 10 outputs
+    craft(tmp_path / "unnamed" / "train", lambda a, h: (h.update(classes=None), a["samples"]["label"].put(4, 1000)))
     cases = (
         ("field", "has shards[1].bytes = 1180591620717411303424, not a size in bytes"),
         ("labels", "labels/val/samples.npy' does not match its sha256 in index.json"),
+        ("unnamed", "the data has 1001 classes but the network outputs 10 score(s) per sample"),
     )
     for pack, named in cases:
         args = [f"data.root={tmp_path / pack}", "data.name=shards", "train.iterations=1", "threads=1"]

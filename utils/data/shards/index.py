@@ -210,6 +210,7 @@ class Index:
         self.samples, self.members = arrays["samples"], arrays["members"]
         self.keys, self.stems = arrays["keys"], arrays["stems"]
         self.keys_sha256: Optional[str] = None  # the keys' lines' sha256 when loading learned it (index_load.py)
+        self.label_count: Optional[int] = None  # the classes, or the largest label + 1 without names (index_load.py)
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -185,10 +185,21 @@ def load(text: bytes, where: str, path_of: Callable[[Shard], Path], hashed: bool
     if known is None:
         known = {"keys_sha256": _check_digests(index, files, where, hashed)}
         check_index(index, where)
+        known["label_count"] = _label_count(index)
         checked.stamp(found, known)
-    keys_sha256 = known.get("keys_sha256")
+    keys_sha256, count = known.get("keys_sha256"), known.get("label_count")
     index.keys_sha256 = keys_sha256 if isinstance(keys_sha256, str) else None
+    index.label_count = len(index.classes) if index.classes is not None else count if isinstance(count, int) else None
     return index
+
+
+def _label_count(index: Index) -> Optional[int]:
+    """How many classes the labels of an index without class names span (its largest label + 1), so that the
+    network is held to cover them (``utils/engine/input_check.py``) as it is a folder's classes; None otherwise."""
+    labels = index.samples["label"]
+    if index.classes is not None or index.task == "sod" or not len(labels):
+        return None
+    return int(labels.max()) + 1
 
 
 def check_packed(folder: Path) -> None:

@@ -95,6 +95,12 @@ class PackedSplit:
         """The stems of a packed SOD split (its saliency maps' names)."""
         return _table(self.index.stems, self.index.samples["stem"])
 
+    @property
+    def num_classes(self) -> int:
+        """The classes the labels span: the index's class names, or its largest label + 1 where it names none
+        (the network must score them all: a crafted label of 1000 is one line, not a loss out of bounds)."""
+        return self.index.label_count or 0
+
     def name_of(self, at: int) -> str:
         """Sample ``at`` as errors and predictions name it: ``<split url>:<key>``."""
         return f"{self.where}:{self.index.key(at)}"
