@@ -23,6 +23,7 @@ LEAVES = (
     "utils/config_resume.py",
     "utils/config_rules.py",
     "utils/errors.py",
+    "utils/undecodable.py",
     "utils/typed_merge.py",
     "utils/key_hints.py",
     "utils/yaml_load.py",
