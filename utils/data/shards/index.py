@@ -100,7 +100,8 @@ def _printable(value: Any) -> bool:
 
 
 def _extension(value: Any) -> bool:
-    return _printable(value) and plain_name(value) and "." not in value
+    # not held to printable: a file name that is not UTF-8 may end so (pack writes its bytes as \udcXX escapes)
+    return isinstance(value, str) and 0 < len(value) <= 255 and plain_name(value) and "." not in value
 
 
 def _class_names(value: Any) -> bool:
