@@ -13,6 +13,8 @@ callers that caught ``ValueError``/``KeyError``/``RuntimeError`` keep working.
 
 from __future__ import annotations
 
+from utils.undecodable import shown
+
 
 class UserError(Exception):
     """Bad input the user can fix: an ``error:`` line and exit code 2, never a traceback."""
@@ -90,7 +92,8 @@ def one_line(err: BaseException) -> str:
     if "\nOriginal Traceback" in text:
         last = text.rstrip().splitlines()[-1]  # "utils.errors.DataError: <message>"
         text = last.split(": ", 1)[1] if ": " in last else last
-    return masked(text)
+    # a password in a URL masked, a file name that is not UTF-8 as every text writes it (utils/undecodable.py)
+    return masked(shown(text))
 
 
 def name_list(names: object, show: int = 10) -> str:

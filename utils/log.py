@@ -20,6 +20,7 @@ from utils import metrics_file
 from utils.owned_files import make_dirs, open_file
 from utils.run_folder import RunFolder
 from utils.secret_text import masked
+from utils.undecodable import shown
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +38,23 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
     root.setLevel(level if rank == 0 else logging.WARNING)
     prefix = "" if rank == 0 else f"[rank{rank}] "
     console = _Console(sys.stderr)
-    console.setFormatter(MaskingFormatter(prefix + _FORMAT, "%H:%M:%S"))
+    console.setFormatter(_Shown(prefix + _FORMAT, "%H:%M:%S"))
     console._framework = True
     root.addHandler(console)
     if rank == 0 and log_file is not None:
         file_handler = _LogFile(log_file)
-        file_handler.setFormatter(MaskingFormatter(_FORMAT))
+        file_handler.setFormatter(_Shown(_FORMAT))
         file_handler._framework = True
         root.addHandler(file_handler)
 
 
-class MaskingFormatter(logging.Formatter):
-    """Lines with every password in a URL masked (``utils/secret_text.py``), tracebacks too: a setting holding one
-    is masked already, and this catches what a library's message repeats of the URL it was given to connect."""
+class _Shown(logging.Formatter):
+    """Lines as every text of the framework is shown: every password in a URL masked (``utils/secret_text.py``),
+    tracebacks too, since a library's message repeats the URL it was given to connect; and a file name that is
+    not UTF-8 as its bytes (``utils/undecodable.py``: a surrogate in log.txt raised inside the handler)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return masked(super().format(record))
+        return masked(shown(super().format(record)))
 
 
 class _LogFile(logging.FileHandler):

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable, List, Union
 
 from utils.errors import LinkError, OutputError
+from utils.undecodable import ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,9 @@ def write_bytes(root: PathLike, path: PathLike, data: bytes, advice: str, sync: 
 
 
 def write_text(root: PathLike, path: PathLike, text: str, advice: str, sync: bool = False) -> None:
-    """``text`` (UTF-8) as the whole of ``path`` (see ``write_atomic``)."""
-    write_bytes(root, path, text.encode("utf-8"), advice, sync)
+    """``text`` (UTF-8; a file name that is not UTF-8 as its bytes, ``\\xNN``: ``utils/undecodable.py``) as the whole
+    of ``path`` (see ``write_atomic``)."""
+    write_bytes(root, path, text.encode("utf-8", ERRORS), advice, sync)
 
 
 def replace(root: PathLike, source: PathLike, target: PathLike) -> None:

@@ -26,6 +26,7 @@ LEAVES = (
     "utils/errors.py",
     "utils/secret_text.py",
     "utils/owned_files.py",
+    "utils/undecodable.py",
     "utils/typed_merge.py",
     "utils/key_hints.py",
     "utils/yaml_load.py",

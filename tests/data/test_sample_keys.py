@@ -59,6 +59,17 @@ def test_a_table_gives_back_its_strings_in_chunks_by_index_and_after_pickling():
     assert table.buffer.dtype == np.uint8 and table.offsets.dtype == np.int64 and table.nbytes < 400 + 8 * 8
 
 
+def test_a_table_over_mapped_starts_reads_as_the_same_table_without_copying_them():
+    """A packed index's key column (N uint64 starts, mapped) and the buffer's end: the same strings, no N + 1 copy."""
+    whole = StringTable.from_strings(["a", "bb", "", "c/d.png"])
+    starts = whole.offsets[:-1].astype(np.uint64)
+    table = StringTable(whole.buffer, starts, end=len(whole.buffer), plain=True, digest="known")
+    assert table._starts is starts and list(table) == table.tolist() == ["a", "bb", "", "c/d.png"] == list(whole)
+    assert [table[i] for i in (3, -1, 0)] == ["c/d.png", "c/d.png", "a"] and len(table) == 4
+    assert table.take(np.array([3, 0, 2, -4])) == ["c/d.png", "a", "", "a"] and table.sha256() == "known"
+    assert [len(part) for part in table.chunks(3)] == [3, 1] and np.array_equal(table.offsets, whole.offsets)
+
+
 def test_the_fingerprint_of_a_table_is_the_fingerprint_of_its_keys_one_by_one():
     listed, tabled = data_identity(Listed(ODD)), data_identity(Tabled(ODD))
     assert (

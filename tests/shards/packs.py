@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import main
+from utils.file_hash import file_digest
 
 
 def pack(capsys, output: Path, *overrides: str) -> str:
@@ -23,13 +24,15 @@ def load_split(folder: Path):
 
 
 def craft(folder: Path, change) -> None:
-    """``change(arrays, header)`` applied to a packed split's index (copies of its arrays, its JSON), written back."""
+    """``change(arrays, header)`` applied to a packed split's index (copies of its arrays, its JSON), written back
+    with each array's size and sha256 made to match, as whoever crafts an index would."""
     header = json.loads((folder / "index.json").read_text())
     arrays = {name: np.load(folder / f"{name}.npy") for name in ("samples", "members", "keys", "stems")}
     change(arrays, header)
     for name, array in arrays.items():
         np.save(folder / f"{name}.npy", array, allow_pickle=False)
         header["arrays"][name]["bytes"] = (folder / f"{name}.npy").stat().st_size
+        header["arrays"][name]["sha256"] = file_digest(folder / f"{name}.npy")
     (folder / "index.json").write_text(json.dumps(header))
 
 

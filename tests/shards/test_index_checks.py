@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+
+import numpy as np
 import pytest
 
-from tests.shards.packs import craft, pack, set_text
+from tests.shards.packs import craft, load_split, pack, set_text
 from utils.config import DataConfig
 from utils.data import build_dataset
+from utils.data.shards import checked
 from utils.errors import DataError
 
 
@@ -23,12 +28,18 @@ CRAFTED = [  # (what is changed in the test split's index, what the one line nam
     (set_field("samples", "label", 7, 57), "at sample 7 (label 57 of 10 classes)"),
     (set_field("samples", "label", 7, -1), "at sample 7 (label -1 of 10 classes)"),
     (set_field("members", "ext", 8, 9), "at sample 8 (a member's extension 9 of 1)"),
-    (lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"), "not a file beside it"),
+    (
+        lambda a, h: h["shards"][0].__setitem__("name", "../../train/shard-000000.tar"),
+        'has shards[0].name = "../../train/shard-000000.tar", not a file beside it',
+    ),
     (
         lambda a, h: h["arrays"]["keys"].__setitem__("name", "../keys.npy"),
-        "inconsistent (task, sample counts or arrays)",
+        "has arrays.keys.name = \"../keys.npy\", not 'keys.npy'",
     ),
-    (lambda a, h: h["extensions"].__setitem__(0, "../npy"), "lists the extension '../npy', not a plain one"),
+    (
+        lambda a, h: h["extensions"].__setitem__(0, "../npy"),
+        'has extensions = ["../npy"], not a list of plain file extensions',
+    ),
     (lambda a, h: a.__setitem__("keys", a["keys"][:-1]), "at sample 0 (its keys are not one line per sample)"),
     # predict names a saliency map after its sample's key: a key that leaves the folder is refused on load
     (lambda a, h: set_text(a, "keys", "key", 2, "../../x.png"), "at sample 2 (key '../../x.png' is not a relative"),
@@ -49,3 +60,26 @@ def test_a_crafted_or_damaged_index_is_one_line_naming_the_sample_before_any_rea
         assert named in str(err.value) and str(err.value).endswith("pack the data again (--mode pack)"), str(err.value)
         for name, data in good.items():
             (folder / name).write_bytes(data)
+
+
+def test_a_fresh_pack_is_stamped_checked_so_its_first_start_checks_nothing_per_sample(tmp_path, capsys):
+    """--mode pack checks each split whole as it finishes it; a start then trusts the stamp, until an array
+    changes (its change time moves, whatever its modification time says)."""
+    pack(capsys, tmp_path / "p", "data.name=digits", "--shard-size", "100KB")
+    folder = tmp_path / "p" / "val"
+    files = {name: folder / f"{name}.npy" for name in ("samples", "members", "keys", "stems")}
+    text = (folder / "index.json").read_bytes()
+    assert checked.is_stamped(checked.facts(text, files))
+    # the stamp keeps the keys' sha256 (the data's fingerprint): a start does not hash them again
+    keys = hashlib.sha256(np.load(files["keys"]).tobytes()).hexdigest()
+    assert (
+        checked.proven(checked.facts(text, files))
+        == {"keys_sha256": keys, "label_count": None}  # digits names its classes
+        == {"keys_sha256": load_split(folder).keys_sha256, "label_count": None}
+    )
+    before = os.stat(files["samples"])
+    files["samples"].write_bytes(files["samples"].read_bytes())  # the same bytes, written again
+    os.utime(files["samples"], ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert not checked.is_stamped(checked.facts(text, files))
+    load_split(folder)  # checked whole again (the same bytes: no error), stamped again
+    assert checked.is_stamped(checked.facts(text, files))

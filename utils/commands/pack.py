@@ -25,6 +25,7 @@ from utils.commands.options import ModeParser, add_config
 from utils.commands.started import resolve_config
 from utils.config import Config
 from utils.data.shards.index import INDEX, Shard
+from utils.data.shards.index_load import check_packed
 from utils.data.shards.pack_split import SplitJob, pack_split
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.sources import PackSource, classes_of
@@ -110,6 +111,8 @@ def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[
             if is_s3(output):  # the shards went up as they were written; the index last: it names only shards there
                 for file in (*header.arrays.values(), Shard(INDEX, 0, "", 0)):
                     store.upload(folder / file.name, f"{split}/{file.name}")
+            else:  # checked whole once, here: starts from the pack trust the stamp this leaves (checked.py)
+                check_packed(folder)
             total = sum(shard.bytes for shard in header.shards)
             results[split] = {"samples": header.count, "shards": len(header.shards), "bytes": total}
             log.info(

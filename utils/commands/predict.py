@@ -60,6 +60,7 @@ from utils.model.outputs import select
 from utils.names_from_files import inside
 from utils.owned_files import make_dirs, write_atomic
 from utils.run_folder import RunFolder
+from utils.undecodable import ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,8 @@ def video_rows(
 
 
 def _write_rows(out: BinaryIO, rows: List[Dict[str, Any]]) -> None:
-    fh = io.TextIOWrapper(out, encoding="utf-8", newline="")
+    # a file name that is not UTF-8 (``\xff\xfe.png``) is written as the other text is: its bytes as \xNN
+    fh = io.TextIOWrapper(out, encoding="utf-8", errors=ERRORS, newline="")
     writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["path"])
     writer.writeheader()
     writer.writerows(rows)

@@ -135,7 +135,7 @@ class ImageFolder(Dataset):
             self.classes = self.packed.classes(classes)
         else:
             self._scan(Path(root), split, classes)
-        self.num_classes = len(self.classes) if self.classes is not None else 0
+        self.num_classes = len(self.classes) if self.classes is not None else getattr(self.packed, "num_classes", 0)
         from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
 
         self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None

@@ -122,7 +122,7 @@ class VideoFramesFolder(ClipDataset):
             packed = self.packed
             packed.ignores(VideoFramesFolder.__init__, split_files=split_files)
             self.classes = packed.classes(classes)
-            self.num_classes = len(self.classes or [])
+            self.num_classes = len(self.classes) if self.classes is not None else packed.num_classes
             names = StringTable.from_strings(packed.name_of(at) for at in range(len(packed)))
             self.set_videos(packed.labels, packed.index.samples["count"], names, packed.key_table())
         else:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from utils.data.shards.index import Shard
+from utils.errors import DataError
 from utils.file_hash import file_digest
 from utils.owned_files import make_dirs, open_file, remove, replace
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 STALE_S = 600.0  # a cached shard unused this long makes room for another
 FULL_RECHECK_S = 10.0  # how long a process trusts "the cache is full" before looking again
 CACHED = re.compile(r"[0-9a-f]{20}-[^/]+\.tar")  # the name of a shard this cache wrote (``ShardCache.file``)
+INDEX_COPY = re.compile(r"[0-9a-f]{20}-[^/]+\.npy")  # a copy of an index array (``ShardCache.index_file``)
 DOWNLOAD = re.compile(r"\.([0-9a-f]{20}-[^/]+\.tar)\.([0-9]+)\.part")  # one on its way, by the process it names
 
 
@@ -71,8 +73,13 @@ class ShardCache:
     def index_file(self, file: Shard, split: str) -> Path:
         """A verified local copy of one of a split's index arrays (``file``: its name, checksum and size), which
         every process of the machine maps: kept beside the shards, never evicted and not counted in the limit
-        (a few dozen bytes per sample)."""
+        (a few dozen bytes per sample). Its name comes from checked fields (``index.py``: 64 hex digits, the
+        array's own name); a split that would lead it out of the folder is refused, never followed."""
         path = self.folder / f"{file.sha256[:20]}-{split}-{file.name}"
+        if not INDEX_COPY.fullmatch(path.name) or path.parent != self.folder:
+            raise DataError(
+                f"split '{split}' cannot name a file of the shard cache '{self.folder}'; name a packed split"
+            )
         if path.is_symlink() or not path.is_file():
             self._download(path, f"{split}/{file.name}", file.sha256)
         return path

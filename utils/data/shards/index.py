@@ -22,20 +22,24 @@ FFCV keep their sample metadata the same way):
 - ``keys``, ``stems``: UTF-8 bytes, each key (stem) followed by ``\\n``: the data's fingerprint (the SHA-256 of
   its keys, ``utils/data/identity.py``) is the hash of ``keys`` as it is.
 
-Loading checks the whole index at once with numpy (``index_load.py``), so a crafted or damaged index is
-one error line naming the sample before any read, at a cost that stays a few numpy passes at 10M samples.
+Every field of ``index.json`` is checked by type and range before use (``HEADER_FIELDS``, ``SHARD_FIELDS``):
+one error line names the field, its value and the fix, and no field becomes a path (shard names are the ones
+pack gives, checksums 64 hex digits). The arrays are checked whole once, then trusted by a stamp at a cost flat
+in the sample count (``index_load.py``, ``checked.py``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from utils.data.input_shape import TASKS  # the tasks a split is packed for: eval.metric's names
 from utils.errors import DataError
+from utils.names_from_files import plain_name
 
 FORMAT = "regtrain-shards"
 VERSION = 2
@@ -81,8 +85,88 @@ class Header:
         return json.dumps(body, separators=(",", ":"))
 
 
+Rule = Tuple[Callable[[Any], bool], str]  # a field's test, and what a valid value is (the error line says it)
+WHOLE_MAX = 2**63  # every count and size fits the arrays' 64-bit fields
+SHARD_NAME = re.compile(r"shard-[0-9]{6,10}\.tar")  # the names pack gives its shards (``writer.shard_name``)
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < WHOLE_MAX
+
+
+def _printable(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 255 and value.isprintable()
+
+
+def _extension(value: Any) -> bool:
+    # not held to printable: a file name that is not UTF-8 may end so (pack writes its bytes as \udcXX escapes)
+    return isinstance(value, str) and 0 < len(value) <= 255 and plain_name(value) and "." not in value
+
+
+def _class_names(value: Any) -> bool:
+    named = (isinstance(c, (str, int)) and not isinstance(c, bool) for c in value) if isinstance(value, list) else ()
+    return value is None or (isinstance(value, list) and all(named))
+
+
+COUNT: Rule = (_whole, "a count (a whole number from 0)")
+SIZE: Rule = (_whole, "a size in bytes (a whole number from 0 below 2**63)")
+SHA256: Rule = (lambda v: isinstance(v, str) and HEX64.fullmatch(v) is not None, "a sha256 (64 lowercase hex digits)")
+# every field of index.json: its test and what it must be; a nested table for each list or object of them
+HEADER_FIELDS: Dict[str, Rule] = {
+    "split": (lambda v: _printable(v) and plain_name(v), "a split's name"),
+    "task": (lambda v: v in TASKS, f"one of {list(TASKS)}"),
+    "dataset": (_printable, "a dataset's name"),
+    "classes": (_class_names, "null or a list of class names"),
+    "samples": COUNT,
+    "extensions": (
+        lambda v: isinstance(v, list) and len(v) <= 65536 and all(_extension(e) for e in v),
+        "a list of plain file extensions (png, jpg, npy)",
+    ),
+    "shards": (lambda v: isinstance(v, list) and len(v) < 2**32, "a list of shards"),
+    "arrays": (
+        lambda v: isinstance(v, dict) and sorted(v) == sorted(ARRAYS),
+        f"an object of the arrays {list(ARRAYS)}",
+    ),
+}
+SHARD_FIELDS: Dict[str, Rule] = {
+    "name": (
+        lambda v: isinstance(v, str) and SHARD_NAME.fullmatch(v) is not None,
+        "a file beside it (shard-NNNNNN.tar)",
+    ),
+    "samples": COUNT,
+    "sha256": SHA256,
+    "bytes": SIZE,
+}
+
+
+def array_fields(name: str) -> Dict[str, Rule]:
+    """The fields of ``arrays.<name>``: the file beside the index, its checksum and size."""
+    return {"name": (lambda v: v == f"{name}.npy", f"'{name}.npy'"), "sha256": SHA256, "bytes": SIZE}
+
+
+def checked_fields(body: Any, fields: Dict[str, Rule], at: str, where: str) -> Dict[str, Any]:
+    """``body`` (an object of ``where``, at ``at``: ``shards[3].``) when each of ``fields`` passes its test; a
+    DataError naming the first field that does not, its value and what it must be."""
+    if not isinstance(body, dict):
+        raise DataError(f"shard index '{where}' has {at.rstrip('.')} = {_shown(body)}, not an object; {REPACK}")
+    for field, (test, what) in fields.items():
+        if field not in body:
+            raise DataError(f"shard index '{where}' lacks the field {at}{field}; {REPACK}")
+        if not test(body[field]):
+            raise DataError(f"shard index '{where}' has {at}{field} = {_shown(body[field])}, not {what}; {REPACK}")
+    return body
+
+
+def _shown(value: Any) -> str:
+    """``value`` as the error line quotes it: its JSON, cut short (a crafted field may be long)."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def parse_header(text: bytes, where: str) -> Header:
-    """The header in ``text`` (read from ``where``); a DataError for another format or version, or a broken file."""
+    """The header in ``text`` (read from ``where``), each field checked by type and range (``HEADER_FIELDS``); a
+    DataError naming the field, for another format or version, or a broken file."""
     try:
         body = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
@@ -92,28 +176,28 @@ def parse_header(text: bytes, where: str) -> Header:
     if body.get("version") != VERSION:
         older = " (a JSON entry per sample, before the compact index)" if body.get("version") == 1 else ""
         raise DataError(
-            f"shard index '{where}' has format version {body.get('version')!r}{older}, this framework reads version "
-            f"{VERSION}; {REPACK}"
+            f"shard index '{where}' has format version {_shown(body.get('version'))}{older}, this framework reads "
+            f"version {VERSION}; {REPACK}"
         )
-    try:
-        shards = [Shard(str(s["name"]), int(s["samples"]), str(s["sha256"]), int(s["bytes"])) for s in body["shards"]]
-        arrays = {
-            name: Shard(str(f["name"]), 0, str(f["sha256"]), int(f["bytes"])) for name, f in body["arrays"].items()
-        }
-        header = Header(
-            body["split"], body["task"], body["dataset"], body["classes"], int(body["samples"]), body["extensions"],
-            shards, arrays,
-        )  # fmt: skip
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise DataError(f"shard index '{where}' lacks {err}; {REPACK}") from err
-    named = all(arrays.get(name, Shard("", 0, "", 0)).name == f"{name}.npy" for name in ARRAYS)  # files beside it
-    if (
-        header.task not in TASKS
-        or sum(s.samples for s in shards) != header.count
-        or set(arrays) != set(ARRAYS)
-        or not named
-    ):
-        raise DataError(f"shard index '{where}' is inconsistent (task, sample counts or arrays); {REPACK}")
+    checked_fields(body, HEADER_FIELDS, "", where)
+    shards = [
+        Shard(s["name"], s["samples"], s["sha256"], s["bytes"])
+        for i, s in enumerate(body["shards"])
+        if checked_fields(s, SHARD_FIELDS, f"shards[{i}].", where)
+    ]
+    arrays = {}
+    for name in ARRAYS:
+        file = checked_fields(body["arrays"][name], array_fields(name), f"arrays.{name}.", where)
+        arrays[name] = Shard(file["name"], 0, file["sha256"], file["bytes"])
+    header = Header(
+        body["split"], body["task"], body["dataset"], body["classes"], body["samples"], body["extensions"],
+        shards, arrays,
+    )  # fmt: skip
+    if sum(s.samples for s in shards) != header.count:
+        raise DataError(
+            f"shard index '{where}' has samples = {header.count}, but its shards hold {sum(s.samples for s in shards)}; "
+            f"{REPACK}"
+        )
     return header
 
 
@@ -126,6 +210,8 @@ class Index:
         self.classes, self.shards, self.extensions = header.classes, header.shards, header.extensions
         self.samples, self.members = arrays["samples"], arrays["members"]
         self.keys, self.stems = arrays["keys"], arrays["stems"]
+        self.keys_sha256: Optional[str] = None  # the keys' lines' sha256 when loading learned it (index_load.py)
+        self.label_count: Optional[int] = None  # the classes, or the largest label + 1 without names (index_load.py)
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -89,11 +89,17 @@ class PackedSplit:
 
     def key_table(self) -> StringTable:
         """The packed dataset's keys (its relative paths, or indices for in-memory data), as the index holds them."""
-        return _table(self.index.keys, self.index.samples["key"])
+        return _table(self.index.keys, self.index.samples["key"], self.index.keys_sha256)
 
     def stem_table(self) -> StringTable:
         """The stems of a packed SOD split (its saliency maps' names)."""
         return _table(self.index.stems, self.index.samples["stem"])
+
+    @property
+    def num_classes(self) -> int:
+        """The classes the labels span: the index's class names, or its largest label + 1 where it names none
+        (the network must score them all: a crafted label of 1000 is one line, not a loss out of bounds)."""
+        return self.index.label_count or 0
 
     def name_of(self, at: int) -> str:
         """Sample ``at`` as errors and predictions name it: ``<split url>:<key>``."""
@@ -161,9 +167,11 @@ class PackedSplit:
         return _StemNames(self)
 
 
-def _table(lines: np.ndarray, starts: np.ndarray) -> StringTable:
-    """A text table of the index (lines each ended by a newline, their starts) as a StringTable, read in place."""
-    return StringTable(lines, np.append(starts.astype(np.int64), len(lines)))
+def _table(lines: np.ndarray, starts: np.ndarray, digest: Optional[str] = None) -> StringTable:
+    """A text table of the index (lines each ended by a newline, their starts) as a StringTable, read in place:
+    the mapped starts themselves, one line per sample and (``digest``) their sha256 as loading proved them
+    (``index_load.py``)."""
+    return StringTable(lines, starts, end=len(lines), plain=True, digest=digest)
 
 
 class _StemNames(Mapping[str, str]):

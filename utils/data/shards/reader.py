@@ -40,7 +40,7 @@ def load_index(store: Store, split: str, cache: Optional[ShardCache]) -> Index:
                 f"index array '{store.url}/{split}/{file.name}' does not match its sha256 in {INDEX}; pack the data again"
             ) from None
 
-    index = load(store.read(f"{split}/{INDEX}"), where, path_of)
+    index = load(store.read(f"{split}/{INDEX}"), where, path_of, hashed=cache is not None)  # S3: checked on arrival
     if index.split != split:
         raise DataError(f"shard index '{where}' is of split '{index.split}', not '{split}'; pack the data again")
     return index
