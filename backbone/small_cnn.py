@@ -6,7 +6,7 @@ from torch import nn
 
 from backbone.base import Backbone
 from module.conv import ConvBNAct
-from utils.arguments import Count, Widths
+from utils.config.arguments import Count, Widths
 from utils.registry import BACKBONES
 
 

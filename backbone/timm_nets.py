@@ -20,7 +20,7 @@ from typing import Annotated, Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from backbone.base import Backbone
-from utils.arguments import Count, check_value, in_range, non_empty
+from utils.config.arguments import Count, check_value, in_range, non_empty
 from utils.errors import ConfigError, name_list
 from utils.registry import BACKBONES
 

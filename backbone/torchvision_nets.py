@@ -11,7 +11,7 @@ import importlib
 from torch import nn
 
 from backbone.base import Backbone
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.registry import BACKBONES
 
 

@@ -12,7 +12,7 @@ import importlib
 from torch import nn
 
 from backbone.base import Backbone
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.registry import BACKBONES
 
 

@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import ratios, row  # noqa: E402
 from utils.amp import Amp  # noqa: E402
-from utils.config import AmpConfig  # noqa: E402
+from utils.config.schema import AmpConfig  # noqa: E402
 from utils.registry import NETWORKS  # noqa: E402
 
 LEVELS = ("O0", "O1", "O2")

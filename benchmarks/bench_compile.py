@@ -52,7 +52,7 @@ def child(name: str, rounds: int) -> Dict[str, object]:
     """In a fresh process: compile time and per-round step times of ``name``."""
     import torch
 
-    from utils.config_rules import COMPILE_DEFAULTS
+    from utils.config.rules import COMPILE_DEFAULTS
     from utils.model.compile import compile_model
     from utils.registry import NETWORKS
 

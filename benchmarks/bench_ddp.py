@@ -67,7 +67,7 @@ def _hand(model: nn.Module, data: List) -> float:
 
 
 def _framework_ddp(model: nn.Module, rank: int, world: int) -> nn.Module:
-    from utils.config import DistConfig
+    from utils.config.schema import DistConfig
     from utils.distributed.parallel import wrap_model
     from utils.distributed.process_group import DistInfo
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.common import batches, framework_epoch, interleaved, max_abs_diff, ratios, row, timed
-from utils.config import ScheduleConfig
+from utils.config.schema import ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 from utils.registry import NETWORKS
 

@@ -61,7 +61,7 @@ def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
 
 def _framework(data: List) -> tuple:
     from benchmarks.common import framework_epoch
-    from utils.config_load import load_config
+    from utils.config.load import load_config
     from utils.distributed.fsdp import shard_model
 
     cfg = load_config(overrides=["dist.mode=fsdp"])

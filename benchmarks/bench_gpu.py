@@ -34,7 +34,7 @@ from benchmarks.bench_amp import Setup, classifier  # noqa: E402
 from benchmarks.common import framework_epoch, hand_loop, interleaved, max_abs_diff, ratios, row  # noqa: E402
 from benchmarks.gpu_measures import count_syncs, peak_bytes, seconds_per_step  # noqa: E402
 from utils.amp.policy import apex_amp_available  # noqa: E402
-from utils.config import ScheduleConfig  # noqa: E402
+from utils.config.schema import ScheduleConfig  # noqa: E402
 from utils.distributed.determinism import make_deterministic  # noqa: E402
 from utils.optim.schedules import build_scheduler, lr_factor_fn  # noqa: E402
 from utils.registry import NETWORKS  # noqa: E402

@@ -62,7 +62,7 @@ def make_jpegs(count: int) -> Path:
 
 def framework_loader(root: Path, name: str = "image_folder", args: str = "{}"):
     """The train loader exactly as ``main.py`` builds it for these overrides (``bench_shards`` reads shards with it)."""
-    from utils.config_load import load_config
+    from utils.config.load import load_config
     from utils.data import build_dataset, build_train_loader, with_process_batch
 
     cfg = load_config(

@@ -120,7 +120,7 @@ def measure_memory(pack: str) -> Dict[str, float]:
     """The train loader as main.py builds it over the pack (2 workers): memory after a batch, 5,000 samples, an epoch."""
     import torch
 
-    from utils.config_load import load_config
+    from utils.config.load import load_config
     from utils.data import build_dataset, build_train_loader
 
     torch.set_num_threads(1)

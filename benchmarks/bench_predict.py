@@ -32,7 +32,7 @@ from benchmarks.common import ratios, row  # noqa: E402
 from tests.apps.conftest import CLASSES, folder_overrides, make_digit_folder  # noqa: E402
 from utils.checkpoint.state import Checkpoint  # noqa: E402
 from utils.commands.checkpoint_network import checkpoint_network  # noqa: E402
-from utils.config_load import load_config  # noqa: E402
+from utils.config.load import load_config  # noqa: E402
 
 
 def plain_loop(checkpoint: Path, paths: list, batch: int = 64) -> float:

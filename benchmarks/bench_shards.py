@@ -58,7 +58,7 @@ def train_loader(name: str, root: str, args: str = "{}"):
 def pack_into(jpegs: Path, output: str) -> dict:
     """``--mode pack`` in process: the image_folder at ``jpegs`` as 4 MB shards at ``output``."""
     from utils.commands.pack import pack
-    from utils.config_load import load_config
+    from utils.config.load import load_config
 
     logging.getLogger("utils.commands.pack").setLevel(logging.ERROR)  # no val or test folder: its warnings
     cfg = load_config(overrides=["data.name=image_folder", f"data.root={jpegs}"])

@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.common import interleaved, ratios, row, timed
 from utils.amp import Amp
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset, build_eval_loader
 from utils.distributed.process_group import DistInfo
 from utils.engine.trainer import Trainer
@@ -28,7 +28,7 @@ from utils.log import RunWriter
 from utils.metrics import build_metric
 from utils.model.build import build_network
 from utils.model.criterion import build_criterion
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 
 DEVICE = torch.device("cpu")
 # (title, config, overrides of the full run, overrides of a --quick run): the demo configs' val splits

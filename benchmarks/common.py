@@ -107,7 +107,7 @@ def framework_epoch(
     """One epoch of the framework's Trainer over ``data`` with the hooks every run calls per step
     (the writer's loss read at log steps, the progress hook, the stop signal; as on a rank that writes no files). Returns the steps taken."""
     from utils.amp import Amp
-    from utils.config import AmpConfig
+    from utils.config.schema import AmpConfig
     from utils.distributed.process_group import DistInfo
     from utils.engine.trainer import Trainer
     from utils.engine.trainer_types import LoopOptions, Parts

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from utils.arguments import Count, EvalSplits
+from utils.config.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
 from utils.hook.pictures import EvaluationPictures
 from utils.metrics.base import target_labels

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from utils.arguments import EvalSplits
+from utils.config.arguments import EvalSplits
 from utils.distributed.ops import all_reduce_sums
 from utils.hook import EvalBatch
 from utils.hook.pictures import EvaluationPictures

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from utils.arguments import Count, EvalSplits
+from utils.config.arguments import Count, EvalSplits
 from utils.hook import EvalBatch
 from utils.hook.pictures import EvaluationPictures
 from utils.metrics.base import target_mask

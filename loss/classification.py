@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.arguments import above, in_range
+from utils.config.arguments import above, in_range
 from utils.metrics.base import target_labels, target_tensor
 from utils.registry import LOSSES
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Tuple
 import torch
 from torch import nn
 
-from utils.arguments import above
+from utils.config.arguments import above
 from utils.metrics.base import target_mask
 from utils.registry import LOSSES
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Dict, Optional
 import torch
 from torch import nn
 
-from utils.arguments import Count, in_range
+from utils.config.arguments import Count, in_range
 from utils.registry import BACKBONES, NETWORKS
 
 DropRate = Annotated[float, in_range(0, 1, high_open=True)]  # the probability of zeroing a feature

@@ -10,7 +10,7 @@ from torch import nn
 from module.conv import ConvBNAct
 from module.interaction import resize_to
 from network.saliency import SaliencyNetwork
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.registry import NETWORKS
 
 

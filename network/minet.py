@@ -11,7 +11,7 @@ from torch.utils.checkpoint import checkpoint
 from module.conv import ConvBNAct
 from module.interaction import AggregateInteraction, SelfInteraction, resize_to
 from network.saliency import SaliencyNetwork
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.registry import NETWORKS
 
 

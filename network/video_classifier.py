@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from network.classifier import Classifier, DropRate
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.errors import ConfigError
 from utils.registry import NETWORKS
 

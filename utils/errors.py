@@ -69,7 +69,7 @@ class NonFiniteError(UserError, FloatingPointError):
 
 
 class LinkError(UserError, RuntimeError):
-    """A link found where a folder the run owns keeps one of its folders (``utils/owned_files.py``): a run never
+    """A link found where a folder the run owns keeps one of its folders (``utils/files/owned.py``): a run never
     writes through a link out of its folder. Not an OSError: the handlers of a failed write do not reword it."""
 
 

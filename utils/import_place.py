@@ -15,9 +15,9 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any, Iterable, Iterator, List, Optional, Sequence, Union
 
-from utils.config import ExperimentConfig
+from utils.config.schema import ExperimentConfig
 from utils.errors import ConfigError
-from utils.run_folder import is_numbered_run
+from utils.run.folder import is_numbered_run
 
 PROJECT = Path(__file__).resolve().parents[1]  # main.py's folder: on sys.path when main.py runs
 # the output roots every import is kept out of: the default one, as a path from the working folder and in the project

@@ -16,9 +16,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 import numpy as np
 from tqdm import tqdm
 
-from utils import metrics_file
-from utils.owned_files import make_dirs, open_file
-from utils.run_folder import RunFolder
+from utils.files.owned import make_dirs, open_file
+from utils.run import metrics_file
+from utils.run.folder import RunFolder
 from utils.secret_text import masked
 from utils.undecodable import shown
 
@@ -58,7 +58,7 @@ class _Shown(logging.Formatter):
 
 
 class _LogFile(logging.FileHandler):
-    """The run folder's log.txt, appended to and never through a link (``utils/owned_files.py``: a ``log.txt``
+    """The run folder's log.txt, appended to and never through a link (``utils/files/owned.py``: a ``log.txt``
     that is a link is replaced by the run's own, with a warning)."""
 
     def _open(self) -> Any:

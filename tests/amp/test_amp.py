@@ -12,7 +12,7 @@ from utils.amp import Amp, LossScaler
 from utils.amp.native import NativeAmp
 from utils.checkpoint.files import atomic_save
 from utils.checkpoint.readers import load_file
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.registry import NETWORKS
 
 CPU = torch.device("cpu")

@@ -10,8 +10,8 @@ from torch import nn
 
 from utils.amp import Amp, apex_amp_available
 from utils.amp.apex_backend import ApexAmp
-from utils.config import AmpConfig
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import AmpConfig
 from utils.errors import ConfigError
 
 CPU = torch.device("cpu")

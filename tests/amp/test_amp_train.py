@@ -13,7 +13,7 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp, apex_amp_available
 from utils.checkpoint.readers import load_file
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts
 from utils.model.criterion import build_criterion

@@ -16,7 +16,7 @@ from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.checkpoint.state import Checkpoint
 from utils.commands.checkpoint_network import checkpoint_network
 from utils.commands.export import quiet_exporters
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.model.build import build_network
 
 # its INFO lines

@@ -12,7 +12,7 @@ import torch
 import main
 from tests.apps.test_export import exported_outputs
 from utils.checkpoint.state import Checkpoint
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.model.build import build_network
 
 # bf16 is emulated, and slow, on this CPU: a narrow network, two steps, two digits

@@ -14,7 +14,7 @@ import yaml
 
 import main
 from tests.fixtures.outputs import one_error, partial_files, small_disk
-from utils.run_folder import run_holding
+from utils.run.folder import run_holding
 
 
 def snapshot(folder: Path) -> Dict[str, bytes]:

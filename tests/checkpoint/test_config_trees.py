@@ -14,9 +14,9 @@ import torch
 import main
 from tests.fixtures.crafted import checkpoint_data, errors_of
 from utils.checkpoint.state import Checkpoint
+from utils.config.plain_tree import tree_problem
+from utils.config.typed_merge import load_yaml
 from utils.errors import CheckpointError
-from utils.plain_tree import tree_problem
-from utils.typed_merge import load_yaml
 
 
 @contextmanager

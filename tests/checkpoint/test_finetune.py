@@ -12,7 +12,7 @@ from utils.checkpoint.restore import load_initial_weights
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.start_point import start_point
 from utils.checkpoint.state import Progress, RunRecord, StateObjects, snapshot_training_state
-from utils.config import AmpConfig, ModelConfig
+from utils.config.schema import AmpConfig, ModelConfig
 from utils.errors import CheckpointError
 from utils.registry import NETWORKS
 

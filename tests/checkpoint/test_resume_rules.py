@@ -22,8 +22,8 @@ from tests.fixtures.metrics_rows import rows
 from utils.checkpoint.optimizer_state import restore_optimizer
 from utils.checkpoint.records import read_record, record_path
 from utils.checkpoint.store import CheckpointStore
-from utils.config import Config
-from utils.config_resume import RULES, field_rules
+from utils.config.resume import RULES, field_rules
+from utils.config.schema import Config
 from utils.engine.validator import Validator
 from utils.optim.optimizers import param_groups
 

@@ -19,8 +19,8 @@ from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.dist_utils import PYTHON
 from tests.fixtures.metrics_rows import rows
 from utils.engine.trainer import Trainer
-from utils.run_folder import RunFolder, numbered
-from utils.unfinished_run import finished
+from utils.run.folder import RunFolder, numbered
+from utils.run.unfinished import finished
 
 
 def start(out: Path, *extra: str) -> subprocess.Popen:

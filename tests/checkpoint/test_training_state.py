@@ -16,7 +16,7 @@ from utils.checkpoint.state import (
     network_weights_of,
     snapshot_training_state,
 )
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.errors import CheckpointError
 from utils.optim.ema import ModelEma
 

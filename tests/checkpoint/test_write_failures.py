@@ -125,7 +125,7 @@ def test_a_failed_best_pt_never_blocks_the_resume_which_tests_the_recorded_best(
 
 
 def test_a_full_disk_under_the_config_or_the_metrics_is_one_line_too(tmp_path, monkeypatch, capsys):
-    real_open = os.open  # every write under a run folder opens through it (utils/owned_files.py)
+    real_open = os.open  # every write under a run folder opens through it (utils/files/owned.py)
 
     def full(path, *args, **kwargs):
         if str(path).endswith("metrics.jsonl"):

@@ -15,8 +15,8 @@ import torch
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from tests.fixtures.docs_pages import all_text
-from utils.config import config_yaml
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import config_yaml
 from utils.log import best_line, format_metrics, wall_time
 from utils.registry import METRICS
 from utils.threads import choose_threads, usable_cores

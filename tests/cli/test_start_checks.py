@@ -21,7 +21,7 @@ from utils.commands.command_line import parse_command_line
 from utils.commands.started import resolve_config
 from utils.distributed.process_group import init_distributed
 from utils.errors import CheckpointError
-from utils.start import open_run
+from utils.run.start import open_run
 
 QUICK = ["train.iterations=2", "threads=1"]
 # a user's network whose backbone argument is a backbone name, without backbone_args (the README's MyNet)

@@ -1,5 +1,5 @@
 """Which calls write, rename or remove files by name: the rule of ``test_code_rules.py`` that keeps every write
-under a folder a run owns in ``utils/owned_files.py`` (never through a link), and the few product calls allowed
+under a folder a run owns in ``utils/files/owned.py`` (never through a link), and the few product calls allowed
 to write by other means (``WRITES_ELSEWHERE``, ``file: call`` with why)."""
 
 from __future__ import annotations

@@ -18,19 +18,19 @@ PLUGIN_FOLDERS = ("backbone", "module", "network", "loss", "hook")
 # imports only the standard library, yaml and each other: usable by everything, depending on nothing
 LEAVES = (
     "utils/registry.py",
-    "utils/config.py",
-    "utils/config_checks.py",
-    "utils/config_load.py",
-    "utils/config_resume.py",
-    "utils/config_rules.py",
+    "utils/config/schema.py",
+    "utils/config/checks.py",
+    "utils/config/load.py",
+    "utils/config/resume.py",
+    "utils/config/rules.py",
     "utils/errors.py",
     "utils/secret_text.py",
-    "utils/owned_files.py",
+    "utils/files/owned.py",
     "utils/undecodable.py",
-    "utils/typed_merge.py",
-    "utils/key_hints.py",
-    "utils/yaml_load.py",
-    "utils/plain_tree.py",
+    "utils/config/typed_merge.py",
+    "utils/config/key_hints.py",
+    "utils/config/yaml_load.py",
+    "utils/config/plain_tree.py",
     "utils/hook/__init__.py",
 )
 MAX_PARAMETERS = 8
@@ -102,7 +102,7 @@ def test_only_the_engine_and_the_commands_import_the_engine_and_nothing_imports_
 
 
 def product_modules() -> Dict[str, Path]:
-    """The product's modules by name (``utils.config``, ``utils.data`` for its ``__init__.py``): main.py, utils/
+    """The product's modules by name (``utils.config.schema``, ``utils.data`` for its ``__init__.py``): main.py, utils/
     and the plugin folders."""
     found = {}
     for path in sources():
@@ -184,7 +184,7 @@ def a_cycle(graph: Dict[str, Set[str]], group: FrozenSet[str]) -> str:
 
 def test_product_modules_import_each_other_in_no_cycle():
     graph = import_graph()
-    assert {"main", "utils.config", "utils.data", "network.classifier"} <= set(graph)
+    assert {"main", "utils.config.schema", "utils.data", "network.classifier"} <= set(graph)
     groups = cycle_groups(graph)
     found = [f"{a_cycle(graph, group)} (the modules in its circles: {', '.join(sorted(group))})" for group in groups]
     assert found == [], "import cycles among product files (break each; a lazy import does not)"
@@ -194,8 +194,8 @@ def test_the_cycle_check_finds_a_circle_through_a_lazy_import(tmp_path):
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
     assert cycle_groups(graph) == [frozenset("abc")] and a_cycle(graph, frozenset("abc")) == "a -> b -> c -> a"
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("import os\n\n\ndef f():\n    from utils.config import Config\n    return Config\n")
-    assert "utils.config" in imports_of(lazy)
+    lazy.write_text("import os\n\n\ndef f():\n    from utils.config.schema import Config\n    return Config\n")
+    assert "utils.config.schema" in imports_of(lazy)
 
 
 def registered_classes(tree: ast.Module) -> Set[str]:
@@ -239,12 +239,12 @@ def test_files_are_written_under_a_run_s_folders_only_through_owned_files():
     found = []
     for path in sources():
         rel = path.relative_to(ROOT).as_posix()
-        if rel.split("/")[0] not in ("utils", *PLUGIN_FOLDERS) and rel != "main.py" or rel == "utils/owned_files.py":
+        if rel.split("/")[0] not in ("utils", *PLUGIN_FOLDERS) and rel != "main.py" or rel == "utils/files/owned.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and writes_files(node):
                 found.append(f"{rel}: {ast.unparse(node.func)}")
-    assert [f for f in found if f not in WRITES_ELSEWHERE] == [], "write through utils/owned_files.py"
+    assert [f for f in found if f not in WRITES_ELSEWHERE] == [], "write through utils/files/owned.py"
     assert sorted(set(WRITES_ELSEWHERE) - set(found)) == [], "allowed writes that are gone: drop them from the list"
     bad = ast.parse("open(p, 'w'); os.replace(a, b); Path(p).open('a'); shutil.rmtree(p); os.open(p, os.O_CREAT)")
     bad.body += ast.parse("image.save(run / 'x.png'); image.save(fh, format='PNG'); open(p, 'rb')").body

@@ -13,9 +13,11 @@ from typing import Annotated, Dict, List, Literal, Optional, Sequence, Tuple, Un
 import numpy as np
 import pytest
 
-from utils.arguments import Count, Fraction, at_least, check_values, in_range
-from utils.config import ScheduleConfig
-from utils.config_load import load_config
+from utils.config.arguments import Count, Fraction, at_least, check_values, in_range
+from utils.config.load import load_config
+from utils.config.references import check_references
+from utils.config.schema import ScheduleConfig
+from utils.config.typed_merge import type_name
 from utils.data.datasets.digits import load_digits, split_indices
 from utils.data.stratified import stratified_split
 from utils.engine.training_length import check_takes_steps
@@ -24,9 +26,7 @@ from utils.hook.selection import task_hooks
 from utils.metrics.extra import check_extra_classes, check_extras
 from utils.optim.optimizers import check_group_keys
 from utils.optim.schedules import lr_factor_fn
-from utils.references import check_references
 from utils.registry import LOSSES, NETWORKS, Registry
-from utils.typed_merge import type_name
 
 
 class Typed:

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from utils import metrics_file
 from utils.errors import DataError
+from utils.run import metrics_file
 
 ROWS = [{"split": "val", "epoch": e, "step": 10 * (e + 1), "top1": 0.5 + e / 10} for e in range(3)]
 

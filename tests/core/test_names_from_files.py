@@ -1,4 +1,4 @@
-"""Names read from files others made become output paths only inside their destination (utils/names_from_files.py)."""
+"""Names read from files others made become output paths only inside their destination (utils/files/names.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 from utils.checkpoint.records import ValidationRecord, validator_as_of
 from utils.commands.predict import _mask_paths
 from utils.errors import CheckpointError, DataError
+from utils.files.names import inside, plain_name, relative_name
 from utils.metrics.sod import SaliencyWriter
-from utils.names_from_files import inside, plain_name, relative_name
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""utils/owned_files.py on real folders: a link inside the owned folder is never written through or followed out."""
+"""utils/files/owned.py on real folders: a link inside the owned folder is never written through or followed out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from utils.errors import LinkError
-from utils.owned_files import make_dirs, open_fd, open_file, point_link, remove, remove_tree, write_text
+from utils.files.owned import make_dirs, open_fd, open_file, point_link, remove, remove_tree, write_text
 
 SENTINEL = b"the user's\n"
 

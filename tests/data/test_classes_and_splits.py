@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from utils.config import DataConfig
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.engine.input_check import check_output_classes
 from utils.errors import ConfigError, DataError

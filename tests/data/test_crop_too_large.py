@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.errors import DataError
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.errors import ConfigError
 

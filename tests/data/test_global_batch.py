@@ -8,8 +8,8 @@ from typing import List
 import pytest
 import torch
 
-from utils.config import DataConfig
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import DataConfig
 from utils.data import with_process_batch
 from utils.data.samplers import GlobalBatchSampler
 from utils.errors import ConfigError

@@ -16,7 +16,7 @@ from PIL import Image
 import main
 from tests.fixtures.metrics_rows import rows
 from utils.checkpoint.state import Checkpoint
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset
 from utils.errors import DataError
 

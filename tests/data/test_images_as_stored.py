@@ -15,7 +15,7 @@ from PIL import Image
 
 import main
 from tests.cli.test_train import printed_metrics
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset
 from utils.errors import ConfigError, DataError
 

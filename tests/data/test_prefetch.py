@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset, build_train_loader
 from utils.data.prefetch import PrefetchLoader, ThreadPrefetcher, resolve_mode
 from utils.errors import ConfigError
@@ -97,7 +97,7 @@ def test_a_failing_dataset_raises_in_the_loop_within_a_second(fail_at, num_worke
 @pytest.mark.timeout(20)
 def test_a_failing_dataset_raises_within_a_second_in_the_framework_loop():
     from utils.amp import Amp
-    from utils.config import AmpConfig
+    from utils.config.schema import AmpConfig
     from utils.engine.trainer import Trainer
     from utils.engine.trainer_types import LoopOptions, Parts
 

@@ -22,9 +22,9 @@ from torch.utils.data import DataLoader
 import main
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import PYTHON, RECORDED_DIGITS, global_batches, run, torchrun
-from utils.config import Config
-from utils.config_load import load_config
-from utils.config_resume import field_rules
+from utils.config.load import load_config
+from utils.config.resume import field_rules
+from utils.config.schema import Config
 from utils.data.datasets.digits import Digits
 from utils.data.identity import sample_keys
 from utils.data.sample_order import epoch_batches_of_all_ranks

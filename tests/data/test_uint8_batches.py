@@ -10,7 +10,7 @@ from PIL import Image
 from torch.utils.data import default_collate
 
 from tests.data.test_images_as_stored import dataset, one_image_folder
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset, build_train_loader
 from utils.data.images import as_float
 from utils.data.prefetch import Normalize

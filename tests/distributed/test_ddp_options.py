@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # spawned gloo processes
 
 
 def grads_in_buckets(rank: int, world_size: int) -> List[Dict[str, object]]:
-    from utils.config import DistConfig
+    from utils.config.schema import DistConfig
     from utils.distributed.parallel import wrap_model
     from utils.distributed.process_group import DistInfo
 

@@ -20,8 +20,8 @@ from tests.fixtures.dist_utils import PYTHON, free_port, launch, run, torchrun
 from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
 from utils.checkpoint.readers import load_file
-from utils.config import DistConfig
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import DistConfig
 from utils.data import build_dataset
 from utils.distributed.parallel import wrap_model
 from utils.distributed.process_group import DistInfo

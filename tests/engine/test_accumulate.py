@@ -10,7 +10,7 @@ from torch import nn
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures import accumulate_worker as worker
 from utils.amp import Amp
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts
 

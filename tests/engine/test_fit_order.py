@@ -14,7 +14,7 @@ from utils.amp import Amp
 from utils.checkpoint.records import ValidationRecord
 from utils.checkpoint.start_point import StartPoint
 from utils.checkpoint.state import Progress
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.distributed.preempt import Preempted
 from utils.engine.best_tracker import BestTracker
 from utils.engine.checkpointer import NoCheckpointer

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.config import AmpConfig, OptimConfig
+from utils.config.schema import AmpConfig, OptimConfig
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts
 from utils.errors import NonFiniteError

@@ -15,7 +15,7 @@ from utils.checkpoint.records import ValidationRecord, read_record, record_path,
 from utils.checkpoint.start_point import Best, Chosen, start_point
 from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
 from utils.checkpoint.store import CheckpointStore
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.distributed.process_group import DistInfo
 from utils.engine.checkpointer import Checkpointer, Contents
 from utils.engine.validator import Scoring, Validator

@@ -10,8 +10,8 @@ import main
 from tests.conftest import fast_overrides
 from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
-from utils.config import AmpConfig
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import AmpConfig
 from utils.data import build_dataset, build_eval_loader
 from utils.engine.evaluate import evaluate
 from utils.engine.validator import BestTracker

@@ -13,7 +13,7 @@ from tests.conftest import fast_overrides
 from tests.fixtures.dist_utils import PYTHON, run
 from utils.amp import Amp
 from utils.checkpoint.state import Checkpoint, Progress, RunRecord, StateObjects, snapshot_training_state
-from utils.config import AmpConfig, ScheduleConfig
+from utils.config.schema import AmpConfig, ScheduleConfig
 from utils.optim.schedules import build_scheduler, lr_factor_fn
 
 # data.prefetch=none: no batch is read ahead, so what is read is what training consumed
@@ -84,7 +84,7 @@ def test_a_forced_resume_over_other_data_schedules_the_epoch_it_restarts_from_it
     from types import SimpleNamespace
 
     from utils.checkpoint.start_point import Chosen, start_point
-    from utils.config import TrainConfig
+    from utils.config.schema import TrainConfig
     from utils.engine.training_length import training_length
 
     saved = SimpleNamespace(progress=Progress(epoch=1, batch=5, step=15), loop_state=lambda name: None)

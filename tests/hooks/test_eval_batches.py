@@ -11,7 +11,7 @@ import torch
 from tests.fixtures.dist_utils import spawn
 from tests.fixtures.harness import run_with
 from utils.amp import Amp
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.data.samplers import SliceSampler
 from utils.distributed.process_group import DistInfo
 from utils.engine.trainer import Trainer

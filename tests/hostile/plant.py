@@ -3,7 +3,7 @@
 ``PLANTED`` registers every path a command writes, truncates, renames or removes under a folder it owns; a new
 writer joins by adding one entry. ``test_links.py`` plants a link at each one in a real folder (all of a command's
 at once), runs the real command and checks that what the links point to is byte for byte as it was
-(``utils/owned_files.py``): a link where a file goes is replaced (a warning names it), a link where a folder goes
+(``utils/files/owned.py``): a link where a file goes is replaced (a warning names it), a link where a folder goes
 is refused (one ``error:`` line), a link where the experiment keeps its runs is passed over.
 """
 
@@ -46,7 +46,7 @@ PLANTED: Tuple[Planted, ...] = (
     Planted("resume", "run", "trackers", "folder", "refused"),  # the trackers' spool (utils/trackers/spool.py)
     Planted("resume", "run", "profile", "folder", "refused"),  # utils/hook/profiler.py
     Planted("resume", "run", "predictions", "folder", "refused"),  # a saliency test's maps (utils/metrics/sod.py)
-    # utils/latest_link.py: the framework's own link, repointed by a new run (replaced, never followed)
+    # utils/run/latest.py: the framework's own link, repointed by a new run (replaced, never followed)
     Planted("train", "experiment", "latest", "folder", "replaced"),
     # a run folder that is a link (to a copy of a run): --resume alone continues run_001, a new run takes run_003
     Planted("train", "experiment", "run_002", "folder", "passed over"),

@@ -1,6 +1,6 @@
 """Links in a handed run or experiment folder, at every path a command writes (``plant.PLANTED``): the real
 command runs, and what each link points to outside is byte for byte as it was, nothing outside is deleted, and the
-run ends as ``utils/owned_files.py`` says (exit 0 with a warning naming each link it replaced, or exit 2 with one
+run ends as ``utils/files/owned.py`` says (exit 0 with a warning naming each link it replaced, or exit 2 with one
 ``error:`` line naming the link), never with a traceback. The links of one command share one run."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.hostile.plant import PLANTED, Planted, contents, plant
 from utils.data.shards.cache import ShardCache
 from utils.data.shards.index import Shard
 from utils.data.shards.store import LocalStore
-from utils.file_hash import file_digest
+from utils.files.checksum import file_digest
 from utils.trackers.spool import Spool
 
 SETTINGS = [

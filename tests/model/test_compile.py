@@ -25,8 +25,8 @@ from tests.fixtures.dist_utils import run, torchrun
 from tests.fixtures.metrics_rows import rows
 from utils.amp import Amp
 from utils.checkpoint.store import load_verified
-from utils.config import AmpConfig, OptimConfig
-from utils.config_rules import COMPILE_DEFAULTS
+from utils.config.rules import COMPILE_DEFAULTS
+from utils.config.schema import AmpConfig, OptimConfig
 from utils.engine.trainer import Trainer
 from utils.engine.trainer_types import LoopOptions, Parts
 from utils.model.compile import compile_model

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from utils.amp import Amp
-from utils.config import AmpConfig, OptimConfig
+from utils.config.schema import AmpConfig, OptimConfig
 from utils.optim.impl import fused_supported, resolve_impl
 from utils.optim.optimizers import build_optimizer
 from utils.registry import NETWORKS

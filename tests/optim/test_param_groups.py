@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from utils.config import OptimConfig, ScheduleConfig
+from utils.config.schema import OptimConfig, ScheduleConfig
 from utils.errors import ConfigError
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler, lr_factor_fn

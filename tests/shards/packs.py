@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import main
-from utils.file_hash import file_digest
+from utils.files.checksum import file_digest
 
 
 def pack(capsys, output: Path, *overrides: str) -> str:

@@ -15,7 +15,7 @@ from utils.data.shards.index import Shard
 from utils.data.shards.reader import checked_cache_folder
 from utils.data.shards.store import LocalStore
 from utils.errors import ConfigError
-from utils.file_hash import file_digest
+from utils.files.checksum import file_digest
 
 
 def remote_shards(folder: Path, count: int) -> tuple:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.data.identity import data_identity
 from utils.data.shards.pack_split import SplitJob, pack_split

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.shards.packs import craft, load_split, pack, set_text
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.data.shards import checked
 from utils.errors import DataError

@@ -12,7 +12,7 @@ import torch
 import main
 from tests.apps.conftest import make_digit_folder
 from tests.shards.packs import craft, load_split, pack, set_text
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.data.datasets.moving_shapes import export_frame_folders
 from utils.data.datasets.shapes_sod import main as write_shapes

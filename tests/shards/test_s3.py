@@ -16,7 +16,7 @@ import torch
 import main
 from tests.apps.conftest import folder_overrides, make_digit_folder
 from tests.fixtures.seaweed import READ_ONLY
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.data.predict_shards import packed_split
 from utils.data.shards import s3

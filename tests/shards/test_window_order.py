@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import main
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.data.sample_order import epoch_batches_of_all_ranks
 from utils.data.samplers import GlobalBatchSampler, ResumableSampler, WindowOrder, epoch_permutation

@@ -16,7 +16,7 @@ from PIL import Image
 
 import main
 from tests.cli.test_train import printed_metrics
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset, build_eval_loader
 from utils.data.datasets.shapes_sod import write_split
 from utils.errors import DataError

@@ -6,7 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset, build_eval_loader, build_train_loader
 from utils.data.datasets.shapes_sod import main as write_shapes
 from utils.data.datasets.shapes_sod import render_scene
@@ -123,7 +123,7 @@ def test_multi_scale_batches_share_one_random_size():
 
 def test_duts_config_reads_the_downloaded_layout(tmp_path):
     """DUTS ships DUTS-TE/DUTS-TE-Image and DUTS-TE/DUTS-TE-Mask: ``{folder}`` names them."""
-    from utils.config_load import load_config
+    from utils.config.load import load_config
     from utils.data.datasets.shapes_sod import write_split
 
     (tmp_path / "DUTS-TE").mkdir()

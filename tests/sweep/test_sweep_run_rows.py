@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
+from utils.run.unfinished import finished
 from utils.sweep.trial_runs import best_value
-from utils.unfinished_run import finished
 
 VAL = [{"split": "val", "epoch": e, "step": 22 * e, "top1": v} for e, v in ((1, 0.5), (2, 0.75))]
 

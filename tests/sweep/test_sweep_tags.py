@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from utils.config import RUN_TAG_MAX
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.schema import RUN_TAG_MAX
 from utils.sweep.trial_runs import tag
 
 LONG = {"model.args.backbone_args.widths": [8, 16] * 40, "optim.lr": 0.01}  # the widths alone pass the limit

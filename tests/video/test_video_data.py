@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data import build_dataset
 from utils.data.clips import clip_indices, eval_starts
 from utils.data.datasets.moving_shapes import CLASSES, export_frame_folders

@@ -8,7 +8,7 @@ from PIL import Image
 import main
 from tests.conftest import ROOT
 from tests.fixtures.metrics_rows import rows
-from utils.config_load import load_config
+from utils.config.load import load_config
 from utils.data import build_dataset
 from utils.errors import ConfigError
 

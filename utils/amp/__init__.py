@@ -27,7 +27,7 @@ from utils.amp.loss_scale import LossScaler
 from utils.amp.native import NativeAmp
 from utils.amp.outcome import ClipOptions, StepOutcome, StepResult
 from utils.amp.policy import AmpPolicy, apex_amp_available, resolve_policy
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 
 __all__ = [
     "Amp",

@@ -12,7 +12,7 @@ from typing import Optional, Union
 
 import torch
 
-from utils.config import AmpConfig
+from utils.config.schema import AmpConfig
 from utils.distributed.device import need_cuda
 from utils.errors import ConfigError
 

@@ -30,7 +30,7 @@ from utils.checkpoint.safetensors_io import is_safetensors, write_safetensors
 from utils.checkpoint.sharded_layout import looks_sharded
 from utils.checkpoint.state import Checkpoint
 from utils.errors import CheckpointError, UserError, one_line
-from utils.run_folder import run_holding
+from utils.run.folder import run_holding
 
 
 def check_source(source: Path) -> None:

@@ -4,7 +4,7 @@
 touches only its target, the target's ``.sha256`` and their temporaries, so it
 can run in a background thread. The SHA-256 is computed from the bytes as
 ``torch.save`` writes them, never by reading the file back. Every name is written,
-renamed and removed through ``utils/owned_files.py`` (never through a link; the
+renamed and removed through ``utils/files/owned.py`` (never through a link; the
 checkpoint folder's run folder is the root).
 """
 
@@ -22,8 +22,8 @@ from typing import Any, Callable, List, Optional, Set, Tuple, Union
 import numpy as np
 import torch
 
-from utils.file_hash import file_digest  # noqa: F401  # the checkpoint modules' checksum, named here as before
-from utils.owned_files import make_dirs, open_fd, remove, replace, write_text
+from utils.files.checksum import file_digest  # noqa: F401  # the checkpoint modules' checksum, named here as before
+from utils.files.owned import make_dirs, open_fd, remove, replace, write_text
 from utils.tree import tensors_in
 
 log = logging.getLogger(__name__)

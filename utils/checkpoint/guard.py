@@ -1,6 +1,6 @@
 """Resume guards: what a resumed run does with each setting that changed since its checkpoint.
 
-Each config key's rule is written beside it in the schema (``utils/config_resume.py``):
+Each config key's rule is written beside it in the schema (``utils/config/resume.py``):
 
 - ``match`` keys fix the network's parameters or the data each step sees (``model.*``,
   ``data.name``, ``data.args`` but those its dataset declares inert, the batch, ``seed``): a change is refused, naming
@@ -21,11 +21,11 @@ import logging
 from typing import Any, List, Mapping, NamedTuple, Optional
 
 from utils.checkpoint.state import Checkpoint
-from utils.config import Config
-from utils.config_resume import Change, changes
+from utils.config.resume import Change, changes
+from utils.config.schema import Config
+from utils.config.typed_merge import lookup
 from utils.data.identity import identity_differences
 from utils.errors import CheckpointError, UserError
-from utils.typed_merge import lookup
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from utils.checkpoint.files import fsync_dir
 from utils.errors import CheckpointError
-from utils.names_from_files import plain_name
-from utils.owned_files import write_text
+from utils.files.names import plain_name
+from utils.files.owned import write_text
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def record_path(checkpoint: Path) -> Path:
 def write_record(checkpoint: Path, record: ValidationRecord) -> None:
     """Write ``checkpoint``'s record atomically (OSError on a full disk; the checkpoint itself is intact)."""
     path = record_path(checkpoint)
-    # NaN metrics stay NaN (Python's json reads them back); never through a link (utils/owned_files.py)
+    # NaN metrics stay NaN (Python's json reads them back); never through a link (utils/files/owned.py)
     write_text(path.parent, path, json.dumps(record.to_dict()), "resume with --resume", sync=True)
     fsync_dir(path.parent)
 

@@ -11,7 +11,7 @@ from torch import nn
 from utils.checkpoint.start_point import StartPoint
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.weights import PRETRAINED_WAY_OUT, MinShare, check_values, load_weights, weight_mismatch
-from utils.config import ModelConfig
+from utils.config.schema import ModelConfig
 from utils.errors import CheckpointError
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
 """Where a training run continues: which run folder, from which checkpoint, with which validation record.
 
-Rank 0 decides (``utils/start.py:open_run``) and every rank gets its answer, so all resume
+Rank 0 decides (``utils/run/start.py:open_run``) and every rank gets its answer, so all resume
 from the same file and the same record:
 
-- ``--resume``: the experiment's newest run that has a checkpoint and did not finish (``utils/unfinished_run.py``:
+- ``--resume``: the experiment's newest run that has a checkpoint and did not finish (``utils/run/unfinished.py``:
   it wrote its test row), from its newest usable checkpoint; an empty run folder left by a start that
   failed does not hide the run before it, and a finished run is continued only when named;
 - ``--resume RUN_FOLDER``: that run, from its newest usable checkpoint;
@@ -31,9 +31,9 @@ from utils.checkpoint.store import CheckpointStore
 from utils.checkpoint.stores import open_checkpoint_store
 from utils.checkpoint.verified import is_numbered, numbered_file_linked_by
 from utils.errors import CheckpointError
-from utils.owned_files import copy_in, make_dirs
-from utils.run_folder import CHECKPOINTS, CONFIG, LOG, RunFolder, numbered, owning_run, run_holding
-from utils.unfinished_run import unfinished_run
+from utils.files.owned import copy_in, make_dirs
+from utils.run.folder import CHECKPOINTS, CONFIG, LOG, RunFolder, numbered, owning_run, run_holding
+from utils.run.unfinished import unfinished_run
 
 Request = Union[bool, str]  # --resume: True (the newest run) or a run folder or checkpoint path; False: no resume
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from utils.checkpoint.state import Checkpoint
-from utils.config import Config
-from utils.run_folder import experiment_of
+from utils.config.schema import Config
+from utils.run.folder import experiment_of
 
 
 def checkpoint_base(checkpoint: Checkpoint) -> Dict[str, Any]:

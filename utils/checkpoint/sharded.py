@@ -33,7 +33,7 @@ from utils.checkpoint.sharded_layout import BEST, LAST, NAME, STATE, SUMS, TENSO
 from utils.checkpoint.sums import check_sums, sums_text
 from utils.distributed.ops import barrier, get_rank
 from utils.errors import CheckpointError
-from utils.owned_files import make_dirs, make_new_folder, point_link, remove, remove_tree, replace
+from utils.files.owned import make_dirs, make_new_folder, point_link, remove, remove_tree, replace
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class ShardedCheckpointStore:
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
-        self.root = self.directory.parent  # the run folder: writes below it go through utils/owned_files.py
+        self.root = self.directory.parent  # the run folder: writes below it go through utils/files/owned.py
         self.keep = max(int(keep), 1)
         self.best: Optional[str] = None
 

@@ -39,7 +39,7 @@ from utils.checkpoint.records import SUFFIX, record_path
 from utils.checkpoint.safe_load import UnsafeFileError
 from utils.checkpoint.verified import NUMBERED, load_verified, verify
 from utils.errors import CheckpointError
-from utils.owned_files import copy_in, hard_link, remove, replace
+from utils.files.owned import copy_in, hard_link, remove, replace
 
 # load_verified (verified.py) is importable from here too, where code written before verified.py imports it
 __all__ = ["BEST", "LAST", "CheckpointStore", "load_verified"]
@@ -72,7 +72,7 @@ class CheckpointStore:
 
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
-        self.root = self.directory.parent  # the run folder: every write below it goes through utils/owned_files.py
+        self.root = self.directory.parent  # the run folder: every write below it goes through utils/files/owned.py
         self.keep = max(int(keep), 1)
         self.best: Optional[str] = None
         self._warned_copy = False

@@ -11,8 +11,8 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 import torch
 
+from utils.config.plain_tree import tree_problem
 from utils.errors import CheckpointError
-from utils.plain_tree import tree_problem
 
 PROGRESS_KEYS = ("epoch", "batch", "step")
 FORMAT_1_COUNTERS = ("epoch", "batch", "global_step", "ema_updates")
@@ -74,7 +74,7 @@ def _rng(value: Any) -> Optional[str]:
 
 
 def _plain(*types: type) -> Rule:
-    """Of ``types`` and a plain tree (``utils/plain_tree.py``): what the config checks and the resume guards walk
+    """Of ``types`` and a plain tree (``utils/config/plain_tree.py``): what the config checks and the resume guards walk
     never refers to itself or expands beyond its bounds (a 90 KB pickle can share one list 2^40 times)."""
     return lambda value: (
         _held(value)

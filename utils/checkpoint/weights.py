@@ -14,7 +14,7 @@ from utils.checkpoint.sharded_layout import looks_sharded
 from utils.checkpoint.state import Checkpoint, network_weights_of
 from utils.checkpoint.store import BEST
 from utils.errors import CheckpointError, name_list
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from torch import nn
 from utils.amp import Amp
 from utils.checkpoint.state import Checkpoint
 from utils.checkpoint.weights import check_values, weight_mismatch
-from utils.config import Config
+from utils.config.schema import Config
 from utils.errors import CheckpointError
 from utils.model.build import build_network
 from utils.model.memory_format import to_channels_last

@@ -45,13 +45,13 @@ from utils.commands.options import (
 )
 from utils.commands.output_files import EXPORT_ADVICE, write_config, write_json
 from utils.commands.started import opened, prepare, print_config, report
-from utils.config import AmpConfig, Config
+from utils.config.schema import AmpConfig, Config
 from utils.distributed.ops import get_rank
 from utils.errors import ConfigError, ExportError, OutputError
+from utils.files.owned import make_new_folder, open_file, remove_tree, replace
 from utils.model.build import build_network
 from utils.model.outputs import select
-from utils.owned_files import make_new_folder, open_file, remove_tree, replace
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ def mode_parser(description: str) -> ModeParser:
 
 def add_config(parser: ModeParser) -> None:
     """``--config FILE`` and the ``key.sub=value`` overrides on top of it."""
-    parser.add_argument("--config", help="experiment YAML file (defaults: utils/config.py)")
+    parser.add_argument("--config", help="experiment YAML file (defaults: utils/config/schema.py)")
     parser.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
 
 

@@ -14,15 +14,15 @@ from typing import Any, Dict
 
 import yaml
 
-from utils.config import Config, to_dict
-from utils.owned_files import write_text  # written whole or not at all, never through a link
+from utils.config.schema import Config, to_dict
+from utils.files.owned import write_text  # written whole or not at all, never through a link
 
 PREDICT_ADVICE = "run the predict again (into a new or empty --output, or without --output)"
 EXPORT_ADVICE = "run the export again (into a new or empty --output, or without --output)"
 
 
 def write_config(cfg: Config, path: Path, advice: str) -> None:
-    """The resolved config as YAML that ``--config`` reads back (as ``utils/config.py`` saves it), written whole."""
+    """The resolved config as YAML that ``--config`` reads back (as ``utils/config/schema.py`` saves it), written whole."""
     write_text(path.parent, path, yaml.safe_dump(to_dict(cfg), sort_keys=False), advice)
 
 

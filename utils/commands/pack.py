@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 from utils.commands.command_line import Command
 from utils.commands.options import ModeParser, add_config
 from utils.commands.started import resolve_config
-from utils.config import Config
+from utils.config.schema import Config
 from utils.data.shards.index import INDEX, Shard
 from utils.data.shards.index_load import check_packed
 from utils.data.shards.pack_split import SplitJob, pack_split
@@ -32,11 +32,11 @@ from utils.data.shards.sources import PackSource, classes_of
 from utils.data.shards.store import Store, is_s3
 from utils.data.shards.stores import open_store
 from utils.errors import ConfigError, DataError, OutputError
+from utils.files.owned import remove
+from utils.files.writable import why_not_writable
 from utils.log import setup_logging
-from utils.owned_files import remove
 from utils.registry import DATASETS
-from utils.run_folder import place_in_run
-from utils.writable import why_not_writable
+from utils.run.folder import place_in_run
 
 log = logging.getLogger(__name__)
 DEFAULT_SHARD_SIZE = "64MB"

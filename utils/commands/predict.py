@@ -14,7 +14,7 @@ the video metric averages them, and ``clips``. ``--input`` may also name a split
 (``DIR/<split>`` or ``s3://bucket/prefix/<split>``: ``utils/data/predict_shards.py``). Under torchrun every rank predicts a disjoint
 slice of the inputs (of the clips, for videos); rank 0 writes the rows of all ranks in input order.
 Every file is written whole or not at all (``output_files.py``), into a folder of its own
-(``utils/run_folder.py``: never a run's folder). ``data.args.on_bad_sample`` is predict's own
+(``utils/run/folder.py``: never a run's folder). ``data.args.on_bad_sample`` is predict's own
 setting for its input files, whatever the checkpoint's dataset takes (``dataset_check_view``).
 """
 
@@ -43,7 +43,7 @@ from utils.commands.options import (
 )
 from utils.commands.output_files import PREDICT_ADVICE, write_config
 from utils.commands.started import opened, prepare, print_config, report
-from utils.config import Config
+from utils.config.schema import Config
 from utils.data import build_eval_loader
 from utils.data.batch import to_device
 from utils.data.input_shape import TASKS
@@ -55,11 +55,11 @@ from utils.data.transforms import build_transforms
 from utils.distributed.ops import all_gather_objects
 from utils.distributed.process_group import DistInfo
 from utils.errors import ConfigError
+from utils.files.names import inside
+from utils.files.owned import make_dirs, write_atomic
 from utils.log import progress
 from utils.model.outputs import select
-from utils.names_from_files import inside
-from utils.owned_files import make_dirs, write_atomic
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 from utils.undecodable import ERRORS
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 1. ``prepare``: the files to trust, the checkpoint read (test, predict, export), the config resolved and every
    name in it checked, CPU threads, the process group, the kernels, console logging, and every rule of the config
-   that needs no data (``utils/start.py``: ``plan_start``), all before any folder exists;
+   that needs no data (``utils/run/start.py``: ``plan_start``), all before any folder exists;
 2. ``opened``: the run's folder (``open_run``: a new one, or the training run to continue), its log and the
    start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``);
 3. ``report``: the result line that scripts read (``test: k=v ...``, ``predict: ...``), then the closing line
@@ -23,15 +23,15 @@ from utils import __version__
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
-from utils.config import Config, config_yaml
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.references import check_references, import_custom
+from utils.config.schema import Config, config_yaml
 from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
 from utils.log import closing_line, format_metrics, setup_logging
-from utils.references import check_references, import_custom
-from utils.run_folder import RunFolder
-from utils.start import OpenedRun, StartPlan, open_run, plan_start
+from utils.run.folder import RunFolder
+from utils.run.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.threads import Threads, apply_threads, choose_threads, describe
 from utils.torchvision_check import check_torchvision
 
@@ -129,7 +129,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
             log.warning("%s", how_to_import(left_out, start.mode))
         yield run
     except UserError:
-        if info.is_main:  # a start stopped before any result leaves no folder (utils/run_folder.py)
+        if info.is_main:  # a start stopped before any result leaves no folder (utils/run/folder.py)
             setup_logging(None, info.rank)  # its log file closed first
             run.folder.abandon()
         raise

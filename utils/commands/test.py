@@ -1,6 +1,6 @@
 """``--mode test --checkpoint C`` (and the test that ends a training run): a checkpoint's network on the test split.
 
-A test mode run writes into a ``test_NNN`` folder of its own (``utils/run_folder.py``); the training run's records
+A test mode run writes into a ``test_NNN`` folder of its own (``utils/run/folder.py``); the training run's records
 stay as they were. The test split must reach the network at the size it was trained at (``model.input_size``), as
 predict's inputs must.
 """
@@ -23,7 +23,7 @@ from utils.commands.options import (
     needs_checkpoint,
 )
 from utils.commands.started import opened, prepare, print_config, report
-from utils.config import Config, save_config, to_dict
+from utils.config.schema import Config, save_config, to_dict
 from utils.data import build_dataset, build_eval_loader
 from utils.data.input_shape import check_task, check_test_size
 from utils.data.input_sizing import flow, input_sizing
@@ -34,7 +34,7 @@ from utils.hook.selection import task_hooks
 from utils.log import RunWriter
 from utils.metrics import build_metric
 from utils.model.criterion import build_criterion
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 
 log = logging.getLogger(__name__)
 

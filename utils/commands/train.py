@@ -22,7 +22,7 @@ from utils.commands.command_line import Command
 from utils.commands.options import ModeParser, add_config, add_print_config, add_trust_file
 from utils.commands.started import opened, prepare, print_config, report
 from utils.commands.test import run_test
-from utils.config import Config, save_config
+from utils.config.schema import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
 from utils.data.input_shape import check_input_shape
 from utils.distributed.fsdp import shard_model
@@ -46,8 +46,8 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
+from utils.run.start import OpenedRun, StartPlan
 from utils.secret_text import hide
-from utils.start import OpenedRun, StartPlan
 from utils.sweep.pruning import Judge, TrialRef, pruning_judge
 from utils.sweep.spec import PRUNERS
 from utils.trackers.left_behind import warn_left_behind

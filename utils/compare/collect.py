@@ -9,7 +9,7 @@ What these files hold is data from whoever made them: a name in them (a sweep ta
 as a plain folder name beside the sweep; a file too large for what it is, a line that is no JSON object, a test
 metric that is no number are each one DataError naming the file (and the line); only a last line cut short, as
 a run killed while writing leaves it, is left out with a warning (``metrics.jsonl`` read strictly:
-``utils/metrics_file.py``).
+``utils/run/metrics_file.py``).
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
-from utils.config_rules import plain_name
+from utils.config.rules import plain_name
+from utils.config.yaml_load import load_yaml
 from utils.errors import ConfigError, DataError, name_list
-from utils.metrics_file import read_strict
-from utils.run_folder import CONFIG, METRICS, RunFolder, is_numbered_run
-from utils.yaml_load import load_yaml
+from utils.run.folder import CONFIG, METRICS, RunFolder, is_numbered_run
+from utils.run.metrics_file import read_strict
 
 log = logging.getLogger(__name__)
 
 SWEEP_TABLE = "trials.csv"  # a sweep's table of trials (utils/sweep/table.py): its column runs names their folders
-# what other modes write (utils/run_folder.py numbers them): a --mode test folder holds a config.yaml and a test
+# what other modes write (utils/run/folder.py numbers them): a --mode test folder holds a config.yaml and a test
 # row as a run does, but it tested another run's checkpoint; counted, it would be a seed twice
 OTHER_MODES = re.compile(r"^(test|predict|export|compare)_\d+(_|$)")
 # the bookkeeping of a metrics row; every other value in a test row is a metric, a number
@@ -196,7 +196,7 @@ def _read_error(path: Path, err: Exception) -> DataError:
 
 
 def read_config(path: Path) -> Dict[str, Any]:
-    """A run's config tree (the safe loader of ``utils/yaml_load.py``); DataError naming a broken or huge file."""
+    """A run's config tree (the safe loader of ``utils/config/yaml_load.py``); DataError naming a broken or huge file."""
     try:
         if path.stat().st_size > MAX_CONFIG:
             raise DataError(

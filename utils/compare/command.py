@@ -1,7 +1,7 @@
 """``--mode compare``: the runs the PATHs stand for, compared by configuration, written to a folder of its own
 (``compare.csv``, ``compare.md``, ``compare.png``, each written whole) and the table printed.
 
-The folder is ``--output`` (a new or empty folder outside every run: ``utils/run_folder.py`` ``named``) or a new
+The folder is ``--output`` (a new or empty folder outside every run: ``utils/run/folder.py`` ``named``) or a new
 ``compare_NNN`` beside the first run found (in its experiment folder), never a folder inside a run.
 """
 
@@ -28,12 +28,12 @@ from utils.compare.table import (
     runs_list,
     shown_path,
 )
-from utils.config_load import load_config
+from utils.config.load import load_config
+from utils.config.references import import_custom
 from utils.errors import ConfigError, DataError, UserError, name_list
+from utils.files.owned import write_atomic, write_text
 from utils.log import setup_logging
-from utils.owned_files import write_atomic, write_text
-from utils.references import import_custom
-from utils.run_folder import RunFolder, create, named, run_holding
+from utils.run.folder import RunFolder, create, named, run_holding
 
 log = logging.getLogger(__name__)
 

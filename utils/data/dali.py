@@ -19,7 +19,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from typing import Any, Optional, Tuple
 
 import yaml
 
-from utils.config import Config
+from utils.config.schema import Config
 from utils.data.masks import size_pair
 from utils.data.predict_inputs import Sizing
 from utils.registry import DATASETS

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from utils.config import DataConfig
+from utils.config.schema import DataConfig
 from utils.data.images import import_plugins
 from utils.data.prefetch import PrefetchLoader, collates_new_tensors, resolve_mode
 from utils.data.samplers import GlobalBatchSampler, ResumableSampler, SliceSampler

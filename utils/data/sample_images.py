@@ -21,7 +21,7 @@ import torch
 
 from utils.data.datasets.digits import Digits
 from utils.errors import ConfigError, OutputError, UserError, one_line
-from utils.run_folder import place_in_run
+from utils.run.folder import place_in_run
 
 DIGITS = 10
 

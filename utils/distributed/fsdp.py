@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from utils.config import Config
+from utils.config.schema import Config
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)

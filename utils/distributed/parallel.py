@@ -16,7 +16,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from utils.config import DistConfig
+from utils.config.schema import DistConfig
 from utils.distributed.process_group import DistInfo
 from utils.distributed.sync_bn import CPUSyncBatchNorm, convert_batchnorm
 from utils.errors import ConfigError

@@ -23,7 +23,7 @@ import numpy as np
 from utils.data.identity import sample_keys
 from utils.data.sample_order import EpochBatches, epoch_batches_of_all_ranks, tells_order
 from utils.errors import ConfigError, OutputError
-from utils.owned_files import open_file, write_text
+from utils.files.owned import open_file, write_text
 
 log = logging.getLogger(__name__)
 

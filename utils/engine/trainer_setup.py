@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from utils.checkpoint.stores import open_checkpoint_store
-from utils.config import Config, to_dict
+from utils.config.schema import Config, to_dict
 from utils.data.identity import data_identity
 from utils.distributed.process_group import DistInfo
 from utils.engine.checkpointer import CheckpointSettings
@@ -17,7 +17,7 @@ from utils.hook.profiler import ProfilerHook
 from utils.hook.progress import ProgressHook
 from utils.hook.selection import task_hooks
 from utils.log import RunWriter
-from utils.run_folder import RunFolder
+from utils.run.folder import RunFolder
 
 
 def build_hooks(cfg: Config, run: RunFolder, training: bool) -> List[Any]:

@@ -7,7 +7,7 @@ import math
 from typing import Optional, Tuple
 
 from utils.checkpoint.state import Progress
-from utils.config import TrainConfig
+from utils.config.schema import TrainConfig
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from typing import Any, Optional, Tuple
 
 import torch
 
+from utils.files.owned import check_file, make_dirs
 from utils.hook import Hook
-from utils.owned_files import check_file, make_dirs
 
 log = logging.getLogger(__name__)
 

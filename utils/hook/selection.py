@@ -30,7 +30,7 @@ def default_hook_names(task: str) -> List[str]:
 def _parse(spec: Dict[str, Any]) -> Tuple[str, bool, Dict[str, Any]]:
     args = dict(spec)
     name = HOOKS.resolve(args.pop("name"))
-    enabled = args.pop("enabled", True)  # a bool: checked with the config (utils/config_rules.py)
+    enabled = args.pop("enabled", True)  # a bool: checked with the config (utils/config/rules.py)
     return name, enabled, args
 
 

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 
 from utils.data.mask_encoding import mask_values
 from utils.errors import ConfigError, DataError
+from utils.files.names import inside
+from utils.files.owned import make_dirs, open_file
 from utils.metrics.base import Metric, target_mask
-from utils.names_from_files import inside
-from utils.owned_files import make_dirs, open_file
 from utils.registry import METRICS
 
 log = logging.getLogger(__name__)
@@ -163,5 +163,5 @@ class SaliencyWriter:
         for name, saliency in zip(targets["name"], saliency_maps(outputs, [g.shape[:2] for g in gts])):
             path = inside(self.folder, f"{name}.png", "the sample name of a saliency map")
             make_dirs(self.folder, path.parent)
-            with open_file(self.folder, path, "wb") as fh:  # never through a link (utils/owned_files.py)
+            with open_file(self.folder, path, "wb") as fh:  # never through a link (utils/files/owned.py)
                 Image.fromarray(saliency).save(fh, format="PNG")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from utils.config import ModelConfig
+from utils.config.schema import ModelConfig
 from utils.errors import ConfigError
 from utils.model.lazy import materialize
 from utils.registry import NETWORKS

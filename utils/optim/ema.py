@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional
 import torch
 from torch import nn
 
-from utils.config_rules import EMA_DECAY, ema_settings
+from utils.config.rules import EMA_DECAY, ema_settings
 from utils.distributed.parallel import unwrap
 
 log = logging.getLogger(__name__)

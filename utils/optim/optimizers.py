@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from utils.config import OptimConfig
+from utils.config.schema import OptimConfig
 from utils.errors import ConfigError
 from utils.optim.impl import impl_options, keep_impl, resolve_impl
 from utils.optim.patterns import check_patterns, matches

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from utils.config import ScheduleConfig
+from utils.config.schema import ScheduleConfig
 
 log = logging.getLogger(__name__)
 

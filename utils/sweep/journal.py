@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 from utils.errors import ConfigError
-from utils.owned_files import write_bytes
+from utils.files.owned import write_bytes
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
+from utils.config.yaml_load import load_yaml, read_config_text
 from utils.errors import ConfigError
 from utils.secret_text import hide
-from utils.yaml_load import load_yaml, read_config_text
 
 KINDS = ("grid", "choice", "uniform", "log_uniform", "int")
 SAMPLERS = ("grid", "random", "tpe")

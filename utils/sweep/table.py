@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from utils.compare.collect import SWEEP_TABLE
-from utils.owned_files import write_text
+from utils.files.owned import write_text
 from utils.sweep.study import REQUEUED, SAME_AS, carried_on, configuration
 
 ADVICE = "free space or make the sweep's folder writable"

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from utils.config import RUN_TAG_MAX, Config, to_dict
+from utils.config.schema import RUN_TAG_MAX, Config, to_dict
 from utils.errors import ConfigError, name_list
 from utils.log import format_number, wall_time
-from utils.metrics_file import read_lenient
-from utils.run_folder import RunFolder, numbered
+from utils.run.folder import RunFolder, numbered
+from utils.run.metrics_file import read_lenient
+from utils.run.unfinished import finished
 from utils.secret_text import reveal
 from utils.sweep import pruning
 from utils.sweep.spec import override
-from utils.unfinished_run import finished
 
 ROOT = Path(__file__).resolve().parents[2]  # main.py's folder
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from utils.errors import ConfigError, UserError, one_line
-from utils.run_folder import LOCK
-from utils.run_lock import release_lock, take_lock
+from utils.run.folder import LOCK
+from utils.run.lock import release_lock, take_lock
 from utils.trackers.destinations import named_store, own_wandb_dir
 from utils.trackers.extras import require
 from utils.trackers.owner import made_elsewhere

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from utils.errors import OutputError
-from utils.names_from_files import plain_name
+from utils.files.names import plain_name
 from utils.trackers.records import is_int
 
 PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")

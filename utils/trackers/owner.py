@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from utils.owned_files import make_dirs, replace
+from utils.files.owned import make_dirs, replace
 from utils.trackers.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def set_aside(spool: Spool, made: str) -> Path:
     """Move the spool's two files (made in the folder ``made``) under ``trackers/copied-<its folder id>/``; where."""
     spool.close()
     aside = spool.folder / f"{ASIDE}{spool.identity.get('folder_id') or 'unknown'}"
-    root = spool.folder.parent  # the run folder: never through a link below it (utils/owned_files.py)
+    root = spool.folder.parent  # the run folder: never through a link below it (utils/files/owned.py)
     make_dirs(root, aside)
     for path in (spool.records_path, spool.identity_path):
         if path.exists():

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from utils.names_from_files import path_inside
+from utils.files.names import path_inside
 
 Record = Dict[str, Any]
 STATUSES = ("RUNNING", "FINISHED", "FAILED")

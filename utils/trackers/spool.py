@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from utils.errors import OutputError
-from utils.owned_files import check_file, make_dirs, open_file, write_text
+from utils.files.owned import check_file, make_dirs, open_file, write_text
 from utils.trackers.identity import read_identity
 from utils.trackers.records import Record, checked_record, is_number
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from utils.owned_files import make_dirs, open_file, write_text
+from utils.files.owned import make_dirs, open_file, write_text
 from utils.trackers.identity import plain_id
 from utils.trackers.spool import FOLDER, SWEEP_PARENT
 

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from utils.owned_files import make_dirs, remove_tree
+from utils.files.owned import make_dirs, remove_tree
 from utils.trackers.spool import Record, Spool
 
 log = logging.getLogger(__name__)

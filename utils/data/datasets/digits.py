@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from utils.arguments import Count, Fraction, Seed
+from utils.config.arguments import Count, Fraction, Seed
 from utils.data.stratified import stratified_split
 from utils.errors import ConfigError
 from utils.registry import DATASETS

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.crop_decode import Decoded, crop_reader

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from utils.arguments import Count, ImageSize, Scales
+from utils.config.arguments import Count, ImageSize, Scales
 from utils.data.bad_samples import BadSamples
 from utils.data.folders import visible
 from utils.data.images import check_channels, read_image

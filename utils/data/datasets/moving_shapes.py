@@ -19,7 +19,7 @@ from typing import Annotated, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from utils.arguments import Count, at_least
+from utils.config.arguments import Count, at_least
 from utils.data.clips import ClipDataset
 from utils.errors import ConfigError
 from utils.registry import DATASETS

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from utils.arguments import Count, ImageSize, Scales, at_least
+from utils.config.arguments import Count, ImageSize, Scales, at_least
 from utils.data.images import from_uint8
 from utils.data.mask_encoding import mask_values
 from utils.data.masks import MaskBatchCollate, PairPipeline

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
-from utils.arguments import Count
+from utils.config.arguments import Count
 from utils.data.clips import ClipDataset
 from utils.data.folders import subfolders, visible, warn_missing_classes
 from utils.data.identity import relative_key

@@ -28,8 +28,8 @@ from typing import Callable, Optional
 
 from utils.data.shards.index import Shard
 from utils.errors import DataError
-from utils.file_hash import file_digest
-from utils.owned_files import make_dirs, open_file, remove, replace
+from utils.files.checksum import file_digest
+from utils.files.owned import make_dirs, open_file, remove, replace
 
 log = logging.getLogger(__name__)
 STALE_S = 600.0  # a cached shard unused this long makes room for another

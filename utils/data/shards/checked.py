@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from utils.errors import UserError
-from utils.owned_files import make_dirs, write_text
+from utils.files.owned import make_dirs, write_text
 
 log = logging.getLogger(__name__)
 FOLDER = "regtrain-index-checks"

@@ -39,7 +39,7 @@ import numpy as np
 
 from utils.data.input_shape import TASKS  # the tasks a split is packed for: eval.metric's names
 from utils.errors import DataError
-from utils.names_from_files import plain_name
+from utils.files.names import plain_name
 
 FORMAT = "regtrain-shards"
 VERSION = 2

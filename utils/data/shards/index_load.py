@@ -24,7 +24,7 @@ import numpy as np
 from utils.data.shards import checked
 from utils.data.shards.index import ARRAYS, INDEX, REPACK, Index, Shard, parse_header
 from utils.errors import DataError
-from utils.file_hash import file_digest
+from utils.files.checksum import file_digest
 
 # inside a line, what makes a key leave the split (a '..' part) or a stem more than a file name (a '/'); a NUL
 # byte anywhere: literal searches, which run in C at memory speed (the line starts are checked with numpy)

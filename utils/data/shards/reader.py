@@ -18,8 +18,8 @@ from utils.data.shards.sizes import parse_size
 from utils.data.shards.store import LocalStore, Store, is_s3
 from utils.data.shards.stores import open_store
 from utils.errors import ConfigError, DataError
-from utils.run_folder import run_holding
-from utils.writable import why_not_writable
+from utils.files.writable import why_not_writable
+from utils.run.folder import run_holding
 
 DEFAULT_CACHE_LIMIT = "10GB"
 

@@ -7,7 +7,7 @@ from typing import List, Protocol, Tuple
 
 from utils.data.shards.index import INDEX
 from utils.errors import DataError
-from utils.owned_files import copy_in, make_dirs
+from utils.files.owned import copy_in, make_dirs
 
 
 class Store(Protocol):

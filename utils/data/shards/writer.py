@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Tuple
 import numpy as np
 
 from utils.data.shards.index import ARRAYS, INDEX, Header, Shard
-from utils.file_hash import file_digest
-from utils.owned_files import check_file, make_dirs, open_file, write_text
+from utils.files.checksum import file_digest
+from utils.files.owned import check_file, make_dirs, open_file, write_text
 
 BLOCK = tarfile.BLOCKSIZE
 

@@ -4,7 +4,7 @@ PyYAML's safe loader with three changes: numbers in exponent form (``1e-3``) are
 as in YAML 1.2; a key given twice in one mapping is a ``ConfigError`` instead of the
 second silently winning; ``{key:value}`` without the space after the colon is a
 ``ConfigError`` that shows the fix. What a document may hold is bounded by
-``utils/plain_tree.py``. A leaf module (``utils/config_load.py`` and ``utils/typed_merge.py``
+``utils/config/plain_tree.py``. A leaf module (``utils/config/load.py`` and ``utils/config/typed_merge.py``
 use it): it imports only the standard library, yaml and other leaves.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Dict, List
 
 import yaml
 
+from utils.config.plain_tree import plain_document
 from utils.errors import ConfigError
-from utils.plain_tree import plain_document
 
 # A number in exponent form: YAML 1.1 (PyYAML) reads 1e-3 and 5E+2 as strings, it wants 1.0e-3.
 EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
@@ -82,7 +82,7 @@ def _glued_keys(value: Any) -> List[str]:
 def load_yaml(text: str, fast: bool = False) -> Any:
     """Parse YAML as users type it: ``lr: 1e-3`` is the float 0.001, everywhere (config files, overrides,
     plugin arguments). A key given twice in a mapping, and ``{key:value}`` without the space after the
-    colon, are ConfigErrors that say so, and so is a document that is no plain tree (``utils/plain_tree.py``).
+    colon, are ConfigErrors that say so, and so is a document that is no plain tree (``utils/config/plain_tree.py``).
     ``fast``: the same rules on libyaml's parser, for files the framework wrote (a run's config.yaml)."""
     data = plain_document(lambda: yaml.load(text, Loader=_FastLoader if fast else _Loader))
     glued = _glued_keys(data)

@@ -21,9 +21,9 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Dict, List, Literal, Sequence, Union
 
-from utils.config_rules import not_finite, takes_floats
+from utils.config.rules import not_finite, takes_floats
+from utils.config.typed_merge import type_name, type_ok
 from utils.errors import ConfigError
-from utils.typed_merge import type_name, type_ok
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """What types alone cannot say about a config key: ranges, and the rules of single keys.
 
 Each rule is written once. Choices are ``Literal`` types in the schema
-(``utils/config.py``), checked with the types when a value is merged
-(``utils/typed_merge.py``); ranges are the ``rule``/``at_least``/``above``
+(``utils/config/schema.py``), checked with the types when a value is merged
+(``utils/config/typed_merge.py``); ranges are the ``rule``/``at_least``/``above``
 metadata beside their fields, which ``check_rules`` checks (one ``ConfigError``
 naming the key, what it must be and what it is). The keys that refer to each
-other are checked by ``utils/config_checks.py``, when the config is loaded.
+other are checked by ``utils/config/checks.py``, when the config is loaded.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ Test = Callable[[Any], bool]
 def rule(test: Test, what: str) -> Dict[str, Any]:
     """Field metadata: ``test(value)`` must hold, else ``config key '<key>' must be <what>``.
 
-    Ranges live beside their fields in ``utils/config.py``; choices are ``Literal`` types there,
-    checked with the types (``utils/typed_merge.py``).
+    Ranges live beside their fields in ``utils/config/schema.py``; choices are ``Literal`` types there,
+    checked with the types (``utils/config/typed_merge.py``).
     """
     return {"rule": (test, what)}
 

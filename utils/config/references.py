@@ -1,10 +1,10 @@
 """A config's names checked against the registries before any data is read.
 
-``utils/config_rules.py`` checks values and the keys that refer to each other;
+``utils/config/rules.py`` checks values and the keys that refer to each other;
 this module checks what needs the registries: that every network (and its
 backbone), dataset, loss, hook and metric the config names exists and takes the
 arguments given (the names as ``Registry.build`` checks them later; the values
-against the types and ranges the constructors declare, ``utils/arguments.py``),
+against the types and ranges the constructors declare, ``utils/config/arguments.py``),
 that each hook is named once and serves the run's task, that every
 ``eval.extra_metrics`` class takes the task's outputs, that ``eval.monitor`` is a
 name the metric reports (metrics declare them with ``reported_names``), and that
@@ -21,8 +21,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from utils.arguments import check_values
-from utils.config import Config
+from utils.config.arguments import check_values
+from utils.config.schema import Config
 from utils.data.transforms import check_transforms
 from utils.errors import ConfigError
 from utils.hook.selection import check_hook_entries, check_hook_tasks
@@ -47,7 +47,7 @@ def _check(
 ) -> Any:
     """The class ``name`` of ``registry`` once ``args`` (the config's ``key``) fit its signature: the
     names (``Registry.check``, with the ``fixed`` arguments the framework adds), then each value's
-    type and range (``utils/arguments.py``)."""
+    type and range (``utils/config/arguments.py``)."""
     taken = sorted(set(fixed or {}) & set(args))
     if taken:
         raise ConfigError(
@@ -127,7 +127,7 @@ def check_references(cfg: Config) -> None:
         from utils.metrics.extra import check_extras
 
         check_extras(extras, cfg.eval.metric, cfg.model.args.get("num_classes"))
-    check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)  # its direction: monitor_mode, once (utils/start.py)
+    check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)  # its direction: monitor_mode, once (utils/run/start.py)
 
 
 def _extra_directions(extras: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]]:

@@ -1,6 +1,6 @@
 """Loading a config: dataclass defaults <- a base (a checkpoint's config) <- YAML file <- ``key.sub=value``
-overrides, each key merged with its type checked (``utils/typed_merge.py``), a password in any of its URIs held as a
-secret (``utils/secret_text.py``), then the whole config checked (``utils/config_checks.py``) before any data is
+overrides, each key merged with its type checked (``utils/config/typed_merge.py``), a password in any of its URIs held as a
+secret (``utils/secret_text.py``), then the whole config checked (``utils/config/checks.py``) before any data is
 read. An experiment without a name is named after the config (``default_experiment_name``)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import copy
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from utils.config import Config
-from utils.config_checks import validate
-from utils.config_rules import expand_paths, plain_name
+from utils.config.checks import validate
+from utils.config.rules import expand_paths, plain_name
+from utils.config.schema import Config
+from utils.config.typed_merge import apply_override, merge_into, parse_override
+from utils.config.yaml_load import read_config_file
 from utils.secret_text import hide_all
-from utils.typed_merge import apply_override, merge_into, parse_override
-from utils.yaml_load import read_config_file
 
 
 def load_config(

@@ -1,8 +1,8 @@
 """The checks of a whole config once it is merged, before any data is read: every field's rule
-(``utils/config_rules.py``), the entries of list-valued keys, then the keys that must agree with each other.
-``load_config`` (``utils/config_load.py``) runs them; builders trust the validated config. Names that the
+(``utils/config/rules.py``), the entries of list-valued keys, then the keys that must agree with each other.
+``load_config`` (``utils/config/load.py``) runs them; builders trust the validated config. Names that the
 registries resolve (networks, datasets, metrics and the names a metric reports) are checked right after, by
-``utils/references.py``.
+``utils/config/references.py``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import re
 
-from utils.config import Config
-from utils.config_rules import check_compile, check_rules, ema_settings
+from utils.config.rules import check_compile, check_rules, ema_settings
+from utils.config.schema import Config
 from utils.errors import ConfigError
 
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

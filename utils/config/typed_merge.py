@@ -1,9 +1,9 @@
 """Write nested mappings into dataclass configs, checking every key and type.
 
-Used by ``utils/config_load.py``; kept apart so the schema (the dataclasses of
-``utils/config.py``) reads on its own. An unknown key or a wrong type is a ``ConfigError`` that names the key
+Used by ``utils/config/load.py``; kept apart so the schema (the dataclasses of
+``utils/config/schema.py``) reads on its own. An unknown key or a wrong type is a ``ConfigError`` that names the key
 and the closest valid one. The YAML itself (files, override values) is read by
-``utils/yaml_load.py``.
+``utils/config/yaml_load.py``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Annotated, Any, Dict, List, Literal, Mapping, Tuple, Union
 
 import yaml
 
-from utils.config_rules import MAPPING_EXAMPLES
+from utils.config.key_hints import did_you_mean
+from utils.config.rules import MAPPING_EXAMPLES
+from utils.config.yaml_load import EXPONENT, load_yaml
 from utils.errors import ConfigError
-from utils.key_hints import did_you_mean
-from utils.yaml_load import EXPONENT, load_yaml
 
 
 def _as_number(value: Any) -> Any:
@@ -29,7 +29,7 @@ def _as_number(value: Any) -> Any:
 
 
 def _checks(tp: Any) -> List[Any]:
-    """The range markers of ``Annotated[T, ...]``: callables with a ``what`` (``utils/arguments.py``)."""
+    """The range markers of ``Annotated[T, ...]``: callables with a ``what`` (``utils/config/arguments.py``)."""
     return [m for m in getattr(tp, "__metadata__", ()) if callable(m) and hasattr(m, "what")]
 
 
@@ -164,7 +164,7 @@ def _deep_update(target: Dict[str, Any], updates: Dict[str, Any]) -> Dict[str, A
 
 def merge_into(section: Any, updates: Dict[str, Any], prefix: str, root: Any = None) -> None:
     """Write ``updates`` into the dataclass ``section`` (at ``prefix`` in the config ``root``), checking keys and
-    types; an unknown key is named with the key of the whole tree it most likely meant (``utils/key_hints.py``).
+    types; an unknown key is named with the key of the whole tree it most likely meant (``utils/config/key_hints.py``).
 
     A mapping given for a dict field (``model.args``) replaces it whole.
     """

@@ -1,5 +1,5 @@
 """An experiment's ``latest``: the link to its newest training run, replaced atomically and put back when
-the start that moved it fails (``utils/run_folder.py`` moves it)."""
+the start that moved it fails (``utils/run/folder.py`` moves it)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from utils.owned_files import point_link, remove
+from utils.files.owned import point_link, remove
 
 LATEST = "latest"
 
 
 def point_latest(experiment: Path, name: str) -> None:
     """``latest`` -> ``name``, replaced atomically (a symlink renamed over the old one): the one link inside an
-    experiment folder that the framework makes, to a name beside it (``utils/owned_files.py``)."""
+    experiment folder that the framework makes, to a name beside it (``utils/files/owned.py``)."""
     point_link(experiment, experiment / LATEST, name)
 
 

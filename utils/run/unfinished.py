@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-from utils import metrics_file
 from utils.errors import CheckpointError, name_list
-from utils.run_folder import RunFolder, runs_with_checkpoints
+from utils.run import metrics_file
+from utils.run.folder import RunFolder, runs_with_checkpoints
 
 
 def finished(run: RunFolder) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from utils.errors import DataError, OutputError
-from utils.owned_files import open_file, write_text
+from utils.files.owned import open_file, write_text
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ _NOT_JSON = "%s: %d line(s) are not JSON (cut short by a crash or a full disk); 
 def append(path: Path, row: Row) -> None:
     """Add ``row`` as the file's last line; OutputError naming the file when the disk refuses."""
     try:
-        with open_file(path.parent, path, "a") as fh:  # never through a link (utils/owned_files.py)
+        with open_file(path.parent, path, "a") as fh:  # never through a link (utils/files/owned.py)
             fh.write(json.dumps(row) + "\n")
     except OSError as err:
         raise OutputError.writing(path, err) from err

@@ -15,9 +15,9 @@ framework 0.2 and older (checkpoints directly under ``<experiment>/``) is a run
 folder too: ``--resume`` continues it in place.
 
 One process at a time trains in a run folder: rank 0 holds an exclusive lock on its
-``.lock`` for the whole run (``utils/run_lock.py``: a stale lock never blocks a later run).
+``.lock`` for the whole run (``utils/run/lock.py``: a stale lock never blocks a later run).
 
-What is written, renamed or removed under these folders goes through ``utils/owned_files.py``: never through a
+What is written, renamed or removed under these folders goes through ``utils/files/owned.py``: never through a
 link inside them (a run folder is copied and handed over); the output root and ``--output`` may be links.
 
 A start that bad input stops before its folder holds a result leaves no folder behind:
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import List, Optional, Set, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
-from utils.latest_link import LATEST, point_latest, restore_latest
-from utils.owned_files import check_folder, make_dirs, make_new_folder, remove_folder, remove_tree
-from utils.run_lock import release_lock, take_lock
+from utils.files.owned import check_folder, make_dirs, make_new_folder, remove_folder, remove_tree
+from utils.run.latest import LATEST, point_latest, restore_latest
+from utils.run.lock import release_lock, take_lock
 
 # the names of a run folder's entries (``RunFolder``'s properties are their paths)
 CHECKPOINTS = "checkpoints"
@@ -148,7 +148,7 @@ class RunFolder:
     # -- one process per run --------------------------------------------------------------------
 
     def lock(self) -> None:
-        """Take the run's lock and write this process's PID and host into it (``utils/run_lock.py``); ConfigError
+        """Take the run's lock and write this process's PID and host into it (``utils/run/lock.py``); ConfigError
         when another process holds it, OutputError when the lock cannot be opened (a read-only folder). First a link
         where the run keeps a folder is refused (LinkError): no rotation through a ``checkpoints/`` linked elsewhere."""
         for name in FOLDERS:

@@ -1,10 +1,10 @@
-"""One process at a time trains in a run folder: the lock of ``RunFolder.lock`` (``utils/run_folder.py``).
+"""One process at a time trains in a run folder: the lock of ``RunFolder.lock`` (``utils/run/folder.py``).
 
 Rank 0 holds an exclusive ``fcntl.flock`` on the folder's ``.lock`` for the whole
 run. The kernel releases it when the process ends, however it ends (``kill -9``
 included), so a stale lock never blocks a later run. The file names the holder
 (PID and host) for the error a second process sees. It is opened with ``O_NOFOLLOW``
-(``utils/owned_files.py``): a ``.lock`` that is a link is replaced, its target never truncated.
+(``utils/files/owned.py``): a ``.lock`` that is a link is replaced, its target never truncated.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 
 from utils.errors import ConfigError, OutputError
-from utils.owned_files import open_fd
+from utils.files.owned import open_fd
 
 
 def take_lock(lock_file: Path, folder: Path) -> int:

@@ -1,7 +1,7 @@
 """Configuration: the schema, one dataclass per section, each key with its type, default, range and resume rule.
 
 The defaults select the default experiment (a small CNN on scikit-learn's
-digits). ``load_config`` (``utils/config_load.py``) builds a config from them, a
+digits). ``load_config`` (``utils/config/load.py``) builds a config from them, a
 YAML file and ``key.sub=value`` overrides. Every key is checked: an unknown key or
 a value of the wrong type is a ``ConfigError`` naming the key and the closest valid one.
 """
@@ -16,10 +16,10 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 import yaml
 
-from utils.config_resume import APPLY, INERT, MATCH
-from utils.config_rules import PATH, above, at_least, plain_name, rule
+from utils.config.resume import APPLY, INERT, MATCH
+from utils.config.rules import PATH, above, at_least, plain_name, rule
 from utils.errors import OutputError
-from utils.owned_files import make_dirs, write_text
+from utils.files.owned import make_dirs, write_text
 
 RUN_TAG_MAX = 150  # characters of experiment.run_tag (a sweep's tags fit it: utils/sweep/trial_runs.py)
 
@@ -27,7 +27,7 @@ RUN_TAG_MAX = 150  # characters of experiment.run_tag (a sweep's tags fit it: ut
 @dataclass
 class ExperimentConfig:
     # a plain folder name: the runs go to <output_root>/<name>/run_NNN; null: named after what the run trains
-    # (``utils/config_load.py``: ``default_experiment_name``), so experiments without a name do not share one folder
+    # (``utils/config/load.py``: ``default_experiment_name``), so experiments without a name do not share one folder
     name: Optional[str] = field(
         default=None,
         metadata=rule(
@@ -254,7 +254,7 @@ class Config:
 
     @property
     def experiment_dir(self) -> Path:
-        """``<experiment.output_root>/<experiment.name>``: the experiment's runs (``utils/run_folder.py``)."""
+        """``<experiment.output_root>/<experiment.name>``: the experiment's runs (``utils/run/folder.py``)."""
         return Path(self.experiment.output_root) / self.experiment.name  # ~ already expanded (PATH fields)
 
 

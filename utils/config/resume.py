@@ -1,6 +1,6 @@
 """What a resumed run does with each config key that changed: the rule beside each key of the schema.
 
-Every field of ``utils/config.py`` carries one of three rules in its metadata::
+Every field of ``utils/config/schema.py`` carries one of three rules in its metadata::
 
     MATCH   it fixes the network's parameters or the data each step sees: a change is refused
             (``old -> new``, with the way out); ``--resume-force`` accepts a changed model or data

@@ -7,7 +7,7 @@ never ends. Sharing itself is fine (YAML anchors and ``<<: *base`` merge keys sh
 reference): the check counts a shared container each time it is reached, so what it bounds
 is the size of the config written out. It never recurses and stops at the first problem,
 so it takes at most ``MAX_NODES`` steps. ``plain_document`` checks a YAML document (files,
-overrides: ``utils/yaml_load.py``) and returns it written out (no container shared, so
+overrides: ``utils/config/yaml_load.py``) and returns it written out (no container shared, so
 an override of one place never changes another); ``utils/checkpoint/structure.py`` checks
 a checkpoint's entries. Standard library only.
 """
