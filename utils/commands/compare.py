@@ -4,6 +4,8 @@ the runs' files only: no config of its own, no process group, no device."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Sequence
 
 from utils.commands.command_line import Command
 from utils.commands.options import ModeParser
@@ -41,8 +43,23 @@ def split_imports(parser: ModeParser, args: argparse.Namespace) -> None:
         parser.error("--mode compare needs at least one PATH: an experiment folder, a sweep folder or run folders")
 
 
+class ToTracker:
+    """``--to-tracker``: the comparison also goes to the MLflow parent run its runs share
+    (``utils/trackers/compare_upload.py``), checked before its folder is made."""
+
+    def check(self, runs: Sequence[Path]) -> None:
+        from utils.trackers.compare_upload import shared_parent
+
+        shared_parent(runs)
+
+    def publish(self, runs: Sequence[Path], folder: Path) -> None:
+        from utils.trackers.compare_upload import upload
+
+        upload(runs, folder)
+
+
 def run(args: argparse.Namespace) -> int:
-    return compare_command(args.paths, args.output, args.imports, args.to_tracker)
+    return compare_command(args.paths, args.output, args.imports, ToTracker() if args.to_tracker else None)
 
 
 COMMAND = Command(

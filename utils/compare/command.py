@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence
 
 from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import draw_figure
@@ -72,15 +72,26 @@ def output_folder(output: Optional[str], first_run: Path) -> RunFolder:
     return create(experiment, "compare")
 
 
+class Publisher(Protocol):
+    """Where a comparison also goes, given by the compare command (``--to-tracker``: the runs' MLflow parent run):
+    this package reads runs and writes files, and imports no tracker."""
+
+    def check(self, runs: Sequence[Path]) -> None:
+        """A UserError when the comparison cannot go there, before its folder is made."""
+
+    def publish(self, runs: Sequence[Path], folder: Path) -> None:
+        """Send the comparison written in ``folder``."""
+
+
 def compare_command(
-    paths: Sequence[str], output: Optional[str], overrides: Sequence[str] = (), to_tracker: bool = False
+    paths: Sequence[str], output: Optional[str], overrides: Sequence[str] = (), publisher: Optional[Publisher] = None
 ) -> int:
     """Compare the runs of ``paths`` (experiment, sweep or run folders) into ``output``; prints the table and
     a last line ``compare: runs=N configurations=K incomplete=I folder=DIR``. Returns the exit code (0).
 
     ``overrides``: the user's ``custom_imports=[...]`` (the modules of a metric of their own), the only code
-    imported: a run's files are data, and the modules they name are never imported. ``to_tracker``: the files also
-    go to the runs' MLflow parent run (``utils/trackers/compare_upload.py``), checked before anything is written."""
+    imported: a run's files are data, and the modules they name are never imported. ``publisher``: where the files
+    also go, checked before anything is written."""
     setup_logging(None, 0)
     runs = find_runs(paths)
     records = [read_run(run) for run in runs]
@@ -88,10 +99,8 @@ def compare_command(
     keys, configurations, incomplete = group_runs(records)
     if not configurations:
         raise nothing_yet(paths, incomplete)
-    if to_tracker:
-        from utils.trackers.compare_upload import shared_parent
-
-        shared_parent(runs)  # before a folder is made: a refused --to-tracker leaves none
+    if publisher is not None:
+        publisher.check(runs)  # before a folder is made: a refused --to-tracker leaves none
     monitor = choose_monitor(records)
     metrics = metric_names(configurations)
     rows = rank(configurations, metrics, monitor)
@@ -111,10 +120,8 @@ def compare_command(
     except UserError:
         folder.abandon()  # a folder this command made and left without a result goes again
         raise
-    if to_tracker:
-        from utils.trackers.compare_upload import upload
-
-        upload(runs, folder.path)
+    if publisher is not None:
+        publisher.publish(runs, folder.path)
     print(_joined(head, printed_table(keys, metrics, rows, monitor.name, shown_path(folder.path)), *rest), flush=True)
     print(
         f"compare: runs={len(records)} configurations={len(rows)} incomplete={len(incomplete)} "
