@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import row  # noqa: E402
+from benchmarks.run import markdown_table  # noqa: E402
 
 MIB = 2**20
 MINET = "configs/minet_resnet50_duts.yaml"
@@ -272,28 +273,38 @@ def _seed_ratio(case: Case) -> Optional[float]:
     return max(case.seed) / CASES[0].seed[0] if case.seed else None
 
 
-def table(results: List[dict], title: str) -> str:
-    """The seed's table with its figures beside ours (MiB and the ratio to plain; two ranks: per process)."""
+def _unit(results: List[dict]) -> Tuple[int, str]:
+    """MiB, or KiB where plain's total is under 100 MiB (the default experiment)."""
+    return (MIB, "MiB") if results[0]["total"] >= 100 * MIB else (2**10, "KiB")
+
+
+def table(results: List[dict], title: str, seed: bool) -> str:
+    """Our bytes per case and their ratio to plain (two ranks: per process), the seed's figures beside where ``seed``."""
     plain = results[0]["total"]
+    unit, name = _unit(results)
     lines = [
         f"{title}",
         "",
-        "| configuration | seed MiB per GPU (/ plain) | saved | weights | gradients | optimizer | total MiB | / plain |",
-        "|---|---|---|---|---|---|---|---|",
+        "| configuration |"
+        + (" seed MiB per GPU (/ plain) |" if seed else "")
+        + f" saved | weights | gradients | optimizer | total {name} | / plain |",
+        "|---|" + ("---|" if seed else "") + "---|---|---|---|---|---|",
     ]
     for r in results:
         case = r["case"]
-        seed = " + ".join(map(str, case.seed)) + f" ({_seed_ratio(case):.2f})" if case.seed else "-"
-        cells = [f"{r[k] / MIB:.0f}" for k in ("saved", "weights", "gradients", "optimizer", "total")]
-        name = case.name + (f" ({r['dtype']})" if case.level != "O0" else "")
-        lines.append(f"| {name} | {seed} | {' | '.join(cells)} | {r['total'] / plain:.2f} |")
+        figures = " + ".join(map(str, case.seed)) + f" ({_seed_ratio(case):.2f})" if case.seed else "-"
+        cells = [f"{r[k] / unit:.0f}" for k in ("saved", "weights", "gradients", "optimizer", "total")]
+        label = case.name + (f" ({r['dtype']})" if case.level != "O0" else "")
+        lines.append(
+            f"| {label} |" + (f" {figures} |" if seed else "") + f" {' | '.join(cells)} | {r['total'] / plain:.2f} |"
+        )
     return "\n".join(lines)
 
 
-def what_stays(result: dict, top: int = 5) -> str:
-    """The modules that save the most for backward, with their MiB."""
+def what_stays(result: dict, unit: int = MIB, top: int = 5) -> str:
+    """The modules that save the most for backward, with their bytes in ``unit``."""
     ranked = sorted(result["by_module"].items(), key=lambda kv: -kv[1])[:top]
-    return ", ".join(f"{name} {value / MIB:.0f}" for name, value in ranked)
+    return ", ".join(f"{name} {value / unit:.0f}" for name, value in ranked)
 
 
 def rows_of(results: List[dict], what: str, goals: bool) -> List[dict]:
@@ -302,7 +313,9 @@ def rows_of(results: List[dict], what: str, goals: bool) -> List[dict]:
     rows = []
     for r in results[1:]:
         seed = _seed_ratio(r["case"]) if goals else None
-        note = f"{what}; saved {r['saved'] / MIB:.0f} MiB ({what_stays(r, 3)}); plain {plain['total'] / MIB:.0f} MiB"
+        unit, name = _unit(results)
+        saved = f"saved {r['saved'] / unit:.0f} {name} ({what_stays(r, unit, 3)})"
+        note = f"{what}; {saved}; plain {plain['total'] / unit:.0f} {name}"
         rows.append(
             row(
                 BENCHMARK,
@@ -349,25 +362,34 @@ def run(quick: bool = False) -> List[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SIZE}x{QUICK_SIZE} inputs (a smoke run)")
-    parser.add_argument("--config", default=MINET, help="the experiment (default: MINet-R on DUTS)")
+    parser.add_argument("--config", default=MINET, help="the experiment: a config file or 'default' (MINet-R on DUTS)")
     parser.add_argument("--batch", type=int, default=16, help="the batch of one process")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--cuda", action="store_true", help="also read CUDA's peak memory of real steps")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    config = None if args.config == "default" else args.config
     overrides = MINET_OVERRIDES if args.config == MINET else ["optim.name=adamw"]
-    results = measure(args.config, overrides, args.batch, args.quick)
-    print(table(results, f"{args.config}, batch {args.batch} per process, AdamW; MiB counted on the CPU"))
+    results = measure(config, overrides, args.batch, args.quick)
+    minet = args.config == MINET
+    unit, name = _unit(results)
+    print(table(results, f"{args.config}, batch {args.batch} per process, AdamW; {name} counted on the CPU", minet))
     print()
     for r in results[1:]:
-        seed = _seed_ratio(r["case"])
+        seed = _seed_ratio(r["case"]) if minet else None
         ratio = r["total"] / results[0]["total"]
         if seed is not None and ratio > seed + 0.005:
-            print(f"{r['case'].name}: {ratio:.2f} > the seed's {seed:.2f}; still saved (MiB): {what_stays(r)}")
-    print(f"plain, saved by module (MiB): {what_stays(results[0], 8)}")
+            print(f"{r['case'].name}: {ratio:.2f} > the seed's {seed:.2f}; still saved ({name}): {what_stays(r, unit)}")
+    for r in results:
+        print(f"{r['case'].name}, saved by module ({name}): {what_stays(r, unit, 8)}")
+    print()
+    what = (
+        f"{args.config} {'x'.join(map(str, Run(config, overrides, torch.device('cpu')).input_size))} batch {args.batch}"
+    )
+    print(markdown_table(rows_of(results, what, goals=minet)))
     if args.cuda and torch.cuda.is_available():
         print()
-        print("\n".join(cuda_peaks(args.config, overrides, args.batch)))
+        print("\n".join(cuda_peaks(config, overrides, args.batch)))
 
 
 if __name__ == "__main__":
