@@ -9,10 +9,11 @@ import sys
 import pytest
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.distributed.spawned import free_port
-from utils.model.grad_checkpoint import frozen_running_stats
+from utils.model.grad_checkpoint import frozen_running_stats, keep_running_stats_in_backward
 from utils.registry import NETWORKS
 
 
@@ -116,6 +117,21 @@ def test_checkpointed_minet_backbones_match_plain_gradients_and_bn_stats(backbon
     for (name, value), other in zip(plain.named_buffers(), ckpt.buffers()):
         # one forward's update of the running statistics (num_batches_tracked 1, not 2)
         assert torch.equal(value, other), name
+
+
+def test_a_checkpoint_placed_elsewhere_leaves_the_stats_of_a_layer_used_twice_as_plain():
+    """keep_running_stats_in_backward: checkpoint calls without the framework's context (timm's), here one
+    BatchNorm in two checkpoints, each recomputation stopping early inside the layer."""
+    torch.manual_seed(0)
+    plain = nn.BatchNorm2d(3)
+    ckpt = copy.deepcopy(plain)
+    keep_running_stats_in_backward(ckpt)
+    x = torch.randn(4, 3, 2, 2, requires_grad=True)
+    plain(plain(x) * 2).sum().backward()
+    checkpoint(ckpt, checkpoint(ckpt, x, use_reentrant=False) * 2, use_reentrant=False).sum().backward()
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, ckpt.state_dict()[key]), key  # num_batches_tracked 2: the two forwards'
+    assert int(ckpt.num_batches_tracked) == 2
 
 
 def test_frozen_running_stats_restores_after_an_error():

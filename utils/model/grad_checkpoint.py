@@ -48,12 +48,16 @@ def _in_backward() -> bool:
 def _keep_stats(module: nn.Module, args: Any) -> None:
     if torch.compiler.is_compiling() or not (module.training and _in_backward()):
         return  # compiled: the recomputation is part of the compiled backward, the stats updated once (in forward)
+    if module.__dict__.get("_stats_kept_in") == torch._C._current_graph_task_id():
+        return  # recomputed again in the same backward (a shared layer): the first values are the ones to restore
+    module._stats_kept_in = torch._C._current_graph_task_id()
     saved = [(getattr(module, name), getattr(module, name).detach().clone()) for name in _STATS]
 
     def restore() -> None:
         with torch.no_grad():
             for buf, value in saved:
                 buf.copy_(value)
+        module.__dict__.pop("_stats_kept_in", None)
 
     # restored when this backward ends: the recomputation may stop inside the layer's forward (non-reentrant
     # checkpointing stops once it has what backward needs), where a forward hook would never run
