@@ -119,9 +119,8 @@ class Run:
         return x.to(self.device), y.to(self.device)
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with self.amp.autocast():
-            out = self.model(x)
-        return self.criterion(out, y)
+        with self.amp.autocast():  # the loss too, as the Trainer's step computes it
+            return self.criterion(self.model(x), y)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> Dict[str, int]:
         """One real step; the bytes of weights, gradients (the larger of after backward and after the step)
