@@ -22,6 +22,7 @@ import torch
 from backbone.base import Backbone
 from utils.config.arguments import Count, check_value, in_range, non_empty
 from utils.errors import ConfigError, name_list
+from utils.model.grad_checkpoint import keep_running_stats_in_backward
 from utils.registry import BACKBONES
 
 LOCAL_WAY = (
@@ -74,6 +75,7 @@ class TimmBackbone(Backbone):
         self.out_channels: List[int] = list(self.model.feature_info.channels())
         self.strides: List[int] = list(self.model.feature_info.reduction())
         self._stage_modules = list(self.model.feature_info.module_name())
+        self._stats_hooks: List[torch.utils.hooks.RemovableHandle] = []
         if pretrained:
             from utils.checkpoint.weights import BACKBONE_WAY_OUT, MinShare, load_weights
 
@@ -131,8 +133,13 @@ class TimmBackbone(Backbone):
                 check_value("backbone 'timm'", "model.args.backbone_args", name, value, Rate)
 
     def set_grad_checkpointing(self, enabled: bool = True) -> None:
+        """timm's own switch (``features_only`` models checkpoint each module between the first and the last);
+        timm's recomputation would update BatchNorm running statistics a second time, which hooks prevent."""
         self.grad_checkpointing = enabled
-        self.model.set_grad_checkpointing(enabled)  # timm's own switch
+        self.model.set_grad_checkpointing(enabled)
+        for handle in self._stats_hooks:
+            handle.remove()
+        self._stats_hooks = keep_running_stats_in_backward(self.model) if enabled else []
 
     def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
         return list(self.model(x))

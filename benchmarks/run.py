@@ -55,6 +55,7 @@ BENCHMARKS = [
     ("bench_sample_arrays", "22 sample arrays"),
     ("bench_index_scale", "23 index at scale"),
     ("bench_trackers", "25 trackers"),
+    ("bench_memory", "26 memory"),
 ]
 COLUMNS = ("benchmark", "measure", "value", "spread", "goal", "ok", "note")
 

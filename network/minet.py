@@ -6,12 +6,12 @@ from typing import Any, Dict, List, Optional
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from module.conv import ConvBNAct
 from module.interaction import AggregateInteraction, SelfInteraction, resize_to
 from network.saliency import SaliencyNetwork
 from utils.config.arguments import Count
+from utils.model.grad_checkpoint import checkpointed_call
 from utils.registry import NETWORKS
 
 
@@ -42,7 +42,8 @@ class MINet(SaliencyNetwork):
 
     def decode(self, features: List[torch.Tensor]) -> torch.Tensor:
         if self.grad_checkpointing and self.training and torch.is_grad_enabled():
-            features = checkpoint(lambda *f: tuple(self.aim(list(f))), *features, use_reentrant=False)
+            # the recomputation leaves AIM's BatchNorm statistics alone, as run_checkpointed does for the other blocks
+            features = checkpointed_call(self.aim, lambda *f: tuple(self.aim(list(f))), *features)
         else:
             features = self.aim(features)
         y = None

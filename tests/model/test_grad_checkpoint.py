@@ -9,10 +9,11 @@ import sys
 import pytest
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from tests.conftest import ROOT, fast_overrides, subprocess_env
 from utils.distributed.spawned import free_port
-from utils.model.grad_checkpoint import frozen_running_stats
+from utils.model.grad_checkpoint import frozen_running_stats, keep_running_stats_in_backward
 from utils.registry import NETWORKS
 
 
@@ -69,6 +70,68 @@ def test_checkpointing_saves_less_for_backward_in_training_only():
     assert _saved_bytes(ckpt, x) < 0.5 * _saved_bytes(plain, x)
     ckpt.eval(), plain.eval()
     assert _saved_bytes(ckpt, x) == _saved_bytes(plain, x)  # eval: no checkpointing
+
+
+def _minet(backbone: str, **backbone_args):
+    torch.manual_seed(0)
+    plain = NETWORKS.build(
+        "minet", backbone=backbone, backbone_args=backbone_args, channels=8, sim_channels=8, head_channels=8
+    )
+    ckpt = copy.deepcopy(plain)
+    ckpt.set_grad_checkpointing(True)
+    return plain, ckpt
+
+
+def _backbone_saved_bytes(model: nn.Module, x: torch.Tensor) -> int:
+    storages = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        features = model.backbone(x)
+    del features
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize(
+    "backbone, args, most",
+    [
+        ("resnet18", {}, 0.2),  # torchvision: Backbone.forward checkpoints each of the 5 stages
+        # timm's own set_grad_checkpointing (its recomputation kept off the statistics by hooks); timm leaves the
+        # first module (this model's 3-conv stem) and the last stage unchecked
+        ("timm", {"model_name": "resnet10t"}, 0.8),
+        pytest.param("vgg16_bn", {}, 0.2, marks=pytest.mark.slow),  # ~10 s on 2 cores
+    ],
+)
+def test_checkpointed_minet_backbones_match_plain_gradients_and_bn_stats(backbone, args, most):
+    plain, ckpt = _minet(backbone, **args)
+    x, mask = torch.randn(2, 3, 32, 32), torch.rand(2, 1, 32, 32).round()
+    # the backbone's own stages are checkpointed, not only MINet's decoder and AIM
+    assert _backbone_saved_bytes(ckpt, x) < most * _backbone_saved_bytes(plain, x)
+    for model in (plain, ckpt):
+        nn.functional.binary_cross_entropy_with_logits(model(x), mask).backward()
+    for (name, p), q in zip(plain.named_parameters(), ckpt.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6), name
+    for (name, value), other in zip(plain.named_buffers(), ckpt.buffers()):
+        # one forward's update of the running statistics (num_batches_tracked 1, not 2)
+        assert torch.equal(value, other), name
+
+
+def test_a_checkpoint_placed_elsewhere_leaves_the_stats_of_a_layer_used_twice_as_plain():
+    """keep_running_stats_in_backward: checkpoint calls without the framework's context (timm's), here one
+    BatchNorm in two checkpoints, each recomputation stopping early inside the layer."""
+    torch.manual_seed(0)
+    plain = nn.BatchNorm2d(3)
+    ckpt = copy.deepcopy(plain)
+    keep_running_stats_in_backward(ckpt)
+    x = torch.randn(4, 3, 2, 2, requires_grad=True)
+    plain(plain(x) * 2).sum().backward()
+    checkpoint(ckpt, checkpoint(ckpt, x, use_reentrant=False) * 2, use_reentrant=False).sum().backward()
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, ckpt.state_dict()[key]), key  # num_batches_tracked 2: the two forwards'
+    assert int(ckpt.num_batches_tracked) == 2
 
 
 def test_frozen_running_stats_restores_after_an_error():
