@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from utils.config import Config
 from utils.config_checks import validate
+from utils.config_given import decides, given_keys, is_given
 from utils.config_rules import expand_paths, plain_name
 from utils.typed_merge import apply_override, merge_into, parse_override
 from utils.yaml_load import read_config_file
@@ -21,7 +22,8 @@ def load_config(
     overrides: Optional[List[str]] = None,
     base: Optional[Dict[str, Any]] = None,
 ) -> Config:
-    """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides."""
+    """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides. A dataset whose
+    data decides the network's shape leaves ``model.input_size`` None where none of them sets it."""
     cfg = Config()
     if base:
         merge_into(cfg, copy.deepcopy(base), "")
@@ -29,6 +31,8 @@ def load_config(
         merge_into(cfg, read_config_file(Path(path)), "")
     for item in overrides or []:
         apply_override(cfg, *parse_override(item))
+    if decides(cfg.data.name) and not is_given(given_keys(path, overrides or [], base), "model.input_size"):
+        cfg.model.input_size = None  # the data's, once it is read (utils/data/shape_from_data.py)
     if cfg.experiment.name is None:
         cfg.experiment.name = default_experiment_name(cfg, path)
     expand_paths(cfg)

@@ -19,6 +19,7 @@ LEAVES = (
     "utils/registry.py",
     "utils/config.py",
     "utils/config_checks.py",
+    "utils/config_given.py",
     "utils/config_load.py",
     "utils/config_resume.py",
     "utils/config_rules.py",
