@@ -63,7 +63,8 @@ class InstallError(UserError, ImportError):
 
 
 class NonFiniteError(UserError, FloatingPointError):
-    """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
+    """The loss or the weights became NaN/inf (``train.nonfinite``); the run keeps its folder, marked failed
+    (``utils/failed_run.py``), and no checkpoint after the NaN is written."""
 
 
 def first_line(err: BaseException) -> str:

@@ -259,3 +259,30 @@ def test_a_folder_whose_most_common_size_is_not_square_names_the_sizes_and_the_s
         settle_images(cfg, frozenset({"data.name", "data.root"}), train)
     given = load_config(None, ["data.name=image_folder", "model.input_size=[3, 24, 24]"])
     assert given.model.input_size == [3, 24, 24] and cfg.model.input_size is None  # left out: the data's
+
+
+@pytest.mark.slow  # three runs, forked
+def test_a_run_that_diverges_keeps_its_folder_and_says_what_happened(main_server, tmp_path):
+    """optim.lr=1e12 said "the last good checkpoint is kept" with none written, advised amp.opt_level=O0 at O0, and
+    deleted the run folder, log.txt with it."""
+    out = [f"experiment.output_root={tmp_path}", "train.epochs=1"]
+    line = error_line(main_server.run([*out, "optim.lr=1e12"], ROOT, subprocess_env(), timeout=240))
+    run = tmp_path / "digits_small_cnn" / "run_001"
+    assert re.match(r"error: loss is nan at epoch 0, step \d+ \(train.nonfinite=stop\)", line), line
+    assert "; no checkpoint of it was written; " in line and f"the run folder {run} and its log.txt stay" in line
+    assert line.endswith("lower optim.lr (now 1e+12) or enable train.clip_grad_norm (e.g. 1.0)"), line  # O0: no amp
+    assert (run / "log.txt").read_text().splitlines()[-1].endswith(line[len("error: ") :])
+    assert (run / "failed.txt").is_file()
+    # a NaN after a checkpoint, at O1 with clipping: the checkpoint is named, the advice fits the settings
+    nan = ["custom_imports=[tests.fixtures.nan_net]", "model.name=nan_classifier", "train.checkpoint_every_steps=5"]
+    more = ["model.args.nan_at=[8]", "amp.opt_level=O1", "train.clip_grad_norm=1.0", "experiment.name=nan"]
+    line = error_line(main_server.run([*out, *nan, *more], ROOT, subprocess_env(), timeout=240))
+    run = tmp_path / "nan" / "run_001"
+    assert f"its checkpoints are kept (the newest, epoch0000_batch000005.pt: --resume {run} continues" in line, line
+    assert line.endswith("lower optim.lr (now 0.003) or use amp.opt_level=O0 (now O1)"), line
+    # a bare --resume passes the failed run over; naming it continues it
+    line = error_line(main_server.run([*out, *nan, "experiment.name=nan", "--resume"], ROOT, subprocess_env(), 240))
+    assert line.startswith(
+        f"error: --resume: the newest run of '{run.parent}' with a checkpoint, run_001, failed (loss"
+    )
+    assert f"continued only when named: --resume {run}" in line, line

@@ -4,7 +4,8 @@
    name in it checked, CPU threads, the process group, the kernels, console logging, and every rule of the config
    that needs no data (``utils/start.py``: ``plan_start``), all before any folder exists;
 2. ``opened``: the run's folder (``open_run``: a new one, or the training run to continue), its log and the
-   start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``);
+   start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``), while a run
+   that trained and then diverged keeps it, marked failed (``utils/failed_run.py``);
 3. ``report``: the result line that scripts read (``test: k=v ...``, ``predict: ...``), then the closing line
    (``done in T; [best ...; ]run folder PATH``).
 """
@@ -28,6 +29,7 @@ from utils.config_load import load_config
 from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
+from utils.failed_run import clear_failed, keeps_folder, mark_failed
 from utils.log import closing_line, format_metrics, setup_logging
 from utils.references import check_references, import_custom
 from utils.run_folder import RunFolder
@@ -127,11 +129,16 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
         left_out = not_imported(start.checkpoint, start.cfg)
         if left_out:
             log.warning("%s", how_to_import(left_out, start.mode))
+        if start.mode == "train" and info.is_main:  # a failed run continued by name trains again
+            clear_failed(run.folder)
         yield run
-    except UserError:
+    except UserError as err:
         if info.is_main:  # a start stopped before any result leaves no folder (utils/run_folder.py)
             setup_logging(None, info.rank)  # its log file closed first
-            run.folder.abandon()
+            if keeps_folder(err):  # a run that trained, then failed: its folder tells what happened
+                mark_failed(run.folder, one_line(err))
+            else:
+                run.folder.abandon()
         raise
     finally:  # in-process callers (tests) run again; a process that ends loses its lock anyway
         run.folder.release()

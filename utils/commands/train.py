@@ -36,6 +36,8 @@ from utils.engine.trainer import Trainer
 from utils.engine.trainer_setup import build_hooks, build_services, loop_options, run_meta
 from utils.engine.trainer_types import Parts
 from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
+from utils.errors import NonFiniteError, one_line
+from utils.failed_run import diverged
 from utils.log import best_line
 from utils.metrics import build_metric
 from utils.metrics.extra import check_extra_classes
@@ -170,7 +172,13 @@ def train(
         if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
             save_config(cfg, run.config)
             warn_left_behind(run.path, cfg.hooks)  # a tracker the run logged to, left out of this resume
-        result = trainer.fit()
+        try:
+            result = trainer.fit()
+        except NonFiniteError as err:  # the step, the checkpoints kept, the fixes that fit this run's settings
+            what = one_line(err)
+            raise NonFiniteError(
+                diverged(what, run, cfg.optim.lr, cfg.train.clip_grad_norm, cfg.amp.opt_level)
+            ) from None
         check_replicas(model)
         best = best_line(result.monitor, result.best_value, result.best_epoch)
         log.info("%s; testing %s", best, result.best_path)
