@@ -45,6 +45,15 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
         root.addHandler(file_handler)
 
 
+def to_log_file(message: str) -> None:
+    """``message`` into the run's log.txt alone: a line stdout shows already (the result line ``test: k=v ...``),
+    which the log file keeps too."""
+    record = logging.LogRecord(__name__, logging.INFO, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "_framework", False) and isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
 class _Console(logging.StreamHandler):
     """The console's handler: a line logged while a progress bar is shown goes above the bar, which is cleared
     first and drawn again below it (``tqdm.external_write_mode``). Written straight to the terminal, the epoch's

@@ -30,7 +30,7 @@ from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
 from utils.failed_run import clear_failed, keeps_folder, mark_failed
-from utils.log import closing_line, format_metrics, setup_logging
+from utils.log import closing_line, format_metrics, setup_logging, to_log_file
 from utils.references import check_references, import_custom
 from utils.run_folder import RunFolder
 from utils.start import OpenedRun, StartPlan, open_run, plan_start
@@ -146,8 +146,10 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
 
 
 def report(label: str, results: dict, start: Start, folder: RunFolder, best: Optional[str] = None) -> None:
-    """The result line (rank 0), ``<label>: k=v ...``, then the closing line: the wall time since ``prepare``, a
+    """The result line (rank 0), ``<label>: k=v ...`` (on stdout and in log.txt), then the closing line: the wall time since ``prepare``, a
     training run's ``best`` and the folder holding what the run wrote."""
     if start.info.is_main:
-        print(f"{label}: {format_metrics(results)}", flush=True)
+        line = f"{label}: {format_metrics(results)}"
+        print(line, flush=True)
+        to_log_file(line)  # the run's log.txt tells the whole story
         log.info("%s", closing_line(folder.path, time.monotonic() - start.began, best))
