@@ -18,7 +18,7 @@ from tests.fixtures.bad_input import error_line
 from tests.fixtures.docs_pages import all_text
 from utils.config import config_yaml
 from utils.config_load import load_config
-from utils.log import best_line, format_metrics, wall_time
+from utils.log import best_line, format_metrics, setup_logging, wall_time
 from utils.registry import METRICS
 from utils.threads import choose_threads, usable_cores
 
@@ -175,3 +175,17 @@ def test_a_run_that_diverges_keeps_its_folder_and_says_what_happened(main_server
         f"error: --resume: the newest run of '{run.parent}' with a checkpoint, run_001, failed (loss"
     )
     assert f"continued only when named: --resume {run}" in line, line
+
+
+def test_rank_1_leaves_the_warnings_every_rank_gives_to_rank_0(capsys):
+    """Under torchrun every warning of the config and the data printed twice, once with rank 1's prefix."""
+    try:
+        setup_logging(None, rank=1)
+        logging.getLogger("utils.data.loader").warning("data.batch_size=2000 is more than the 629 samples")
+        logging.getLogger("utils.data.bad_samples").warning("image 'a.png' of this rank's slice is unusable")
+        logging.getLogger("utils.data.loader").error("an error shows on every rank")
+    finally:
+        setup_logging(None, rank=0)
+    err = capsys.readouterr().err
+    assert "batch_size" not in err, err
+    assert "[rank1] " in err and "a.png" in err and "an error shows" in err
