@@ -142,3 +142,46 @@ def test_an_option_that_names_a_config_key_is_one_line_with_the_override(capsys)
         err = capsys.readouterr().err
         assert stopped.value.code == 2 and err.count("\n") == 1 and "usage:" not in err, err
         assert "py: error: " in err and want in err, err
+
+
+def write_masks_and_videos(root) -> None:
+    """``root/sod/<split>/{Image,Mask}``: 24x24 RGB JPEGs with square masks; ``root/vid/<split>/<class>/<video>``:
+    3 videos of 8 16x16 frames per class of 2."""
+    from PIL import Image
+
+    generator = torch.Generator().manual_seed(0)
+
+    def rgb(side: int):
+        return Image.fromarray(torch.randint(0, 256, (side, side, 3), generator=generator, dtype=torch.uint8).numpy())
+
+    mask = torch.zeros(24, 24, dtype=torch.uint8)
+    mask[6:18, 6:18] = 255
+    for split in ("train", "val", "test"):
+        for kind in ("Image", "Mask"):
+            (root / "sod" / split / kind).mkdir(parents=True)
+        for n in range(4):
+            rgb(24).save(root / "sod" / split / "Image" / f"{n}.jpg")
+            Image.fromarray(mask.numpy()).save(root / "sod" / split / "Mask" / f"{n}.png")
+        for name in ("p", "q"):
+            for video in range(3):
+                (root / "vid" / split / name / f"v{video}").mkdir(parents=True)
+                for frame in range(8):
+                    rgb(16).save(root / "vid" / split / name / f"v{video}" / f"{frame}.jpg")
+
+
+@pytest.mark.slow  # two runs, forked
+def test_mask_and_video_folders_take_their_shape_from_the_data_too(main_server, tmp_path):
+    write_masks_and_videos(tmp_path)
+    sod = ["data.name=image_mask_folder", f"data.root={tmp_path / 'sod'}", "data.args.size=32", "model.name=fpn_sod"]
+    sod += ["model.args={backbone: small_cnn}", "eval.metric=sod", "eval.monitor=mae", "loss=[{name: bce_with_logits}]"]
+    video = ["data.name=video_frames_folder", f"data.root={tmp_path / 'vid'}", "data.args={clip_len: 4, num_clips: 1}"]
+    video += ["model.name=video_classifier", "model.args={backbone: small_3d_cnn}", "eval.metric=video"]
+    video += ["eval.monitor=video_top1"]
+    for args, taken in (
+        (sod, "model.args.in_channels=3, model.input_size=[3, 32, 32]"),
+        (video, "model.args.num_classes=2, model.args.backbone_args.in_channels=3, model.input_size=[3, 4, 16, 16]"),
+    ):
+        out = [f"experiment.output_root={tmp_path / 'out'}", "train.epochs=1", "data.batch_size=2"]
+        proc = main_server.run([*out, *args], ROOT, subprocess_env(), timeout=240)
+        assert proc.returncode == 0 and "test: " in proc.stdout, proc.stderr[-3000:]
+        assert f": {taken} (saved in the run's config.yaml" in proc.stderr, proc.stderr[-3000:]
