@@ -177,6 +177,8 @@ def settle_images(cfg: Any, given: FrozenSet[str], train: Any) -> Dict[str, Any]
     keys set and their values (when any: build the data again)."""
     if cfg.data.name != "image_folder" or getattr(train, "packed", None) is not None or not len(train):
         return {}
+    if cfg.data.loader == "dali":  # DALI decodes RGB and sizes data.args.image_size itself (utils/data/dali.py)
+        return {}
     step = max(1, len(train) // SIZE_PROBES)
     sizes, modes = image_headers([train.path(at) for at in range(0, len(train), step)][:SIZE_PROBES])
     settled: Dict[str, Any] = {}
