@@ -34,7 +34,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Preempted as stop:
         from utils.distributed.process_group import cleanup  # a stopped training run: torch is loaded
 
-        print(f"stopped: {stop}", file=sys.stderr, flush=True)
+        if group_rank() in (None, 0):  # one line for the job: every rank stops alike
+            print(f"stopped: {stop}", file=sys.stderr, flush=True)
         cleanup()
         return PREEMPTED_EXIT
     except UserError as err:

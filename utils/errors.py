@@ -65,7 +65,8 @@ class InstallError(UserError, ImportError):
 
 
 class NonFiniteError(UserError, FloatingPointError):
-    """The loss or the weights became NaN/inf (``train.nonfinite``); the last good checkpoint is kept."""
+    """The loss or the weights became NaN/inf (``train.nonfinite``); the run keeps its folder, marked failed
+    (``utils/run/failed.py``), and no checkpoint after the NaN is written."""
 
 
 class LinkError(UserError, RuntimeError):

@@ -40,6 +40,8 @@ def setup_logging(log_file: Optional[Path], rank: int = 0, level: int = logging.
     console = _Console(sys.stderr)
     console.setFormatter(_Shown(prefix + _FORMAT, "%H:%M:%S"))
     console._framework = True
+    if rank != 0:
+        console.addFilter(_own_to_this_rank)
     root.addHandler(console)
     if rank == 0 and log_file is not None:
         file_handler = _LogFile(log_file)
@@ -64,6 +66,38 @@ class _LogFile(logging.FileHandler):
     def _open(self) -> Any:
         path = Path(self.baseFilename)
         return open_file(path.parent, path, "a", encoding=self.encoding, errors=self.errors)
+
+
+def to_log_file(message: str) -> None:
+    """``message`` into the run's log.txt alone: a line stdout shows already (the result line ``test: k=v ...``),
+    which the log file keeps too."""
+    record = logging.LogRecord(__name__, logging.INFO, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "_framework", False) and isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
+# modules whose warnings every rank of a job gives alike (the config, the data's sizes, the schedule, the first
+# batch's shapes): rank 0 says them once, where each rank said them again
+REPLICATED = (
+    "utils.commands",
+    "utils.data.folders",
+    "utils.data.input_shape",
+    "utils.data.loader",
+    "utils.data.shape_from_data",
+    "utils.data.stratified",
+    "utils.model.summary",
+    "utils.optim.schedules",
+    "utils.config.references",
+)
+
+
+def _own_to_this_rank(record: logging.LogRecord) -> bool:
+    """On ranks other than 0: a warning of a ``REPLICATED`` module is left to rank 0; errors, and the warnings of
+    what a rank meets alone (a bad sample in its slice, a read that failed), still show with its prefix."""
+    return record.levelno >= logging.ERROR or not any(
+        record.name == name or record.name.startswith(name + ".") for name in REPLICATED
+    )
 
 
 class _Console(logging.StreamHandler):

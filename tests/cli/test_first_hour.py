@@ -14,10 +14,11 @@ import torch
 
 import main
 from tests.conftest import ROOT, fast_overrides, subprocess_env
+from tests.fixtures.bad_input import error_line
 from tests.fixtures.docs_pages import all_text
 from utils.config.load import load_config
 from utils.config.schema import config_yaml
-from utils.log import best_line, format_metrics, wall_time
+from utils.log import best_line, format_metrics, setup_logging, wall_time
 from utils.registry import METRICS
 from utils.threads import choose_threads, usable_cores
 
@@ -147,3 +148,44 @@ def test_print_config_is_refused_with_a_sweep():
     with pytest.raises(SystemExit) as stopped:
         main.main(["--print-config", "--sweep", "sweep.yaml"])
     assert stopped.value.code == 2
+
+
+@pytest.mark.slow  # three runs, forked
+def test_a_run_that_diverges_keeps_its_folder_and_says_what_happened(main_server, tmp_path):
+    """optim.lr=1e12 said "the last good checkpoint is kept" with none written, advised amp.opt_level=O0 at O0, and
+    deleted the run folder, log.txt with it."""
+    out = [f"experiment.output_root={tmp_path}", "train.epochs=1"]
+    line = error_line(main_server.run([*out, "optim.lr=1e12"], ROOT, subprocess_env(), timeout=240))
+    run = tmp_path / "digits_small_cnn" / "run_001"
+    assert re.match(r"error: loss is nan at epoch 0, step \d+ \(train.nonfinite=stop\)", line), line
+    assert "; no checkpoint of it was written; " in line and f"the run folder {run} and its log.txt stay" in line
+    assert line.endswith("lower optim.lr (now 1e+12) or enable train.clip_grad_norm (e.g. 1.0)"), line  # O0: no amp
+    assert (run / "log.txt").read_text().splitlines()[-1].endswith(line[len("error: ") :])
+    assert (run / "failed.txt").is_file()
+    # a NaN after a checkpoint, at O1 with clipping: the checkpoint is named, the advice fits the settings
+    nan = ["custom_imports=[tests.fixtures.nan_net]", "model.name=nan_classifier", "train.checkpoint_every_steps=5"]
+    more = ["model.args.nan_at=[8]", "amp.opt_level=O1", "train.clip_grad_norm=1.0", "experiment.name=nan"]
+    line = error_line(main_server.run([*out, *nan, *more], ROOT, subprocess_env(), timeout=240))
+    run = tmp_path / "nan" / "run_001"
+    assert f"its checkpoints are kept (the newest, epoch0000_batch000005.pt: --resume {run} continues" in line, line
+    assert line.endswith("lower optim.lr (now 0.003) or use amp.opt_level=O0 (now O1)"), line
+    # a bare --resume passes the failed run over; naming it continues it
+    line = error_line(main_server.run([*out, *nan, "experiment.name=nan", "--resume"], ROOT, subprocess_env(), 240))
+    assert line.startswith(
+        f"error: --resume: the newest run of '{run.parent}' with a checkpoint, run_001, failed (loss"
+    )
+    assert f"continued only when named: --resume {run}" in line, line
+
+
+def test_rank_1_leaves_the_warnings_every_rank_gives_to_rank_0(capsys):
+    """Under torchrun every warning of the config and the data printed twice, once with rank 1's prefix."""
+    try:
+        setup_logging(None, rank=1)
+        logging.getLogger("utils.data.loader").warning("data.batch_size=2000 is more than the 629 samples")
+        logging.getLogger("utils.data.bad_samples").warning("image 'a.png' of this rank's slice is unusable")
+        logging.getLogger("utils.data.loader").error("an error shows on every rank")
+    finally:
+        setup_logging(None, rank=0)
+    err = capsys.readouterr().err
+    assert "batch_size" not in err, err
+    assert "[rank1] " in err and "a.png" in err and "an error shows" in err

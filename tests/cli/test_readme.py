@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.dist_utils import free_port
 from tests.fixtures.docs_pages import reading_order
 from tests.fixtures.forked_main import MainServer
+from tests.fixtures.fresh_copy import fresh_copy
 from tests.fixtures.readme_steps import COMMANDS, SAMPLES, bare_resume, folder_of, preempted, sample_images
 from tests.fixtures.readme_sweep import sweep_folders
 
@@ -234,18 +233,6 @@ def pretrained_of(command: str, repo: Path) -> Optional[str]:
     if not config:
         return None
     return (yaml.safe_load((repo / config.group(1)).read_text()).get("model") or {}).get("pretrained")
-
-
-def fresh_copy(repo: Path) -> bool:
-    """The repository's files (tracked and not ignored, as a commit of this tree would hold them) in ``repo``."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.splitlines()
-    for name in listed:
-        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is not copied
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
-    return bool(listed)
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ LEAVES = (
     "utils/config/load.py",
     "utils/config/resume.py",
     "utils/config/rules.py",
+    "utils/config/given.py",
     "utils/errors.py",
     "utils/secret_text.py",
     "utils/files/owned.py",

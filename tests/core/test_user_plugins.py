@@ -3,17 +3,23 @@ as a user would, go through the registry test (tests/core/test_registered_items.
 
 Following those two sections made ``test_registered_items`` fail with ``add an example for network/my_net
 to EXAMPLES``, although the docs say that no other file changes; and once the user's own ``network/my_net.py``
-was there, importing the docs' copy of it made every test here error with ``name 'my_net' is defined twice``."""
+was there, importing the docs' copy of it made every test here error with ``name 'my_net' is defined twice``: a test had put a second copy of the docs'
+files into the suite's own registries. The docs' files are registered here only in copies of the registries that
+leave their names out, and the user's case itself runs where it happens: in a copy of the repository with the
+docs' files in place, in a process of its own (``test_the_fast_tests_pass_with_the_docs_plugin_files_in_place``)."""
 
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import subprocess_env
 from tests.core import test_registered_items as registered
 from tests.fixtures.docs_pages import created_file
+from tests.fixtures.fresh_copy import fresh_copy
 from utils.registry import HOOKS, NETWORKS
 
 
@@ -24,28 +30,6 @@ def readme_file(path: str) -> str:
 
 # what the docs' two files register, by registered name and by class name
 DOCS_ITEMS = {NETWORKS: ("my_net", "MyNet"), HOOKS: ("lr_printer", "LrPrinter")}
-
-
-@pytest.fixture
-def followed_the_docs(tmp_path, monkeypatch):
-    """A checkout where the user created network/my_net.py and hook/lr_printer.py as the docs say (here the
-    network with another default width), registered as the auto-import of network/ and hook/ does."""
-    folder = tmp_path / "checkout"
-    folder.mkdir()
-    (folder / "checkout_my_net.py").write_text(
-        readme_file("network/my_net.py").replace("width: int = 64", "width: int = 8")
-    )
-    (folder / "checkout_lr_printer.py").write_text(readme_file("hook/lr_printer.py"))
-    for registry in DOCS_ITEMS:
-        registry.names()
-        monkeypatch.setattr(registry, "_items", dict(registry._items))
-    monkeypatch.syspath_prepend(str(folder))
-    names = ("checkout_my_net", "checkout_lr_printer")
-    for name in names:
-        importlib.import_module(name)
-    yield
-    for name in names:
-        sys.modules.pop(name, None)
 
 
 @pytest.fixture
@@ -79,11 +63,30 @@ def test_the_readme_s_network_and_hook_pass_the_registry_test_with_their_default
     registered.test_hook("lr_printer", tmp_path / "hook")  # two epochs and a test of the harness
 
 
-def test_the_docs_plugins_are_tested_beside_the_user_s_own_files_of_the_same_names(followed_the_docs, user_plugins):
-    """Following "Add a network" and "Add a hook" made this file's tests error with "name 'my_net' is defined twice"."""
-    assert NETWORKS.get("my_net").__module__ == "readme_my_net" and NETWORKS.get("MyNet").__module__ == "readme_my_net"
-    assert HOOKS.get("lr_printer").__module__ == "readme_lr_printer"
-    registered.test_network("my_net")
+# the fast tests that import every registry (every file of backbone/, network/, hook/, ...) and build what they hold
+REGISTRY_TESTS = (
+    "tests/core/test_user_plugins.py",
+    "tests/core/test_registered_items.py",
+    "tests/core/test_registry.py",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_fast_tests_pass_with_the_docs_plugin_files_in_place(tmp_path):
+    """Following "Add a network" and "Add a hook" made the fast suite error with "name 'my_net' is defined twice"
+    (three times in a row): here the docs' files are written into a copy of the repository exactly as the docs say,
+    and the fast tests that load every registry run there, in a process of their own."""
+    repo = tmp_path / "repo"
+    if not fresh_copy(repo):
+        pytest.skip("not a git checkout")
+    for path in ("network/my_net.py", "hook/lr_printer.py"):
+        (repo / path).write_text(readme_file(path))
+    env = {**subprocess_env(), "PYTHONPATH": str(repo)}
+    command = [sys.executable, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider", *REGISTRY_TESTS]
+    proc = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout.splitlines()[-1] and "error" not in proc.stdout.splitlines()[-1]
 
 
 def test_a_plugin_that_needs_arguments_is_skipped_with_what_to_add(user_plugins):

@@ -71,7 +71,9 @@ def test_nan_weights_are_never_written_over_the_last_good_checkpoint(out_root, c
     ]
     assert main.main(args) == 2
     err = capsys.readouterr().err
-    assert "error: the weights became NaN/inf by step 8" in err and "epoch0000_batch000004.pt' is kept" in err
+    assert (
+        "error: the weights became NaN/inf by step 8" in err and "the newest, epoch0000_batch000004.pt: --resume" in err
+    )
     store = CheckpointStore(out_root / "poison" / "latest" / "checkpoints")
     assert [p.name for p in store.numbered()] == ["epoch0000_batch000004.pt"] and finite(
         load_verified(store.numbered()[0])

@@ -86,7 +86,7 @@ def test_the_checkpointer_refuses_non_finite_weights(tmp_path):
     state = objects()
     with torch.no_grad():
         state.model.weight[0, 0] = float("nan")
-    with pytest.raises(NonFiniteError, match="no checkpoint written"):
+    with pytest.raises(NonFiniteError, match="its checkpoint was not written"):
         checkpointer(tmp_path, state, []).save(Progress(1, 0, 8))
     assert not list(tmp_path.glob("*.pt"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import time
 
@@ -96,6 +97,9 @@ def test_a_seed_added_to_a_finished_sweep_trains_that_seed_and_resumes_a_run_cut
     best = [max(r["top1"] for r in rows(folders[0]) if r["split"] == "val") for folders in tags.values()]
     assert float(table[1]["value (top1)"]) == pytest.approx(sum(best) / 2, abs=1e-6)  # the mean over both seeds
     assert len(table[1]["runs"].split()) == 2
+    # where the table is, and the best as a run's best line rounds it (was 6 digits)
+    assert f"sweep folder {experiment / 'sweep_seeds'} (trials.md, trials.csv)" in again.stdout
+    assert re.search(r"^sweep seeds: best top1=\d\.\d{4} in trial 1 ", again.stdout, re.M), again.stdout
 
 
 def test_a_trial_worse_than_the_median_is_pruned_on_two_ranks_and_keeps_its_checkpoint(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -73,6 +74,8 @@ def without_wall_clock(rows):
 def test_a_run_killed_and_resumed_keeps_its_wandb_run_and_the_uninterrupted_history(tmp_path):
     reference = launch(tmp_path / "ref")
     assert reference.returncode == 0, reference.stderr[-3000:]
+    # where W&B's offline files went, and the line that sends them
+    assert re.search(r"tracker wandb \(offline\): the run is in (\S+); .*: wandb sync \1$", reference.stderr, re.M)
     kill_once_written(tmp_path / "killed")
     identity = tmp_path / "killed" / "run" / "run_001" / "trackers" / "wandb.json"
     before = json.loads(identity.read_text())["run_id"]

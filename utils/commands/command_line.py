@@ -10,11 +10,12 @@ mode loads what it runs and nothing else. An option of another mode is named as 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, List, Mapping, Optional, Set, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from utils.commands.options import MODES, ModeParser, mode_parser
 
@@ -74,22 +75,59 @@ def parse_command_line(argv: Optional[List[str]], program: str) -> Tuple[Command
     parser = parser_of(command, program)
     args, unknown = parser.parse_known_intermixed_args(command.arguments(argv))
     if unknown:
-        parser.error(refusal(command, unknown[0]))
+        parser.error(refusal(command, unknown[0], argv))
     command.check(parser, args)
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     return command, args
 
 
-def refusal(command: Command, given: str) -> str:
+def refusal(command: Command, given: str, argv: Sequence[str] = ()) -> str:
     """What to say about ``given``, an option ``command`` does not take: the modes that take it (an option no mode
-    takes is unrecognized, as argparse says it), and the command's advice for it."""
+    takes is unrecognized, as argparse says it, with the config key it names: ``config_hint``), and the command's
+    advice for it."""
     flag = given.split("=", 1)[0]
     takers = {name: parser_of(command_of(name)).flags for name in COMMANDS}
     known: Set[str] = set().union(*takers.values())
     matches = {flag} & known or {option for option in known if option.startswith(flag)}  # argparse's abbreviations
     if len(matches) != 1 or not flag.startswith("--"):
-        return f"unrecognized arguments: {given}"
+        return f"unrecognized arguments: {given}{config_hint(given, argv)}"
     (option,) = matches
     modes = "/".join(dict.fromkeys(command_of(name).mode for name, flags in takers.items() if option in flags))
     return f"{option} does nothing in {command.name}: it is for --mode {modes}{command.instead.get(option, '')}"
+
+
+def config_keys() -> List[str]:
+    """Every leaf key of the config, dotted (``train.epochs``, ``optim.lr``)."""
+    from utils.config.schema import Config
+
+    def leaves(cls: type, prefix: str) -> List[str]:
+        found: List[str] = []
+        for item in dataclasses.fields(cls):
+            kind = item.default_factory if item.default_factory is not dataclasses.MISSING else None
+            if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+                found += leaves(kind, f"{prefix}{item.name}.")
+            else:
+                found.append(prefix + item.name)
+        return found
+
+    return leaves(Config, "")
+
+
+def config_hint(given: str, argv: Sequence[str]) -> str:
+    """``; config keys are set as key=value: train.epochs=5`` for ``--epochs 5`` (or ``--epochs=5``): an option no
+    mode takes whose name is a config key's (its last part, or the whole dotted key), with the value that followed
+    it; empty when none is."""
+    flag, equals, value = given.partition("=")
+    name = flag.lstrip("-").replace("-", "_")
+    if not flag.startswith("--") or not name:
+        return ""
+    keys = [key for key in config_keys() if key == name or key.rsplit(".", 1)[-1] == name]
+    if not keys:
+        return ""
+    if not equals:  # the next argument, when it is a value and not an option or an override
+        at = list(argv).index(given) if given in argv else -1
+        following = argv[at + 1] if 0 <= at < len(argv) - 1 else ""
+        value = following if following and not following.startswith("-") and "=" not in following else "VALUE"
+    shown = ", ".join(f"{key}={value}" for key in keys[:4]) + (", ..." if len(keys) > 4 else "")
+    return f"; config keys are set as key=value, not as options: {shown}"

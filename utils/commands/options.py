@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Set
+import re
+from typing import Any, NoReturn, Set
 
 MODES = ("train", "test", "predict", "export", "pack", "compare")
 MODE_HELP = (
@@ -28,6 +29,17 @@ class ModeParser(argparse.ArgumentParser):
         action = super().add_argument(*args, **kwargs)
         self.flags.update(action.option_strings)
         return action
+
+    def error(self, message: str) -> NoReturn:
+        """One line, ``main.py: error: ...``, exit 2: argparse's usage block above it (6-9 lines of every option)
+        buried the line that says what is wrong; ``--help`` still prints it."""
+        if message.startswith("argument --mode: invalid choice") and EVALUATE.search(message):
+            message += "; to evaluate a checkpoint: --mode test --checkpoint PATH"
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
+# a --mode a user may type for --mode test
+EVALUATE = re.compile(r"invalid choice: '(eval|evaluate|evaluation|val|validate|validation|valid)'")
 
 
 def mode_parser(description: str) -> ModeParser:

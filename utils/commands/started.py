@@ -4,7 +4,8 @@
    name in it checked, CPU threads, the process group, the kernels, console logging, and every rule of the config
    that needs no data (``utils/run/start.py``: ``plan_start``), all before any folder exists;
 2. ``opened``: the run's folder (``open_run``: a new one, or the training run to continue), its log and the
-   start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``);
+   start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``), while a run
+   that trained and then diverged keeps it, marked failed (``utils/run/failed.py``);
 3. ``report``: the result line that scripts read (``test: k=v ...``, ``predict: ...``), then the closing line
    (``done in T; [best ...; ]run folder PATH``).
 """
@@ -29,7 +30,8 @@ from utils.config.schema import Config, config_yaml
 from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
-from utils.log import closing_line, format_metrics, setup_logging
+from utils.log import closing_line, format_metrics, setup_logging, to_log_file
+from utils.run.failed import clear_failed, keeps_folder, mark_failed
 from utils.run.folder import RunFolder
 from utils.run.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.threads import Threads, apply_threads, choose_threads, describe
@@ -127,11 +129,16 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
         left_out = not_imported(start.checkpoint, start.cfg)
         if left_out:
             log.warning("%s", how_to_import(left_out, start.mode))
+        if start.mode == "train" and info.is_main:  # a failed run continued by name trains again
+            clear_failed(run.folder)
         yield run
-    except UserError:
+    except UserError as err:
         if info.is_main:  # a start stopped before any result leaves no folder (utils/run/folder.py)
             setup_logging(None, info.rank)  # its log file closed first
-            run.folder.abandon()
+            if keeps_folder(err):  # a run that trained, then failed: its folder tells what happened
+                mark_failed(run.folder, one_line(err))
+            else:
+                run.folder.abandon()
         raise
     finally:  # in-process callers (tests) run again; a process that ends loses its lock anyway
         run.folder.release()
@@ -139,8 +146,10 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
 
 
 def report(label: str, results: dict, start: Start, folder: RunFolder, best: Optional[str] = None) -> None:
-    """The result line (rank 0), ``<label>: k=v ...``, then the closing line: the wall time since ``prepare``, a
+    """The result line (rank 0), ``<label>: k=v ...`` (on stdout and in log.txt), then the closing line: the wall time since ``prepare``, a
     training run's ``best`` and the folder holding what the run wrote."""
     if start.info.is_main:
-        print(f"{label}: {format_metrics(results)}", flush=True)
+        line = f"{label}: {format_metrics(results)}"
+        print(line, flush=True)
+        to_log_file(line)  # the run's log.txt tells the whole story
         log.info("%s", closing_line(folder.path, time.monotonic() - start.began, best))

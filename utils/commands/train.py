@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from utils.amp import Amp
 from utils.checkpoint.guard import ResumeChoices, check_resume
@@ -22,9 +22,11 @@ from utils.commands.command_line import Command
 from utils.commands.options import ModeParser, add_config, add_print_config, add_trust_file
 from utils.commands.started import opened, prepare, print_config, report
 from utils.commands.test import run_test
+from utils.config.given import decides, given_keys
 from utils.config.schema import Config, save_config
 from utils.data import build_dataset, build_eval_loader, build_train_loader, with_process_batch
-from utils.data.input_shape import check_input_shape
+from utils.data.input_shape import check_input_shape, check_task, first_input
+from utils.data.shape_from_data import check_classes, fill_from_data, settle_images
 from utils.distributed.fsdp import shard_model
 from utils.distributed.parallel import convert_sync_bn, wrap_model
 from utils.distributed.process_group import DistInfo
@@ -34,6 +36,7 @@ from utils.engine.trainer import Trainer
 from utils.engine.trainer_setup import build_hooks, build_services, loop_options, run_meta
 from utils.engine.trainer_types import Parts
 from utils.engine.training_length import check_takes_steps, steps_per_epoch, training_length
+from utils.errors import NonFiniteError, one_line
 from utils.log import best_line
 from utils.metrics import build_metric
 from utils.metrics.extra import check_extra_classes
@@ -46,6 +49,7 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
+from utils.run.failed import diverged
 from utils.run.start import OpenedRun, StartPlan
 from utils.secret_text import hide
 from utils.sweep.pruning import Judge, TrialRef, pruning_judge
@@ -63,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     trial = trial_of(args)
     judge = pruning_judge(trial)  # the sweep's trial, checked before the folder is made
     choices = ResumeChoices(args.resume_force, args.reset_optimizer)
+    given = given_keys(args.config, args.overrides)  # what the data may not decide (utils/data/shape_from_data.py)
     with opened(start, args.resume) as started:
-        results, best = train(start.cfg, start.info, started, choices, start.plan, (judge, trial))
+        results, best = train(start.cfg, start.info, started, choices, start.plan, (judge, trial), given)
         report("test", results, start, started.folder, best)
     return 0
 
@@ -77,6 +82,7 @@ def train(
     plan: StartPlan,  # made before the run folder existed
     # the sweep's pruner, asked after each validation, and its trial, which trackers file the run under
     sweep: Tuple[Optional[Judge], Optional[TrialRef]] = (None, None),
+    given: FrozenSet[str] = frozenset(),  # the keys the config sets: the data decides the others it can
 ) -> Tuple[Dict[str, float], str]:
     """Build everything in the order of docs/architecture.md's "Flow of one run", start where the opened run
     continues (its start point), fit, and test the best checkpoint; the test's metrics and the ``best_line``."""
@@ -88,10 +94,15 @@ def train(
         log.warning(
             "train.overwrite is no longer needed: every fresh run writes into a folder of its own (%s)", run.path
         )
-    datasets = {"train": build_dataset(cfg.data, "train")}
-    classes = getattr(datasets["train"], "classes", None)  # one class list (one label per class) for every split
-    datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
+    datasets = build_splits(cfg)
+    settled = settle_images(cfg, given, datasets["train"]) if decides(cfg.data.name) else {}
+    if settled:
+        datasets = build_splits(cfg)  # grey images as one channel, a folder of mixed sizes at one size
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
+    if decides(cfg.data.name):  # what the config leaves out: the classes, channels and size the data has
+        check_task(datasets["val"], cfg.eval.metric)
+        fill_from_data(cfg, given, datasets["train"], first_input(datasets["val"]), settled)
+    check_classes(cfg, getattr(datasets["train"], "num_classes", None), getattr(datasets["train"], "classes", None))
     # the data's task against eval.metric, a sample's dimensions and channels against model.input_size
     check_input_shape(datasets["val"], cfg.model.input_size, cfg.eval.metric)
     # an entry's own num_classes against the data's
@@ -162,7 +173,13 @@ def train(
         if info.is_main:  # once the resume is accepted and restored: a refused one keeps the run's config.yaml
             save_config(cfg, run.config)
             warn_left_behind(run.path, cfg.hooks)  # a tracker the run logged to, left out of this resume
-        result = trainer.fit()
+        try:
+            result = trainer.fit()
+        except NonFiniteError as err:  # the step, the checkpoints kept, the fixes that fit this run's settings
+            what = one_line(err)
+            raise NonFiniteError(
+                diverged(what, run, cfg.optim.lr, cfg.train.clip_grad_norm, cfg.amp.opt_level)
+            ) from None
         check_replicas(model)
         best = best_line(result.monitor, result.best_value, result.best_epoch)
         log.info("%s; testing %s", best, result.best_path)
@@ -170,6 +187,14 @@ def train(
         return run_test(cfg, run, trainer, datasets["test"], result.best_epoch), best
     finally:
         trainer.close()
+
+
+def build_splits(cfg: Config) -> Dict[str, Any]:
+    """The train, val and test datasets, labelled by one class list (the train split's: one label per class)."""
+    datasets = {"train": build_dataset(cfg.data, "train")}
+    classes = getattr(datasets["train"], "classes", None)
+    datasets.update({split: build_dataset(cfg.data, split, classes) for split in ("val", "test")})
+    return datasets
 
 
 CONFIG_KEYS = frozenset(field.name for field in dataclasses.fields(Config))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from utils.config.checks import validate
+from utils.config.given import decides, given_keys, is_given
 from utils.config.rules import expand_paths, plain_name
 from utils.config.schema import Config
 from utils.config.typed_merge import apply_override, merge_into, parse_override
@@ -22,7 +23,8 @@ def load_config(
     overrides: Optional[List[str]] = None,
     base: Optional[Dict[str, Any]] = None,
 ) -> Config:
-    """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides."""
+    """Defaults, then ``base`` (e.g. a checkpoint's config), then the YAML file, then overrides. A dataset whose
+    data decides the network's shape leaves ``model.input_size`` None where none of them sets it."""
     cfg = Config()
     if base:
         merge_into(cfg, copy.deepcopy(base), "")
@@ -30,6 +32,8 @@ def load_config(
         merge_into(cfg, read_config_file(Path(path)), "")
     for item in overrides or []:
         apply_override(cfg, *parse_override(item))
+    if decides(cfg.data.name) and not is_given(given_keys(path, overrides or [], base), "model.input_size"):
+        cfg.model.input_size = None  # the data's, once it is read (utils/data/shape_from_data.py)
     if cfg.experiment.name is None:
         cfg.experiment.name = default_experiment_name(cfg, path)
     expand_paths(cfg)

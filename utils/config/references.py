@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from utils.config.arguments import check_values
+from utils.config.given import decides
 from utils.config.schema import Config
 from utils.data.transforms import check_transforms
 from utils.errors import ConfigError
@@ -73,11 +74,20 @@ def _names_a_backbone(params: Any) -> bool:
     return "backbone_args" in params or (isinstance(default, str) and default in BACKBONES)
 
 
-def _check_network(model: Any) -> None:
+def _check_network(model: Any, from_data: bool = False) -> None:
     """The network's arguments, and its backbone's name and arguments (``model.args.backbone``,
     ``model.args.backbone_args``) through the backbone registry; a backbone may refuse combinations of its
-    arguments (``check_arguments``) and ``model.input_size`` (``check_input_size``) before anything is built."""
-    network = _check(NETWORKS, model.name, "model.args", model.args)
+    arguments (``check_arguments``) and ``model.input_size`` (``check_input_size``) before anything is built.
+    ``from_data``: a ``num_classes`` the network takes and ``model.args`` leaves out is the data's, filled in once
+    the data is read (``utils/data/shape_from_data.py``), so it is not missing."""
+    args = model.args
+    if from_data and isinstance(args, dict) and "num_classes" not in args:
+        try:
+            takes = inspect.signature(NETWORKS.get(model.name)).parameters
+        except (TypeError, ValueError):
+            takes = {}
+        args = {**args, "num_classes": 2} if "num_classes" in takes else args  # any count: only binding is checked
+    network = _check(NETWORKS, model.name, "model.args", args)
     try:
         params = inspect.signature(network).parameters
     except (TypeError, ValueError):  # no signature to read: Registry.check let it pass too
@@ -110,7 +120,7 @@ def check_references(cfg: Config) -> None:
         cfg.data.args,
         fixed={"split": "train", "root": cfg.data.root, "transform": None},
     )
-    _check_network(cfg.model)
+    _check_network(cfg.model, decides(cfg.data.name))
     for key in ("train_transforms", "eval_transforms"):  # built, and tried on a fake sample of model.input_size
         check_transforms(getattr(cfg.data, key), f"data.{key}", cfg.model.input_size)
     for i, spec in enumerate(cfg.loss):

@@ -27,7 +27,8 @@ from utils.errors import ConfigError, DataError, first_line
 
 # what torchvision's crops raise for a crop larger than their input (RandomCrop; FiveCrop, TenCrop)
 CROP_TOO_LARGE = re.compile(
-    r"(?:Required|Requested) crop size [(\[](\d+), (\d+)[)\]] is (?:larger|bigger) than input (?:image )?size \((\d+), (\d+)\)"
+    r"(?:Required|Requested) crop size [(\[](\d+), (\d+)[)\]] is (?:larger|bigger) than (?:padded )?input (?:image )?size "
+    r"\((\d+), (\d+)\)"
 )
 
 
@@ -77,8 +78,9 @@ class ConfiguredTransforms:
             if match is None:
                 raise
             crop_h, crop_w, h, w = match.groups()
+            padded = " once padded" if "padded" in str(err) else ""  # RandomCrop's padding counted: the size it cropped
             raise DataError(
-                f"{self.key}: a crop of {crop_w}x{crop_h} is larger than the image it gets, {w}x{h} (width x height); "
+                f"{self.key}: a crop of {crop_w}x{crop_h} is larger than the image it gets, {w}x{h}{padded} (width x height); "
                 "put a Resize before it, make the crop smaller, or let RandomCrop pad (pad_if_needed: true)"
             ) from err
 
@@ -230,7 +232,9 @@ def _apply(label: str, op: Callable, sample: Any, input_size: Sequence[int]) -> 
             if isinstance(err, ValueError) and isinstance(sample, torch.Tensor)
             else None
         )
-        if match is None or tuple(sample.shape[-2:]) != (int(match.group(3)), int(match.group(4))):
+        # this sample's own size (or the size its padding made): the real samples' sizes decide (ConfiguredTransforms)
+        padded = match is not None and "padded" in str(err)
+        if match is None or (not padded and tuple(sample.shape[-2:]) != (int(match.group(3)), int(match.group(4)))):
             raise _failed(label, input_size, err) from None
     try:
         return op(_enlarged(sample, int(match.group(1)), int(match.group(2))))

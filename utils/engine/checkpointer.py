@@ -104,9 +104,7 @@ class Checkpointer:
         objects, dist = self.contents.objects(), self.contents.dist
         if not weights_finite(objects.model, objects.ema.module if objects.ema is not None else None):
             raise NonFiniteError(
-                f"the weights became NaN/inf by step {progress.step} (epoch {named.epoch}); no checkpoint written, "
-                + (f"the last good one '{self.last_path}' is kept" if self.last_path else "and none was written before")
-                + "; lower optim.lr or enable train.clip_grad_norm"
+                f"the weights became NaN/inf by step {progress.step} (epoch {named.epoch}): its checkpoint was not written"
             )
         path = self.store.path_for(named.epoch, named.batch)
         # One set of replicated buffers (BatchNorm statistics: each rank's last steps updated its own) on every

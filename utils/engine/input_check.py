@@ -30,13 +30,13 @@ def check_output_classes(outputs: Any, num_classes: Optional[int], classes: Opti
     """ConfigError when the network scores fewer classes (dim 1 of its output) than the data has.
 
     Any network and any dataset that exposes ``num_classes``; one output for two
-    classes is a binary logit and passes. ``classes`` (the data's class list) is
-    named in the message, shortened when long.
+    classes too (the loss and top-k read a score per class). ``classes`` (the data's
+    class list) is named in the message, shortened when long.
     """
     if num_classes is None or not isinstance(outputs, torch.Tensor) or outputs.ndim < 2:
         return
     width = outputs.shape[1]
-    if width < num_classes and not (width == 1 and num_classes == 2):
+    if width < num_classes:  # one score for two classes too: cross-entropy and top-k read one score per class
         named = f" ({name_list(classes)})" if classes else ""
         raise ConfigError(
             f"the data has {num_classes} classes{named} but the network outputs {width} score(s) per sample; "

@@ -1,6 +1,7 @@
 """What a NaN/inf loss does: stop the run, or skip the step up to a limit (``train.nonfinite``).
 
-No loss is read per step. The decision to skip a step stays on the device:
+What was checked and where is the error's message; the run's own advice (its settings, its checkpoints) is
+added where the run ends (``utils/run/failed.py``: ``diverged``). No loss is read per step. The decision to skip a step stays on the device:
 ``poison_if_nonfinite`` turns every gradient of a non-finite loss into NaN, so the step's
 finiteness check (which DDP's gradient averaging makes the same on every rank)
 skips it; fused optimizers take that check as ``found_inf`` and skip the update
@@ -22,8 +23,6 @@ from utils.engine.step_log import StepRecord
 from utils.errors import NonFiniteError
 
 log = logging.getLogger(__name__)
-
-HINT = "lower optim.lr, enable train.clip_grad_norm, or use amp.opt_level=O0; the last good checkpoint is kept"
 
 
 class NonFinitePolicy:
@@ -51,7 +50,7 @@ class NonFinitePolicy:
         """
         if not records:
             if peer_bad and not self.skips:
-                raise NonFiniteError(f"another rank saw a NaN/inf loss (train.nonfinite=stop); {HINT}")
+                raise NonFiniteError("another rank saw a NaN/inf loss (train.nonfinite=stop)")
             return
         span = f"steps {records[0].step}..{records[-1].step} were checked at step {records[-1].step + 1}"
         for record in records:
@@ -59,7 +58,7 @@ class NonFinitePolicy:
             if not self.skips:
                 if bad is not None:
                     raise NonFiniteError(
-                        f"loss is {bad} at epoch {record.epoch}, step {record.step} (train.nonfinite=stop); {span}; {HINT}"
+                        f"loss is {bad} at epoch {record.epoch}, step {record.step} (train.nonfinite=stop); {span}"
                     )
                 continue
             if record.skipped and (bad is not None or not scaled):
@@ -67,7 +66,7 @@ class NonFinitePolicy:
             elif not record.skipped:
                 self.consecutive = 0
         if peer_bad and not self.skips:
-            raise NonFiniteError(f"another rank saw a NaN/inf loss in {span} (train.nonfinite=stop); {HINT}")
+            raise NonFiniteError(f"another rank saw a NaN/inf loss in {span} (train.nonfinite=stop)")
 
     def _skipped(self, record: StepRecord, bad: object) -> None:
         self.consecutive += 1
@@ -76,7 +75,7 @@ class NonFinitePolicy:
         if self.consecutive > self.max_skips:
             raise NonFiniteError(
                 f"non-finite loss in {self.consecutive} consecutive steps at epoch {record.epoch}, step {record.step} "
-                f"(train.max_nonfinite_skips={self.max_skips}); {HINT}"
+                f"(train.max_nonfinite_skips={self.max_skips})"
             )
         log.warning(
             "loss is %s at epoch %d, step %d: step skipped (%d in a row, train.max_nonfinite_skips=%d)",

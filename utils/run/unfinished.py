@@ -1,7 +1,8 @@
 """Which run a bare ``--resume`` (or ``train.auto_resume``) continues: the experiment's newest run that did not
 finish. A training run finishes by testing its best checkpoint, the last thing it does: its ``metrics.jsonl``
 holds a ``test`` row. A run killed before (or while writing) that row did not finish; a finished run goes on
-(with more ``train.epochs``, say) only when named: ``--resume RUN_FOLDER``."""
+(with more ``train.epochs``, say) only when named: ``--resume RUN_FOLDER``, and so does a run marked failed
+(``utils/run/failed.py``: it diverged)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import List, Optional
 
 from utils.errors import CheckpointError, name_list
 from utils.run import metrics_file
+from utils.run.failed import failure
 from utils.run.folder import RunFolder, runs_with_checkpoints
 
 
@@ -27,12 +29,21 @@ def unfinished_run(experiment: Path, required: bool) -> Optional[RunFolder]:
     if not runs and required:
         raise CheckpointError(f"--resume: no checkpoint in '{experiment}'; train without --resume first")
     done: List[RunFolder] = []  # newest first
+    failed = [run for run in runs if failure(run) is not None]  # continued only when named
     for run in runs:
+        if run in failed:
+            continue
         if run.path == experiment or not finished(run):  # a folder of framework 0.2 resumes as it did
             named = f"; {name_list([r.path.name for r in done], show=3)} finished, {_when_named(done)}" if done else ""
             run.chosen = f" (continued: the newest run that did not finish{named})"
             return run
         done.append(run)
+    if required and failed and not done:
+        raise CheckpointError(
+            f"--resume: the newest run of '{experiment}' with a checkpoint, {failed[0].path.name}, failed "
+            f"({failure(failed[0]).split('; ')[0]}); a failed run is {_when_named(failed)} (e.g. with a lower optim.lr), or start a "
+            "new run without --resume"
+        )
     if required:
         raise CheckpointError(
             f"--resume: every run of '{experiment}' finished (the newest, {done[0].path.name}, tested its best "

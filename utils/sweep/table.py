@@ -42,10 +42,11 @@ def write_table(study: Any, folder: Path, spec: Any, monitor: str) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
     best = best_trial(study)
-    if best is not None:
+    if best is not None:  # rounded as a run's best line and test line round (utils/log.py)
         lines.append(
-            f"\nsweep {spec.name}: best {monitor}={best.value:.6g} in trial {best.number} ({_params(best.params)})"
+            f"\nsweep {spec.name}: best {monitor}={best.value:.4f} in trial {best.number} ({_params(best.params)})"
         )
+    lines.append(f"{'' if best is not None else chr(10)}sweep folder {folder} (trials.md, trials.csv)")
     text = "\n".join(lines) + "\n"
     write_text(folder, folder / "trials.md", text, ADVICE)
     return text

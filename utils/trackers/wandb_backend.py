@@ -107,9 +107,16 @@ class WandbBackend:
         """Finish the W&B run (its files written whole); whether there was one."""
         if self.run is None:
             return False
-        offline = Path(self.run.dir).parent.name  # offline-run-<time>-<id>, or run-<time>-<id> online
+        written = Path(self.run.dir).parent
+        offline = written.name  # offline-run-<time>-<id>, or run-<time>-<id> online
         self.run.finish(exit_code=exit_code)
         self.run = None
+        if offline.startswith("offline-"):  # where its files went, and how they reach W&B
+            log.info(
+                "tracker wandb (offline): the run is in %s; send it from a machine online: wandb sync %s",
+                written,
+                written,
+            )
         if self._spool is not None:
             self._spool.save_identity(finished=[*self._spool.identity.get("finished", []), offline])
         return True
