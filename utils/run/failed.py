@@ -37,7 +37,7 @@ def mark_failed(run: RunFolder, line: str) -> None:
             fh.write(f"{stamp} ERROR {line}\n")
         write_text(run.path, run.path / FAILED, line + "\n", "the error line above says what happened")
     except (OSError, UserError) as err:
-        log.warning("could not mark the run folder '%s' failed (%s)", run.path, err.strerror or err)
+        log.warning("could not mark the run folder '%s' failed (%s)", run.path, getattr(err, "strerror", None) or err)
 
 
 def clear_failed(run: RunFolder) -> None:
@@ -45,7 +45,7 @@ def clear_failed(run: RunFolder) -> None:
     try:
         remove(run.path, run.path / FAILED)
     except (OSError, UserError) as err:
-        log.warning("could not clear the failed mark of '%s' (%s)", run.path, err.strerror or err)
+        log.warning("could not clear the failed mark of '%s' (%s)", run.path, getattr(err, "strerror", None) or err)
 
 
 def failure(run: RunFolder) -> Optional[str]:
