@@ -61,3 +61,13 @@ def test_the_framework_s_own_links_point_to_a_name_beside_them_replaced_not_foll
     assert os.readlink(run / "latest") == "run_002" and (users / "file.txt").read_bytes() == SENTINEL
     with pytest.raises(ValueError):
         point_link(run, run / "latest", "../elsewhere")
+
+
+def test_a_relative_folder_owns_the_absolute_path_of_a_file_in_it(tmp_path, monkeypatch):
+    """The default run folder is relative (output/...) and tempfile names its files absolutely: one folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "output" / "run").mkdir(parents=True)
+    write_text("output/run", tmp_path / "output" / "run" / "a.txt", "x", "again")
+    remove("output/run", tmp_path / "output" / "run" / "a.txt")
+    remove(tmp_path / "output" / "run", "output/run/b.txt")
+    assert not (tmp_path / "output" / "run" / "a.txt").exists()

@@ -55,8 +55,11 @@ _FLAGS = {
 
 
 def _parts(root: Path, path: Path) -> List[Path]:
-    """The paths from ``root`` (exclusive) down to ``path``; ValueError for a path outside ``root``."""
-    rel = Path(os.path.normpath(path)).relative_to(os.path.normpath(root))
+    """The paths from ``root`` (exclusive) down to ``path``; ValueError for a path outside ``root``.
+
+    Both are made absolute first: a run's folder is relative to the working directory (``output/...``) while
+    ``tempfile.mkstemp`` names its file by an absolute path, and the two must compare as the same folder."""
+    rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
     if ".." in rel.parts:
         raise ValueError(f"'{path}' is not inside '{root}'")
     found, here = [], Path(root)
