@@ -185,3 +185,15 @@ def test_mask_and_video_folders_take_their_shape_from_the_data_too(main_server, 
         proc = main_server.run([*out, *args], ROOT, subprocess_env(), timeout=240)
         assert proc.returncode == 0 and "test: " in proc.stdout, proc.stderr[-3000:]
         assert f": {taken} (saved in the run's config.yaml" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_mask_folder_on_the_default_classifier_names_a_config_of_its_task(tmp_path, capsys):
+    """data.name=image_mask_folder data.root=DIR alone said "give classification data" to a user who has masks."""
+    write_masks_and_videos(tmp_path)
+    argv = ["data.name=image_mask_folder", f"data.root={tmp_path / 'sod'}", f"experiment.output_root={tmp_path}"]
+    assert main.main(argv) == 2
+    fix = f'--config configs/sod_shapes.yaml data.name=image_mask_folder data.root={tmp_path / "sod"} "data.args={{size: 32}}"'
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert err.startswith("error: the data holds sod samples, but eval.metric=classification"), err
+    assert f"train it with a config of its task: {fix}, or give classification data" in err, err
+    assert (ROOT / "configs" / "sod_shapes.yaml").is_file() and not list(tmp_path.glob("image_mask_folder_*/run_*"))

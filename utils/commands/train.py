@@ -100,7 +100,7 @@ def train(
         datasets = build_splits(cfg)  # grey images as one channel, a folder of mixed sizes at one size
     log.info("data '%s': %s samples", cfg.data.name, {k: len(v) for k, v in datasets.items()})
     if decides(cfg.data.name):  # what the config leaves out: the classes, channels and size the data has
-        check_task(datasets["val"], cfg.eval.metric)
+        check_task(datasets["val"], cfg.eval.metric, (cfg.data.name, str(cfg.data.root)))
         fill_from_data(cfg, given, datasets["train"], first_input(datasets["val"]), settled)
     check_classes(cfg, getattr(datasets["train"], "num_classes", None), getattr(datasets["train"], "classes", None))
     # the data's task against eval.metric, a sample's dimensions and channels against model.input_size

@@ -45,14 +45,29 @@ TASKS = (
 )  # the eval.metric values a dataset (or a packed split) may declare as its task
 
 
-def check_task(dataset: Any, metric: str) -> None:
+# a config of each task to start from, and the data.args that fit it (its own are its demo dataset's), named when
+# a training run's data is of another task than its config's: data.name=image_mask_folder on the default classifier
+TASK_CONFIGS = {
+    "classification": ("configs/digits.yaml", ' "data.args={}"'),
+    "sod": ("configs/sod_shapes.yaml", ' "data.args={size: 32}"'),  # the config's model.input_size
+    "video": ("configs/video_moving_shapes.yaml", ""),
+}
+
+
+def check_task(dataset: Any, metric: str, data: Optional[Sequence[str]] = None) -> None:
     """DataError when ``dataset`` declares a ``task`` (packed shards: their index's) that is not ``eval.metric``'s:
-    its samples and targets would reach a network and a metric of another task."""
+    its samples and targets would reach a network and a metric of another task. ``data``: a training run's
+    ``(data.name, data.root)``, whose config is the user's to choose, so the line names one of the data's task
+    to start from (a checkpoint's task is fixed)."""
     task = getattr(dataset, "task", None)
     if task in TASKS and metric in TASKS and task != metric:
+        start = ""
+        if data is not None:
+            config, args = TASK_CONFIGS[task]
+            start = f"train it with a config of its task: --config {config} data.name={data[0]} data.root={data[1]}{args}, or "
         raise DataError(
             f"the data holds {task} samples, but eval.metric={metric}: the network and the metric are of another task; "
-            f"give {metric} data (for shards: a pack of {metric} data)"
+            f"{start}give {metric} data (for shards: a pack of {metric} data)"
         )
 
 
