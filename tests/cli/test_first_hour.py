@@ -189,3 +189,19 @@ def test_rank_1_leaves_the_warnings_every_rank_gives_to_rank_0(capsys):
     err = capsys.readouterr().err
     assert "batch_size" not in err, err
     assert "[rank1] " in err and "a.png" in err and "an error shows" in err
+
+
+def test_a_checkpoint_path_through_a_failed_run_says_it_failed_and_names_another_run_s_best(tmp_path, capsys):
+    """After a diverged run, latest points to it: the README's --mode test line said only "does not exist"."""
+    experiment = tmp_path / "digits_small_cnn"
+    (experiment / "run_001" / "checkpoints").mkdir(parents=True)
+    (experiment / "run_001" / "log.txt").write_text("")
+    (experiment / "run_001" / "checkpoints" / "best.pt").write_bytes(b"")
+    (experiment / "run_002").mkdir()
+    (experiment / "run_002" / "log.txt").write_text("")
+    (experiment / "run_002" / "failed.txt").write_text("loss is nan at epoch 0, step 3; no checkpoint of it\n")
+    (experiment / "latest").symlink_to("run_002")
+    assert main.main(["--mode", "test", "--checkpoint", str(experiment / "latest" / "checkpoints" / "best.pt")]) == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert "does not exist: its run run_002 failed (loss is nan at epoch 0, step 3; failed.txt in it)" in line, line
+    assert line.endswith(f"a run that did not fail: {experiment.resolve() / 'run_001' / 'checkpoints' / 'best.pt'}")

@@ -31,7 +31,7 @@ from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
 from utils.log import closing_line, format_metrics, setup_logging, to_log_file
-from utils.run.failed import clear_failed, keeps_folder, mark_failed
+from utils.run.failed import check_not_failed, clear_failed, keeps_folder, mark_failed
 from utils.run.folder import RunFolder
 from utils.run.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.threads import Threads, apply_threads, choose_threads, describe
@@ -82,6 +82,8 @@ def read_config(
 ) -> Tuple[Optional[Checkpoint], Config]:
     """The checkpoint the mode reads (None in training) and the config resolved on it, every name checked."""
     trust_files(args.trust_file)  # every other file loads weights-only: loading never runs code
+    if mode != "train" and args.checkpoint:
+        check_not_failed(args.checkpoint)  # latest -> a run that diverged before its first checkpoint
     checkpoint = Checkpoint.load(args.checkpoint) if mode != "train" else None
     return checkpoint, resolve_config(args, mode, checkpoint, view)
 

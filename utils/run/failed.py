@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import datetime
 import logging
+from pathlib import Path
 from typing import Optional
 
-from utils.errors import NonFiniteError, UserError
+from utils.errors import CheckpointError, NonFiniteError, UserError
 from utils.files.owned import open_file, remove, write_text
-from utils.run.folder import RunFolder
+from utils.run.folder import CHECKPOINTS, RunFolder, numbered, run_holding
 from utils.undecodable import ERRORS
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,24 @@ def failure(run: RunFolder) -> Optional[str]:
         return None
     except OSError:  # unreadable: it is there
         return "failed"
+
+
+def check_not_failed(checkpoint: str) -> None:
+    """CheckpointError for a ``--checkpoint`` that is missing because its run failed: ``latest`` points to a run
+    that diverged before its first checkpoint, and ``.../latest/checkpoints/best.pt`` said only "does not exist".
+    The line names the failure and the newest ``best.pt`` of a run that did not fail."""
+    path = Path(checkpoint).expanduser()
+    folder = run_holding(path) if not path.exists() else None
+    why = failure(RunFolder(folder)) if folder is not None else None
+    if folder is None or why is None:
+        return  # present, or missing for another reason: the reader's own line
+    others = [run.path / CHECKPOINTS / "best.pt" for run in reversed(numbered(folder.parent)) if failure(run) is None]
+    found = [str(best) for best in others if best.is_file()]
+    instead = f"; the newest best checkpoint of a run that did not fail: {found[0]}" if found else ""
+    raise CheckpointError(
+        f"checkpoint '{checkpoint}' does not exist: its run {folder.name} failed ({why.split('; ')[0]}; failed.txt "
+        f"in it){instead}"
+    )
 
 
 def newest_checkpoint(run: RunFolder) -> Optional[str]:
