@@ -265,3 +265,29 @@ def test_wrapping_modes_in_one_process():
     except ImportError:
         with pytest.raises(ConfigError, match="apex.parallel"):
             wrap_model(model, DistConfig(mode="apex"), DistInfo(world_size=2))
+
+
+def test_torchrun_s_summary_gets_bad_input_as_its_line_and_a_bug_with_its_traceback(tmp_path, monkeypatch):
+    """A rank stopped by bad input printed its error line, then torchrun's summary printed 20 lines of the
+    framework's frames for it; a bug keeps its traceback there."""
+    import json
+
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    from utils.distributed.process_group import record_failure
+    from utils.errors import DataError
+
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
+    for err in (DataError("data folder 'x' does not exist"), ValueError("a bug")):
+        try:
+            raise err
+        except Exception as caught:
+            record_failure(caught)
+        failure = ProcessFailure(local_rank=1, pid=1, exitcode=2, error_file=str(tmp_path / "error.json"))
+        shown = failure.message.get("extraInfo", {}).get("py_callstack", failure.message["message"])
+        if isinstance(err, DataError):
+            assert shown == "DataError: data folder 'x' does not exist", json.loads(
+                (tmp_path / "error.json").read_text()
+            )
+        else:
+            assert shown.startswith("Traceback (most recent call last):") and "ValueError: a bug" in shown

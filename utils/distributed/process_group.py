@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import json
 import logging
 import os
 import sys
@@ -22,7 +23,7 @@ import torch.distributed as dist
 from utils.distributed.device import need_cuda
 from utils.distributed.join import join_store, join_wait_s
 from utils.distributed.launcher import Launch, export_launch, resolve_launch
-from utils.errors import ConfigError
+from utils.errors import ConfigError, UserError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,26 @@ def cleanup() -> None:
 PEER_GRACE_S = 2.0
 
 
+def record_failure(err: BaseException) -> None:
+    """``err`` into torchrun's error file (``TORCHELASTIC_ERROR_FILE``), which its summary prints as the root cause.
+    Bad input (a ``UserError``) goes as its one line without a traceback, which torchrun's summary would print for
+    it (20 lines of the framework's frames under the ``[rankN] error:`` line that already said everything);
+    anything else with its traceback, as torch records it."""
+    from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+    if not isinstance(err, UserError):
+        get_error_handler().record_exception(err)
+        return
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path:
+        message = {
+            "message": f"{type(err).__name__}: {one_line(err)}",
+            "extraInfo": {"timestamp": str(int(time.time()))},
+        }
+        with open(path, "w") as fh:
+            json.dump({"message": message}, fh)
+
+
 def exit_now(code: int, err: Optional[BaseException] = None, wait_s: float = 0.0) -> NoReturn:
     """End this rank after a failure in a distributed run (call it in an ``except`` block).
 
@@ -178,11 +199,7 @@ def exit_now(code: int, err: Optional[BaseException] = None, wait_s: float = 0.0
     """
     if err is not None:
         try:
-            from torch.distributed.elastic.multiprocessing.errors import (
-                get_error_handler,
-            )
-
-            get_error_handler().record_exception(err)
+            record_failure(err)
         except Exception:  # the report is a courtesy; exiting is what matters
             pass
     for handler in logging.getLogger().handlers:
