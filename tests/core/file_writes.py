@@ -27,6 +27,7 @@ WRITES_ELSEWHERE = {
     "utils/checkpoint/sharded.py: dcp.save": "into a new folder (make_new_folder) that holds nothing else",
     "utils/commands/export.py: program.save": "into export's new staging folder (make_new_folder)",
     "utils/hook/profiler.py: profiler.export_chrome_trace": "by name: check_file clears the name first",
+    "utils/distributed/process_group.py: open": "torchrun's error file (TORCHELASTIC_ERROR_FILE), as torch writes it",
 }
 
 
