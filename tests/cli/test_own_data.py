@@ -14,7 +14,7 @@ import main
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.bad_input import error_line
 from utils.config.load import load_config
-from utils.errors import DataError
+from utils.errors import ConfigError, DataError
 
 
 def write_folder(root, classes, size, mode: str, suffix: str, per_split: int = 4) -> None:
@@ -197,3 +197,17 @@ def test_a_mask_folder_on_the_default_classifier_names_a_config_of_its_task(tmp_
     assert err.startswith("error: the data holds sod samples, but eval.metric=classification"), err
     assert f"train it with a config of its task: {fix}, or give classification data" in err, err
     assert (ROOT / "configs" / "sod_shapes.yaml").is_file() and not list(tmp_path.glob("image_mask_folder_*/run_*"))
+
+
+def test_one_score_on_two_classes_names_the_loss_only_where_it_reads_a_score_per_class():
+    """With bce_with_logits the line said that loss needed one score per class, which it does not."""
+    from utils.data.shape_from_data import check_classes
+
+    for loss, want in (
+        ("loss=[{name: cross_entropy}]", ": the loss (cross_entropy) and eval.metric=classification (top-k"),
+        ("loss=[{name: bce_with_logits}]", ": eval.metric=classification (top-k, the confusion matrix) read one"),
+    ):
+        cfg = load_config(None, ["data.name=image_folder", "model.args.num_classes=1", loss])
+        with pytest.raises(ConfigError) as err:
+            check_classes(cfg, 2, ["cat", "dog"])
+        assert want in str(err.value) and str(err.value).endswith("leave it out (the data decides)"), err.value

@@ -111,11 +111,13 @@ def check_classes(cfg: Any, num_classes: Optional[int], names: Optional[Sequence
         return
     named = f" ({', '.join(map(str, names[:8]))}{', ...' if len(names) > 8 else ''})" if names else ""
     if outputs == 1 and num_classes == 2:
-        losses = sorted({spec.get("name", "?") for spec in cfg.loss if isinstance(spec, dict)})
+        # cross-entropy reads one score per class, bce_with_logits one logit: name the loss only where it is the cause
+        scored = sorted({spec.get("name", "?") for spec in cfg.loss if isinstance(spec, dict)} & {"cross_entropy"})
+        loss = f"the loss ({scored[0]}) and " if scored else ""
         raise ConfigError(
-            f"model.args.num_classes=1 gives one score per sample, but the data has 2 classes{named}: the loss "
-            f"({', '.join(losses)}) and the metric's top-k need one score per class; set model.args.num_classes=2, "
-            "or leave it out (the data decides)"
+            f"model.args.num_classes=1 gives one score per sample, but the data has 2 classes{named}: {loss}"
+            f"eval.metric={cfg.eval.metric} (top-k, the confusion matrix) read one score per class; set "
+            "model.args.num_classes=2, or leave it out (the data decides)"
         )
     if outputs > num_classes:
         log.warning(
