@@ -187,16 +187,28 @@ def test_mask_and_video_folders_take_their_shape_from_the_data_too(main_server, 
         assert f": {taken} (saved in the run's config.yaml" in proc.stderr, proc.stderr[-3000:]
 
 
-def test_a_mask_folder_on_the_default_classifier_names_a_config_of_its_task(tmp_path, capsys):
-    """data.name=image_mask_folder data.root=DIR alone said "give classification data" to a user who has masks."""
+def test_a_mask_or_video_folder_on_the_default_classifier_names_a_config_of_its_task(tmp_path, capsys):
+    """data.name=image_mask_folder data.root=DIR alone said "give classification data" to a user who has masks;
+    the line names a config of the data's task, with the data.args that config's demo data set left out."""
     write_masks_and_videos(tmp_path)
-    argv = ["data.name=image_mask_folder", f"data.root={tmp_path / 'sod'}", f"experiment.output_root={tmp_path}"]
-    assert main.main(argv) == 2
-    fix = f'--config configs/sod_shapes.yaml data.name=image_mask_folder data.root={tmp_path / "sod"} "data.args={{size: 32}}"'
-    (err,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert err.startswith("error: the data holds sod samples, but eval.metric=classification"), err
-    assert f"train it with a config of its task: {fix}, or give classification data" in err, err
-    assert (ROOT / "configs" / "sod_shapes.yaml").is_file() and not list(tmp_path.glob("image_mask_folder_*/run_*"))
+    for task, name, folder, config, args, own in (
+        ("sod", "image_mask_folder", "sod", "sod_shapes", "{size: 32}", []),
+        (
+            "video",
+            "video_frames_folder",
+            "vid",
+            "video_moving_shapes",
+            "{clip_len: 6, num_clips: 3}",
+            ["data.args={clip_len: 4}"],
+        ),
+    ):
+        argv = [f"data.name={name}", f"data.root={tmp_path / folder}", f"experiment.output_root={tmp_path}", *own]
+        assert main.main(argv) == 2
+        fix = f'--config configs/{config}.yaml data.name={name} data.root={tmp_path / folder} "data.args={args}"'
+        (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+        assert err.startswith(f"error: the data holds {task} samples, but eval.metric=classification"), err
+        assert f"train it with a config of its task: {fix}, or give classification data" in err, err
+        assert (ROOT / "configs" / f"{config}.yaml").is_file() and not list(tmp_path.glob(f"{name}_*/run_*"))
 
 
 def test_one_score_on_two_classes_names_the_loss_only_where_it_reads_a_score_per_class():

@@ -50,7 +50,7 @@ TASKS = (
 TASK_CONFIGS = {
     "classification": ("configs/digits.yaml", ' "data.args={}"'),
     "sod": ("configs/sod_shapes.yaml", ' "data.args={size: 32}"'),  # the config's model.input_size
-    "video": ("configs/video_moving_shapes.yaml", ""),
+    "video": ("configs/video_moving_shapes.yaml", ' "data.args={clip_len: 6, num_clips: 3}"'),  # its clips
 }
 
 
