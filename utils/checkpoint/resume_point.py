@@ -1,6 +1,6 @@
 """Where a training run continues: which run folder, from which checkpoint, with which validation record.
 
-Rank 0 decides (``utils/run/start.py:open_run``) and every rank gets its answer, so all resume
+Rank 0 decides (``utils/commands/start.py:open_run``) and every rank gets its answer, so all resume
 from the same file and the same record:
 
 - ``--resume``: the experiment's newest run that has a checkpoint and did not finish (``utils/run/unfinished.py``:

@@ -48,7 +48,7 @@ def is_packed(root: Optional[str], split: str) -> bool:
 
 
 def check_folders(root: Optional[str], args: Dict[str, Any]) -> None:
-    """Before a run folder is made (``utils/run/start.py``): the folder a remote pack's shards would be cached in
+    """Before a run folder is made (``utils/commands/start.py``): the folder a remote pack's shards would be cached in
     (a dataset that reads packs names this as its ``check_folders``)."""
     if root is not None and is_s3(str(root)):
         checked_cache_folder(str(root), args.get("cache_dir"))

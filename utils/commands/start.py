@@ -2,7 +2,7 @@
 folder the run writes into, with the checkpoint it continues from (``open_run``).
 
 ``utils/commands/started.py`` calls them in this order, after the config is loaded and its names checked
-(``utils/config/references.py``) and before any data is read: every rule of the config that needs
+(``utils/references.py``) and before any data is read: every rule of the config that needs
 no data is one error line before a run folder exists, and a start that bad input stops
 while its folder is opened takes that folder back (``RunFolder.abandon``, ``latest`` as before).
 """
@@ -15,7 +15,6 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 from utils.amp import AmpPolicy, resolve_policy
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.start_point import Chosen
-from utils.config.references import monitor_mode
 from utils.config.rules import compile_options
 from utils.config.schema import Config
 from utils.data.dali import check_dali
@@ -25,6 +24,7 @@ from utils.distributed.ops import decided_by_rank0
 from utils.distributed.process_group import DistInfo
 from utils.errors import UserError
 from utils.model.compile import check_compile_combination
+from utils.references import monitor_mode
 from utils.run.folder import RunFolder
 from utils.run.folder import create as create_run
 from utils.run.folder import named as named_run
