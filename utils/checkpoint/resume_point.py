@@ -110,22 +110,20 @@ def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: b
     locked."""
     store = open_checkpoint_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
     if start_from is not None:
-        checkpoint = adopt(store, start_from)
-    else:
-        found = store.latest_usable()  # its checksum checked
-        if found is None:
-            if required:
-                raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
-            return None
-        checkpoint = Checkpoint.checked(found)
-    path = Path(checkpoint.source)
-    return Chosen(path, read_record(path), checkpoint)
+        return adopt(store, start_from)
+    found = store.latest_usable()  # its checksum checked
+    if found is None:
+        if required:
+            raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
+        return None
+    checkpoint = Checkpoint.checked(found, store.read_while_checking(found))
+    return Chosen(found, read_record(found), checkpoint)
 
 
-def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
-    """``source`` as this store's checkpoint of its position (returned as read, named by its link in the store),
-    with its checksum and validation record, and the file it names as the best so far (so the new run's
-    ``best.pt`` is what it was at that point).
+def adopt(store: CheckpointStore, source: Path) -> Chosen:
+    """``source`` as this store's checkpoint of its position (returned as read, named by its link in the store,
+    with the validation record read once), with its checksum and validation record, and the file it names as the
+    best so far (so the new run's ``best.pt`` is what it was at that point).
     ``source`` is read as every checkpoint is (``Checkpoint.load``: its checksum first): a corrupt file starts nothing."""
     checkpoint = Checkpoint.load(source)
     progress = checkpoint.progress
@@ -138,4 +136,4 @@ def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
         copy_in(store.directory, record_path(source), record_path(store.directory / name), "resume with --resume")
     if best and best != name and (source.parent / best).is_file():
         store.link(source.parent / best, best)
-    return checkpoint.at(store.directory / name)
+    return Chosen(store.directory / name, record, checkpoint.at(store.directory / name))
