@@ -124,7 +124,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
             "".join(f" ({part})" for part in (info.backend, start.kernels) if part),
             describe(start.threads),
             run.folder.path,
-            run.folder.chosen,  # why --resume alone continues this run
+            run.why,  # why --resume alone continues this run
         )
         left_out = not_imported(start.checkpoint, start.cfg)
         if left_out:
@@ -138,7 +138,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
             if keeps_folder(err):  # a run that trained, then failed: its folder tells what happened
                 mark_failed(run.folder, one_line(err))
             else:
-                run.folder.abandon()
+                run.folder.abandon(run.adopted)
         raise
     finally:  # in-process callers (tests) run again; a process that ends loses its lock anyway
         run.folder.release()
