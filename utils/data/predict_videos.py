@@ -22,8 +22,8 @@ from torch.utils.data import default_collate
 
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.clips import ClipDataset
-from utils.data.datasets.video_frames_folder import EXTENSIONS, list_frames, read_clip
 from utils.data.folders import glob_visible, walk_visible
+from utils.data.frames import EXTENSIONS, list_frames, read_clip
 from utils.data.predict_inputs import VIDEO_EXTENSIONS, Sizing
 from utils.errors import DataError
 

@@ -16,8 +16,6 @@ in all split folders or all listed split files (so every split agrees).
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
@@ -25,35 +23,15 @@ import torch
 
 from utils.config.arguments import Count
 from utils.data.clips import ClipDataset
-from utils.data.folders import subfolders, visible, warn_missing_classes
+from utils.data.folders import subfolders, warn_missing_classes
+from utils.data.frames import list_frames, read_clip
 from utils.data.identity import relative_key
-from utils.data.images import read_image
 from utils.data.samplers import WindowOrder
 from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
-
-EXTENSIONS = (".jpg", ".jpeg", ".png")
-
-
-def natural_key(name: str) -> List:
-    """``frame10.jpg`` sorts after ``frame9.jpg``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def list_frames(folder: Path) -> List[str]:
-    """The image file names in ``folder`` in frame order."""
-    with os.scandir(folder) as entries:
-        names = [e.name for e in entries if e.is_file() and e.name.lower().endswith(EXTENSIONS) and visible(e.name)]
-    return sorted(names, key=natural_key)
-
-
-def read_clip(folder: Path, indices: List[int]) -> torch.Tensor:
-    """Frames ``indices`` (in frame order) of a frame folder, ``[T, C, H, W]`` float in [0, 1]."""
-    names = list_frames(folder)  # listed at each read: keeping every path of a large dataset costs GBs
-    return torch.stack([read_image(folder / names[i]) for i in indices])
 
 
 def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:

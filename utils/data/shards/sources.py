@@ -16,6 +16,7 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from utils.data.frames import list_frames  # the frame order the video dataset reads
 from utils.data.identity import sample_keys
 from utils.data.string_table import StringTable
 from utils.errors import DataError
@@ -87,8 +88,6 @@ class PackSource:
         if self.packed is not None:
             return self.packed.raw_members(at)  # type: ignore[no-any-return]
         if self.task == "video":
-            from utils.data.datasets.video_frames_folder import list_frames  # the frame order the dataset reads
-
             folder = self.dataset.folder(at)
             return [(_ext(name), folder / name) for name in list_frames(folder)]
         if self.task == "sod":
