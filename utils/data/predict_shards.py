@@ -16,10 +16,10 @@ from typing import List, Optional, Tuple, Union
 import torch
 
 from utils.data.shards.index import INDEX
-from utils.data.shards.packed import PackedSplit
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
 from utils.data.shards.store import is_s3, words
 from utils.data.shards.stores import open_store
+from utils.data.sources.pack import PackedSplit
 from utils.errors import DataError
 
 

@@ -28,8 +28,8 @@ from utils.data.folders import subfolders, walk_visible, warn_missing_classes
 from utils.data.identity import relative_key
 from utils.data.images import as_float, check_channels, file_bytes, read_pixels
 from utils.data.samplers import WindowOrder
-from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
+from utils.data.sources.pack import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.string_table import StringTable
 from utils.data.transforms import pixels_then_floats, split_at_float
 from utils.errors import ConfigError, DataError

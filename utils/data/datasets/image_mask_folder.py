@@ -21,8 +21,8 @@ from utils.data.images import check_channels, read_image
 from utils.data.mask_encoding import read_mask
 from utils.data.masks import MaskBatchCollate, PairPipeline
 from utils.data.samplers import WindowOrder
-from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
+from utils.data.sources.pack import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError, name_list
 from utils.registry import DATASETS

@@ -1,7 +1,7 @@
 """``data.name=shards``: the dataset a pack was written from, read from the pack (``data.root=DIR`` or
 ``s3://bucket/prefix``, as ``--mode pack`` wrote it).
 
-A pack is a source of bytes under the datasets users already name (``utils/data/shards/packed.py``):
+A pack is a source of bytes under the datasets users already name (``utils/data/sources/pack.py``):
 ``image_folder``, ``image_mask_folder`` and ``video_frames_folder`` read one as they read a folder of
 files. ``shards`` picks the one for the pack's task (classification, also an in-memory dataset's
 ``.npy`` tensors; SOD; video) from its index and builds it with the ``data.args`` it takes; an argument
@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, Optional, Set, Tuple
 from utils.data.datasets.image_folder import ImageFolder
 from utils.data.datasets.image_mask_folder import ImageMaskFolder
 from utils.data.datasets.video_frames_folder import VideoFramesFolder
-from utils.data.shards.packed import PACK_INERT, check_folders
 from utils.data.shards.reader import packed_task
+from utils.data.sources.pack import PACK_INERT, check_folders
 from utils.errors import ConfigError
 from utils.registry import DATASETS
 

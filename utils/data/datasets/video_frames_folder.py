@@ -27,8 +27,8 @@ from utils.data.folders import subfolders, warn_missing_classes
 from utils.data.frames import list_frames, read_clip
 from utils.data.identity import relative_key
 from utils.data.samplers import WindowOrder
-from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
+from utils.data.sources.pack import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS

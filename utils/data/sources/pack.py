@@ -2,7 +2,7 @@
 ``video_frames_folder`` take ``data.root`` of a pack (a folder ``--mode pack`` wrote, or ``s3://bucket/prefix``)
 as they take a folder of files, the way timm's ``create_reader`` picks a reader under one dataset: their
 keys, labels and classes come from the index, and each sample's members decode as its files would
-(``decode.py``); the sizing, transforms and batching stay the dataset's own.
+(``utils/data/shards/decode.py``); the sizing, transforms and batching stay the dataset's own.
 
 The arguments of the pack's reading (``cache_limit``, ``cache_dir``, ``shuffle_window``) are each dataset's
 own too: with a folder of files they do nothing, and say so once.
