@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Literal, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -24,64 +24,18 @@ from utils.config.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.crop_decode import Decoded, crop_reader
-from utils.data.folders import subfolders, walk_visible, warn_missing_classes
-from utils.data.identity import relative_key
+from utils.data.folders import subfolders, warn_missing_classes
 from utils.data.images import as_float, check_channels, file_bytes, read_pixels
 from utils.data.samplers import WindowOrder
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
+from utils.data.sources.class_folders import IMG_EXTENSIONS, scan
 from utils.data.sources.pack import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.string_table import StringTable
 from utils.data.transforms import pixels_then_floats, split_at_float
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
 
-# torchvision's list (torchvision.datasets.folder.IMG_EXTENSIONS), kept here: importing torchvision costs about 1 s
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
-
-
-def scan(folder: Path, classes: Sequence[str]) -> Tuple[StringTable, np.ndarray]:
-    """The key (path relative to ``folder``) and class index of every image under ``folder/<class>/``, in a fixed
-    order: a table of the keys and an array of the labels.
-
-    Symlinked directories are followed, but a real directory is read once per
-    class: a link back into the tree (``a/again -> ../a``) adds nothing. A class
-    folder without images is an error naming it.
-    """
-    counts = [0] * len(classes)
-
-    def keys() -> Iterator[str]:
-        for index, name in enumerate(classes):
-            top = folder / name
-            if not top.is_dir():
-                continue
-            seen: Set[str] = set()
-            found: List[Tuple[str, List[str]]] = []
-            for dirpath, dirnames, filenames in walk_visible(top):
-                real = os.path.realpath(dirpath)
-                if real in seen:
-                    dirnames[:] = []  # a loop or a second link to a directory already read
-                    continue
-                seen.add(real)
-                found.append((dirpath, [f for f in filenames if f.lower().endswith(IMG_EXTENSIONS)]))
-            for dirpath, files in sorted(found):
-                counts[index] += len(files)
-                yield from _keys_in(dirpath, sorted(files), folder)
-            if not counts[index]:
-                raise DataError(
-                    f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder"
-                )
-
-    table = StringTable.from_strings(keys())
-    return table, np.repeat(np.arange(len(classes), dtype=np.int32), counts)
-
-
-def _keys_in(dirpath: str, files: List[str], folder: Path) -> List[str]:
-    """``os.path.relpath(<dirpath>/<file>, folder)`` of each of ``files``: one relpath per directory."""
-    where = relative_key(dirpath, str(folder))
-    if where == "." or where == ".." or where.startswith("../"):  # a class named ".", "..": relpath says
-        return [os.path.relpath(os.path.join(dirpath, f), folder) for f in files]
-    return [f"{where}/{f}" for f in files]
 
 
 @DATASETS.register("image_folder")

@@ -17,7 +17,7 @@ in all split folders or all listed split files (so every split agrees).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Union
 
 import torch
 
@@ -29,43 +29,10 @@ from utils.data.identity import relative_key
 from utils.data.samplers import WindowOrder
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
 from utils.data.sources.pack import PACK_INERT, PackArgs, check_folders, open_packed
+from utils.data.sources.video_folders import read_split_file, scan_split_folder
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 from utils.registry import DATASETS
-
-
-def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
-    """``(class, video folder)`` for every line of a split list."""
-    if not path.is_file():
-        raise DataError(f"split file '{path}' does not exist; data.args.split_files paths are relative to data.root")
-    videos = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        rel = Path(line.split()[0])
-        if len(rel.parts) < 2:
-            raise DataError(f"{path}:{number}: '{rel}' is not <class>/<video>; every line must name the class folder")
-        folder = root / rel if (root / rel).is_dir() else root / rel.with_suffix("")
-        videos.append((rel.parts[-2], folder))
-    return videos
-
-
-def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
-    if not folder.is_dir():
-        raise DataError(
-            f"data folder '{folder}' does not exist; expected <root>/<split>/<class>/<video>/<frame>.jpg, "
-            "or give data.args.split_files={split: list file}"
-        )
-    videos = []
-    for name in subfolders(folder):
-        found = subfolders(folder / name)
-        if not found:
-            raise DataError(
-                f"class folder '{folder / name}' holds no video folders; expected <class>/<video>/<frame>.jpg, add its videos or remove the folder"
-            )
-        videos += [(name, folder / name / video) for video in found]
-    return videos
 
 
 @DATASETS.register("video_frames_folder")
