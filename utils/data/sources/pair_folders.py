@@ -1,5 +1,5 @@
-"""Image and mask pairs, ``<root>/<split folder>/<image_dir>/*.jpg`` with masks of the same stems in
-``<root>/<split folder>/<mask_dir>/*.png`` (e.g. DUTS-TR/Image, DUTS-TR/Mask): a split's files, in stem order.
+"""Image and mask pairs as a source (``source.py``): ``<root>/<split folder>/<image_dir>/*.jpg`` with masks of
+the same stems in ``<root>/<split folder>/<mask_dir>/*.png`` (e.g. DUTS-TR/Image, DUTS-TR/Mask).
 
 Images are read as stored (``utils/data/images.py``), masks by their detected encoding
 (``utils/data/mask_encoding.py``); hidden and debris files (``._x.png``) are no samples."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
-from typing import Dict, Iterator, Mapping, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -16,8 +16,9 @@ import torch
 from utils.data.folders import visible
 from utils.data.images import read_image
 from utils.data.mask_encoding import read_mask
+from utils.data.sources.source import Member, Source, ext_of
 from utils.data.string_table import StringTable
-from utils.errors import DataError, name_list
+from utils.errors import ConfigError, DataError, name_list
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 MASK_EXTS = (".png", ".bmp", ".jpg", ".jpeg", ".tif", ".tiff")
@@ -91,3 +92,48 @@ def _stem(name: str) -> str:
 def load_pair(image_path: Path, mask_path: Path, channels: int = 3) -> Tuple[torch.Tensor, np.ndarray]:
     """``[channels, H, W]`` float image and ``(H, W)`` float32 mask, both in [0, 1] (or a BadFile)."""
     return read_image(image_path, channels), read_mask(mask_path)
+
+
+class PairFolders(Source):
+    """The pairs of ``split``'s folder (``splits`` maps split names to folders under ``root``): keys are the
+    image names (paths relative to the image folder), in stem order."""
+
+    def __init__(self, root: str, split: str, splits: Optional[Dict[str, str]], image_dir: str, mask_dir: str) -> None:
+        folders = {"train": "train", "val": "val", "test": "test", **(splits or {})}
+        if split not in folders:
+            raise ConfigError(f"split '{split}' has no folder; add it to data.args.splits (now {folders})")
+        folder = folders[split]
+        base = Path(root) / folder
+        self.folder = base / image_dir.format(folder=folder)
+        self.mask_folder = base / mask_dir.format(folder=folder)
+        self.where = str(self.folder)
+        self.keys, self.masks = pair_files(self.folder, self.mask_folder)  # file names, in stem order
+        self.labels = np.full(len(self.keys), -1, np.int64)
+
+    def files(self, at: int) -> Tuple[str, Path, Path]:
+        """``(stem, image, mask)`` of sample ``at``."""
+        image = self.keys[at]
+        return _stem(image), self.folder / image, self.mask_folder / self.masks[at]
+
+    def name_of(self, at: int) -> str:
+        return str(self.folder / self.keys[at])
+
+    def file(self, at: int) -> Optional[str]:
+        return self.name_of(at)
+
+    def pair(self, at: int, channels: int) -> Tuple[torch.Tensor, np.ndarray, str]:
+        """Sample ``at``'s image (floats) and mask (``load_pair``), and its stem."""
+        stem, image_path, mask_path = self.files(at)
+        return (*load_pair(image_path, mask_path, channels), stem)
+
+    def stems(self) -> StringTable:
+        """Each pair's stem (its saliency map's name)."""
+        return StringTable.from_strings(_stem(name) for name in self.keys)
+
+    def stem_names(self) -> Mapping[str, str]:
+        """Each stem's image path (what the mixed-size error of mask batches names)."""
+        return StemPaths(self.folder, self.keys)
+
+    def members(self, at: int) -> List[Member]:
+        _, image, mask = self.files(at)
+        return [(ext_of(image), image), (ext_of(mask), mask)]
