@@ -251,3 +251,21 @@ def test_files_are_written_under_a_run_s_folders_only_through_owned_files():
     bad.body += ast.parse("image.save(run / 'x.png'); image.save(fh, format='PNG'); open(p, 'rb')").body
     flagged = [ast.unparse(n.func) for n in ast.walk(bad) if isinstance(n, ast.Call) and writes_files(n)]
     assert flagged == ["open", "os.replace", "Path(p).open", "shutil.rmtree", "os.open", "image.save"]
+
+
+def test_the_data_folders_import_downwards_and_the_folder_datasets_never_branch_on_a_pack():
+    """``datasets/`` -> ``sources/`` -> ``shards/``: a reader never imports a dataset, the pack format no reader;
+    the folder datasets read through ``open_source`` and never ask whether it opened a pack."""
+    data = ROOT / "utils" / "data"
+    above = {"shards": ("utils.data.sources", "utils.data.datasets"), "sources": ("utils.data.datasets",)}
+    found = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for folder, higher in above.items()
+        for path in sorted((data / folder).glob("*.py"))
+        for module in sorted(imports_of(path))
+        if any(under(module, package) for package in higher)
+    ]
+    for name in ("image_folder.py", "image_mask_folder.py", "video_frames_folder.py"):
+        text = (data / "datasets" / name).read_text()
+        found += [f"utils/data/datasets/{name} says {word}" for word in ("packed", "PackedSplit") if word in text]
+    assert found == []
