@@ -98,6 +98,10 @@ class S3Store:
     def upload(self, source: Path, name: str) -> None:
         self._retried(lambda: self.client.upload_file(str(source), self.bucket, self.key(name)), name, writing=True)
 
+    def remove(self, name: str) -> None:
+        """Deletes the object ``name`` (nothing when it is missing): pack's records once its index is written."""
+        self._retried(lambda: self.client.delete_object(Bucket=self.bucket, Key=self.key(name)), name, writing=True)
+
     def is_empty(self) -> bool:
         """Whether no object lies under the prefix."""
         prefix = f"{self.prefix}/" if self.prefix else ""

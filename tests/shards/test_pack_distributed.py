@@ -1,0 +1,102 @@
+"""--mode pack as a job of 3 processes under torchrun: the same bytes as one process packs, into a folder and into
+S3, also when the job is killed part-way and the same command completes it; other settings are refused."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+import main
+from tests.apps.conftest import make_digit_folder
+from tests.checkpoint.test_resume_exact import kill_job
+from tests.conftest import ROOT, subprocess_env
+from tests.fixtures.dist_utils import run, torchrun
+
+TIMEOUT = 240
+
+
+def _args(data: Path, output: str, delay: float = 0.0, size: str = "4KB") -> list:
+    """A few dozen 8x8 PNGs (train 30, val 12, test 2) in shards of 4 KB: about 4 samples each."""
+    return [
+        "--mode", "pack", "--output", output, "--shard-size", size, "--workers", "1",
+        "custom_imports=[tests.shards.slow_folder]", "data.name=slow_folder", f"data.root={data}",
+        f"data.args={{channels: 1, delay: {delay}}}",
+    ]  # fmt: skip
+
+
+def _files(folder: Path) -> Dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The data, and its pack by one process: every file's bytes."""
+    root = tmp_path_factory.mktemp("packs")
+    data = make_digit_folder(root / "data")
+    assert main.main(_args(data, str(root / "one"))) == 0
+    files = _files(root / "one")
+    assert sum(name.startswith("train/shard-") for name in files) > 5 and "val/index.json" in files
+    return data, files
+
+
+def _check(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_three_processes_pack_the_bytes_one_packs(tmp_path, reference):
+    data, expected = reference
+    result = run(torchrun(3, *_args(data, str(tmp_path / "three"))), timeout=TIMEOUT)
+    _check(result)
+    assert result.stdout.count("pack: train 30 samples in ") == 1  # one summary line: rank 0's
+    assert _files(tmp_path / "three") == expected  # nothing else left: no records, no manifest
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_three_processes_pack_the_same_objects_into_s3(reference, s3_env):
+    data, expected = reference
+    bucket = s3_env.bucket()
+    _check(run(torchrun(3, *_args(data, f"s3://{bucket}/p")), timeout=TIMEOUT))
+    client = s3_env.client()
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="p/")["Contents"]
+    found = {item["Key"][2:]: client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read() for item in listed}
+    assert found == expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_killed_pack_is_completed_by_the_same_command_and_other_settings_are_refused(tmp_path, reference):
+    data, expected = reference
+    out = tmp_path / "killed"
+    cmd = torchrun(3, *_args(data, str(out), delay=0.05))
+    env = subprocess_env()
+    env.pop("TORCHELASTIC_ERROR_FILE", None)
+    # a session of its own: the kill takes the launcher's whole process group, never pytest
+    job = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    records = out / ".pack" / "train"
+    deadline = time.monotonic() + TIMEOUT
+    while not list(records.glob("*.json")) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    kill_job(job)  # its 3 processes and the launcher, mid-way through the training split
+    shown = job.communicate(timeout=60)[0].decode(errors="replace")
+    kept = {path.name: path.stat().st_mtime_ns for path in records.glob("*.json")}
+    assert kept and not (out / "train" / "index.json").exists(), shown[-3000:]
+    written = {name[: -len(".json")]: (out / "train" / name[: -len(".json")]).stat().st_mtime_ns for name in kept}
+
+    changed = run(torchrun(3, *_args(data, str(out), delay=0.05, size="8KB")), timeout=TIMEOUT)
+    errors = [line for line in (changed.stdout + changed.stderr).splitlines() if "error:" in line]
+    assert changed.returncode != 0 and len(errors) == 1, changed.stdout + changed.stderr
+    assert "started with shard_size=4000, not 8000" in errors[0]
+
+    _check(run(torchrun(3, *_args(data, str(out), delay=0.05)), timeout=TIMEOUT))
+    assert _files(out) == expected
+    for name, stamp in written.items():  # the shards finished before the kill were kept, not written again
+        assert (out / "train" / name).stat().st_mtime_ns == stamp
