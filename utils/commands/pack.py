@@ -141,7 +141,7 @@ def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[
             job.agree = lambda plan, split=split: _agreed(  # type: ignore[misc]
                 lambda: pack_records.agree(store, manifest, split, plan, Path(tmp))
             )
-            header, _ = pack_split(job, size, workers or usable_cores(), split == "train", True)
+            header, _ = pack_split(job, size, workers or default_workers(), split == "train", True)
             if header is None:  # another rank's: rank 0 writes the index
                 continue
             packed.append((records, len(header.shards)))
@@ -187,6 +187,13 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def default_workers() -> int:
+    """``--workers`` left out: the usable cores, shared among this machine's processes of a launch (torchrun's
+    ``LOCAL_WORLD_SIZE``; srun gives each task its own cores, ``--cpus-per-task``, as its affinity)."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return max(1, usable_cores() // (int(local) if local.isdigit() and int(local) > 0 else 1))
+
+
 def add_options(parser: ModeParser) -> None:
     add_config(parser)
     parser.add_argument("--output", help="where the shards go: a new or empty folder, or s3://bucket/prefix")
@@ -194,7 +201,8 @@ def add_options(parser: ModeParser) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        help="processes writing shards (default: the usable cores); any count packs the same bytes",
+        help="processes writing shards, per launched process (default: the usable cores, shared among a node's "
+        "processes); any count packs the same bytes",
     )
 
 
