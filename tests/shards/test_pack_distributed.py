@@ -1,10 +1,11 @@
-"""--mode pack as a job of 3 processes under torchrun: the same bytes as one process packs, into a folder and into
-S3, also when the job is killed part-way and the same command completes it (on 3 or 2 processes); other settings are
-refused in one line."""
+"""--mode pack as a job of 3 processes under torchrun (and 2 srun-style tasks): the same bytes as one process packs,
+into a folder and into S3, also when the job is killed part-way and the same command completes it (on 3 or 2
+processes); other settings are refused in one line."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict
@@ -15,6 +16,7 @@ import main
 from tests.apps.conftest import make_digit_folder
 from tests.checkpoint.test_resume_exact import kill_job
 from tests.conftest import ROOT, subprocess_env
+from tests.distributed.test_slurm import free_job_port
 from tests.fixtures.dist_utils import run, torchrun
 
 TIMEOUT = 240
@@ -119,3 +121,25 @@ def test_a_killed_pack_is_completed_by_the_same_command_and_other_settings_are_r
     assert _files(out) == expected
     for name, stamp in written.items():  # the shards finished before the kill were kept, not written again
         assert (out / "train" / name).stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_srun_style_tasks_pack_the_bytes_one_packs(tmp_path, reference):
+    data, expected = reference
+    job_id = str(free_job_port() - 15000 + 90000)  # the job's port is 15000 + its id's last 4 digits
+    launched = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_ERROR_FILE")
+    tasks = []
+    for rank in range(2):  # what srun sets for each task of `srun --ntasks=2`, no launcher between
+        env = {k: v for k, v in subprocess_env().items() if k not in launched}
+        env.update(SLURM_PROCID=str(rank), SLURM_NTASKS="2", SLURM_LOCALID=str(rank), SLURM_JOB_NODELIST="localhost")
+        env["SLURM_JOB_ID"] = job_id
+        command = [sys.executable, "main.py", *_args(data, str(tmp_path / "srun")), "dist.timeout_s=120"]
+        tasks.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    try:
+        shown = [task.communicate(timeout=TIMEOUT) for task in tasks]
+    finally:
+        for task in tasks:
+            task.kill()
+    assert [task.returncode for task in tasks] == [0, 0], [err[-2000:] for _, err in shown]
+    assert _files(tmp_path / "srun") == expected
