@@ -103,9 +103,8 @@ class Records:
         if isinstance(self.store, LocalStore):
             remove_tree(self.store.root, self.store.path(f"{FOLDER}/{self.split}"))
             return
-        for number in range(shards):
-            for suffix in (".json", ".rows.npy"):
-                self.store.remove(self.name(name_of(number), suffix))  # type: ignore[attr-defined]
+        names = [self.name(name_of(n), suffix) for n in range(shards) for suffix in (".json", ".rows.npy")]
+        self.store.remove(names)  # type: ignore[attr-defined]
 
 
 def settings(data: Any, shard_size: int) -> Dict[str, Any]:
@@ -166,4 +165,4 @@ def end(store: Store) -> None:
     if isinstance(store, LocalStore):
         remove_tree(store.root, store.path(FOLDER))
     else:
-        store.remove(MANIFEST)  # type: ignore[attr-defined]
+        store.remove([MANIFEST])  # type: ignore[attr-defined]
