@@ -161,16 +161,16 @@ def test_missing_bucket_prefix_and_wrong_credentials_are_one_line_each(tmp_path,
     assert errors(capsys) == [
         f"error: --output 's3://{bucket}/used' is not empty; pack into a new or empty folder (or S3 prefix)"
     ]
-    long = "k" * 1100  # a key longer than S3 takes (1024 bytes): refused at the first upload
+    long = "k" * 1100  # a key longer than S3 takes (1024 bytes): refused at the first upload, the pack's manifest
     assert main.main(["--mode", "pack", "--output", f"s3://{bucket}/{long}", *overrides[:-1]]) == 2
     err = errors(capsys)
-    assert err[0].startswith(f"error: S3 refused writing s3://{bucket}/{long}/train/shard-000000.tar (KeyTooLongError")
+    assert err[0].startswith(f"error: S3 refused writing s3://{bucket}/{long}/.pack/manifest.json (KeyTooLongError")
     assert err[0].endswith("give --output a prefix this store takes, then pack again into a new or empty --output")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", READ_ONLY[0])  # credentials that may read the bucket, not write it
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", READ_ONLY[1])
     assert main.main(["--mode", "pack", "--output", f"s3://{bucket}/ro", *overrides[:-1]]) == 2
     assert errors(capsys) == [
-        f"error: S3 refused writing s3://{bucket}/ro/train/shard-000000.tar (AccessDenied: Access Denied.); give "
+        f"error: S3 refused writing s3://{bucket}/ro/.pack/manifest.json (AccessDenied: Access Denied.); give "
         f"credentials that may write to bucket '{bucket}' (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), then pack again "
         "into a new or empty --output"
     ]
