@@ -16,7 +16,16 @@ figure's memory never counts in another's:
 4. a node of 8 ranks x 8 loader workers, projected from the measured per-process figures: 8 main processes'
    anonymous memory + 64 workers' private memory (the index's pages are shared through the page cache, once).
 
-``python benchmarks/bench_index_scale.py [--quick] [--sizes 10000,1000000] [--keep DIR]``
+``--tiled 10000000,100000000`` measures the start-up from splits of those sizes instead, against 10,000 measured
+in the same run: a 10,000-sample pack's training split tiled (its shards hardlinked under new numbers, its arrays
+tiled, each copy's keys prefixed ``c000123/``, ``index.json`` written by the writer's own ``finish``, and the split
+checked whole once, as ``--mode pack`` leaves it). Each start is ``main.py`` with 2 loader workers, one step,
+validation and test, watched from outside: the CPU of the whole process tree, the wall time to the end of the
+first step, the main process's anonymous memory at its peak and each loader worker's private memory (polled every
+20 ms). Goals, against 10,000: at 10M <= 1.3x CPU, <= 1.5x wall, anonymous <= +100 MB; at 100M <= 2x CPU and
+wall, anonymous <= +200 MB; workers flat.
+
+``python benchmarks/bench_index_scale.py [--quick] [--sizes 10000,1000000] [--tiled N,...] [--keep DIR]``
 """
 
 from __future__ import annotations
@@ -219,6 +228,155 @@ def run(quick: bool = False, sizes: Sequence[int] = (), keep: str = "", rounds: 
     return rows
 
 
+BASE = 10_000  # the tiled splits' pack, and the size they are measured against
+BLOCK = 100  # copies tiled at once: about a million rows
+
+
+def tile_pack(base: Path, out: Path, count: int) -> Path:
+    """``out``: ``base``'s pack with its training split tiled to ``count`` samples (made once: a marker says so)."""
+    import numpy as np
+
+    from utils.data.shards.index import INDEX, parse_header
+    from utils.data.shards.writer import create_arrays, finish, shard_name
+    from utils.files.owned import hard_link, make_dirs
+
+    done = out / ".tiled"
+    if done.is_file():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    for split in ("val", "test"):  # as they are
+        make_dirs(out.parent, out / split)
+        for file in (base / split).iterdir():
+            hard_link(out, file, out / split / file.name)
+    src = base / "train"
+    header = parse_header((src / INDEX).read_bytes(), str(src / INDEX))
+    samples, members, keys = (np.load(src / f"{name}.npy") for name in ("samples", "members", "keys"))
+    n, copies = len(samples), count // len(samples)
+    assert copies * n == count and not len(np.load(src / "stems.npy")), "a whole number of copies, no stems"
+    width = 8  # "c000123/"
+    starts = samples["key"].astype(np.int64)  # each key's start in one copy, prefixes included
+    lines = np.diff(np.append(starts, len(keys)))
+    one = np.zeros(len(keys) + n * width, np.uint8)
+    first = starts + np.arange(n) * width
+    for k in range(n):
+        one[first[k] : first[k] + width] = np.frombuffer(b"c000000/", np.uint8)
+        one[first[k] + width : first[k] + width + lines[k]] = keys[starts[k] : starts[k] + lines[k]]
+    folder = out / "train"
+    arrays = create_arrays(
+        folder, {"samples": count, "members": copies * len(members), "keys": copies * len(one), "stems": 0}
+    )
+    per = len(header.shards)
+    shards = []
+    for c in range(copies):
+        for k, shard in enumerate(header.shards):
+            name = shard_name(c * per + k)
+            hard_link(folder, src / shard.name, folder / name)
+            shards.append(type(shard)(name, shard.samples, shard.sha256, shard.bytes))
+    for c0 in range(0, copies, BLOCK):
+        b = min(BLOCK, copies - c0)
+        copy = np.repeat(np.arange(c0, c0 + b, dtype=np.int64), n)
+        block = np.tile(samples, b)
+        block["shard"] += (copy * per).astype(np.uint32)
+        block["member"] += (copy * len(members)).astype(np.uint64)
+        block["key"] = np.tile(first, b) + copy * len(one)
+        arrays["samples"][c0 * n : (c0 + b) * n] = block
+        arrays["members"][c0 * len(members) : (c0 + b) * len(members)] = np.tile(members, b)
+        text = np.tile(one, b).reshape(b, len(one))
+        for d in range(6):  # the copy's number in its prefix's digits
+            text[:, first + 1 + d] = (48 + (np.arange(c0, c0 + b) // 10 ** (5 - d)) % 10)[:, None].astype(np.uint8)
+        arrays["keys"][c0 * len(one) : (c0 + b) * len(one)] = text.reshape(-1)
+    facts = {"split": "train", "task": header.task, "dataset": header.dataset, "classes": header.classes}
+    facts.update(count=count, extensions=header.extensions)
+    finish(folder, arrays, facts, shards)
+    del arrays
+    subprocess.run([sys.executable, "-c", f"from pathlib import Path; from utils.data.shards.index_load import check_packed; check_packed(Path({str(folder)!r}))"], env={**os.environ, **CHILD_ENV}, check=True)  # fmt: skip
+    done.touch()
+    return out
+
+
+def _status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
+
+
+def measure_start(pack: Path, out: Path) -> Dict[str, float]:
+    """One start of ``main.py`` from ``pack`` (2 loader workers, a step, validation and test), watched from here."""
+    import resource
+
+    args = [f"data.root={pack}", "data.name=image_folder", "data.args={channels: 1}", "model.input_size=[1, 8, 8]"]
+    args += ["train.iterations=1", "data.num_workers=2", f"experiment.output_root={out}", "threads=1"]
+    args += ["custom_imports=[benchmarks.first_step]", "hooks=[{name: first_step_time}]"]
+    shutil.rmtree(out, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    log = open(out.parent / "start.log", "w")  # the run's log lines: read when a start fails
+    proc = subprocess.Popen(
+        [sys.executable, "main.py", *args], cwd=ROOT, env={**os.environ, **CHILD_ENV}, stdout=subprocess.PIPE,
+        stderr=log, text=True,
+    )  # fmt: skip
+    anon, workers = 0, {}
+    while proc.poll() is None:
+        try:
+            anon = max(anon, _status_kb(proc.pid, "RssAnon:"))
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            for kid in map(int, kids):
+                workers[kid] = max(workers.get(kid, 0.0), _private_dirty_mb(kid))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    out_text = proc.stdout.read() if proc.stdout else ""
+    log.close()
+    assert proc.wait() == 0, f"the start failed: see {out.parent / 'start.log'}"
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    first = float(next(line for line in out_text.splitlines() if line.startswith("first step done at")).split()[-1])
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "cpu_s": cpu,
+        "wall_s": first - start,
+        "anon_mb": anon / 1024,
+        "worker_mb": max(workers.values(), default=0.0),
+    }
+
+
+def run_tiled(sizes: Sequence[int], keep: str, rounds: int) -> List[dict]:
+    """The start-up rows of ``--tiled``: each size against ``BASE`` in ``rounds`` interleaved rounds (medians)."""
+    work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="index-tiled-"))
+    try:
+        data = make_pngs(work / f"png-{BASE}", BASE)
+        base = work / f"pack-{BASE}"
+        if not (base / "test" / "index.json").is_file():
+            shutil.rmtree(base, ignore_errors=True)
+            child("pack", str(data), str(base), CORES)
+        packs = {BASE: base}
+        for n in sizes:
+            began = time.perf_counter()
+            packs[n] = tile_pack(base, work / f"tiled-{n}", n)
+            print(f"tiled {n:,}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+        runs: Dict[int, List[Dict[str, float]]] = {}
+        for r in range(rounds):
+            for n in (BASE, *sizes) if r % 2 == 0 else (*sizes, BASE):
+                runs.setdefault(n, []).append(measure_start(packs[n], work / "out"))
+                print(f"start at {n:,}: {runs[n][-1]}", file=sys.stderr, flush=True)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    med = {n: {k: statistics.median(m[k] for m in ms) for k in ms[0]} for n, ms in runs.items()}
+    a, note = med[BASE], f"against {BASE:,}, {CORES} cores, load {os.getloadavg()[0]:.2f}, {rounds} round(s)"
+    rows = []
+    for n in sizes:
+        b, big = med[n], n >= 100_000_000
+        cpu, wall, anon = (2.0, 2.0, 200) if big else (1.3, 1.5, 100)
+        rows += [
+            row(TITLE, f"start-up CPU, whole tree, {n:,} / {BASE:,}", [b["cpu_s"] / a["cpu_s"]], f"<= {cpu}", lambda m, g=cpu: m <= g, f"{a['cpu_s']:.1f} vs {b['cpu_s']:.1f} s; {note}"),
+            row(TITLE, f"wall to the first step, {n:,} / {BASE:,}", [b["wall_s"] / a["wall_s"]], f"<= {wall}", lambda m, g=wall: m <= g, f"{a['wall_s']:.1f} vs {b['wall_s']:.1f} s"),
+            row(TITLE, f"main anon MB at its peak, {n:,} - {BASE:,}", [b["anon_mb"] - a["anon_mb"]], f"<= {anon}", lambda m, g=anon: m <= g, f"{a['anon_mb']:.0f} vs {b['anon_mb']:.0f} MB"),
+            row(TITLE, f"loader worker private MB, {n:,} - {BASE:,}", [b["worker_mb"] - a["worker_mb"]], "flat", None, f"{a['worker_mb']:.1f} vs {b['worker_mb']:.1f} MB"),
+        ]  # fmt: skip
+    return rows
+
+
 def _at(found: Dict[int, Dict[str, Dict[str, float]]], small: int, large: int, n: int) -> float:
     """The node projection at ``n`` samples: each process's memory extended along its measured slope."""
 
@@ -235,6 +393,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="", help="two comma-separated sample counts")
     parser.add_argument("--keep", default="", help="a folder to keep the PNGs and packs in between runs")
     parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds of packing at the large size (2)")
+    parser.add_argument("--tiled", default="", help="comma-separated sizes of tiled splits, e.g. 10000000,100000000")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -243,7 +402,9 @@ def main() -> None:
         print(json.dumps(measure(*rest)))
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    for r in run(args.quick, sizes, args.keep, args.rounds):
+    tiled = [int(s) for s in args.tiled.split(",") if s]
+    rows = run_tiled(tiled, args.keep, args.rounds or 2) if tiled else run(args.quick, sizes, args.keep, args.rounds)
+    for r in rows:
         print(f"{r['measure']}: {r['value']}  {r.get('goal', '')} {r.get('ok', '')} {r['note']}")
 
 

@@ -21,3 +21,16 @@ class FirstStepClock(Hook):
         if trainer.dist.is_main:
             print(f"first step done at {time.time():.6f}", flush=True)
         os._exit(0)
+
+
+@HOOKS.register("first_step_time")
+class FirstStepTime(Hook):
+    """Prints when the first training step has ended, and lets the run go on (its validation and test)."""
+
+    def __init__(self) -> None:
+        self.printed = False
+
+    def after_step(self, trainer: Any) -> None:
+        if trainer.dist.is_main and not self.printed:
+            print(f"first step done at {time.time():.6f}", flush=True)
+            self.printed = True

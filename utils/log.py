@@ -88,7 +88,7 @@ REPLICATED = (
     "utils.data.stratified",
     "utils.model.summary",
     "utils.optim.schedules",
-    "utils.config.references",
+    "utils.references",
 )
 
 

@@ -8,9 +8,9 @@ import main
 from tests.fixtures.dist_utils import run, torchrun
 from tests.fixtures.metrics_rows import rows
 from utils.config.load import load_config
-from utils.config.references import check_references, monitor_mode
 from utils.errors import ConfigError, RegistryError
 from utils.metrics.extra import snake_case
+from utils.references import check_references, monitor_mode
 
 EXTRAS = "eval.extra_metrics=[{name: MulticlassF1Score, average: macro}, {name: MulticlassAveragePrecision}]"
 

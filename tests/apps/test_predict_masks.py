@@ -56,7 +56,7 @@ def test_mask_names_mirror_the_tree_and_never_collide():
         Path("in/c/Z.PNG"),
         Path("in/c/z.png"),
     ]
-    names = mask_names(ImageFiles(paths, Path("in")).relative)
+    names = mask_names(ImageFiles(paths, Path("in")).keys)
     assert [str(n) for n in names] == [
         "a/x.jpg.1.png",
         "a/x.png",

@@ -227,3 +227,18 @@ def test_pretrained_weights_that_fill_less_than_half_of_the_model_are_refused(tm
         and "model.pretrained_min_share" in line
     )
     assert main.main([*args, "model.pretrained_min_share=0.4"]) == 0
+
+
+def test_a_rank_that_did_not_choose_a_sharded_checkpoint_hashes_none_of_its_shards(sharded, monkeypatch):
+    """Rank 0 checks every shard against SHA256SUMS as it chooses the checkpoint (latest_usable); every other rank
+    hashed all of them again."""
+    from utils.checkpoint import sharded as sharded_module
+    from utils.checkpoint.start_point import Chosen, start_point
+
+    hashed = []
+    digest = sharded_module.file_digest
+    monkeypatch.setattr(sharded_module, "file_digest", lambda path: hashed.append(path) or digest(path))
+    assert sharded_module.verify_dir(sharded) is None and len(hashed) >= 2  # rank 0's check: every shard
+    hashed.clear()
+    start = start_point(Chosen(sharded), lambda checkpoint: True)  # what another rank gets from rank 0
+    assert hashed == [] and start.progress.step >= 1

@@ -216,3 +216,31 @@ def test_the_file_rotation_removes_is_rewritten_in_place_and_nothing_else_is(tmp
     store.save(state(5), 5, 0)  # rotation removes epochs 2 and 3; epoch 3's file is rewritten
     assert inode(5) == first and torch.load(tmp_path / "kept_by_hand.pt", weights_only=False)["epoch"] == 2
     assert [p.name for p in store.numbered()] == ["epoch0005_batch000000.pt", "epoch0004_batch000000.pt"]
+
+
+def test_a_checkpoint_without_its_checksum_is_deserialized_once_to_resume(tmp_path, monkeypatch):
+    """latest_usable read such a file whole to check it, and the resume read it again."""
+    from tests.fixtures.crafted import checkpoint_data
+    from utils.checkpoint import state as state_module
+    from utils.checkpoint.files import sidecar
+    from utils.checkpoint.resume_point import checkpoint_to_resume
+    from utils.run.folder import RunFolder
+
+    run = RunFolder(tmp_path / "run")
+    store = CheckpointStore(run.checkpoints)
+    path = store.save(checkpoint_data(), 0, 1)
+    for side in run.checkpoints.glob("*.sha256"):
+        side.unlink()
+    assert not sidecar(path).exists()
+    reads = []
+
+    def counted(file):
+        reads.append(os.path.basename(file))
+        return files_load(file)
+
+    files_load = store_module.load_file
+    monkeypatch.setattr(store_module, "load_file", counted)
+    monkeypatch.setattr(state_module, "load_file", counted)
+    chosen = checkpoint_to_resume(run, None, required=True)
+    assert chosen.path == path and chosen.loaded.source == str(path)
+    assert reads == [path.name]

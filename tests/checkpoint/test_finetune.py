@@ -91,11 +91,11 @@ def test_resume_checkpoint_wins_over_pretrained_which_wins_over_init(tmp_path, c
     torch.save(pretrained.state_dict(), tmp_path / "pre.pt")
     cfg = ModelConfig(pretrained=str(tmp_path / "pre.pt"))
 
-    assert run_to_continue(tmp_path, resume=False, auto_resume=False) == (None, None)
+    assert run_to_continue(tmp_path, resume=False, auto_resume=False) == (None, None, "")
     with pytest.raises(CheckpointError, match="--resume"):
         run_to_continue(tmp_path / "none", resume=True, auto_resume=False)
     # a folder of an earlier version: <experiment>/checkpoints
-    run, _ = run_to_continue(tmp_path, resume=False, auto_resume=True)
+    run = run_to_continue(tmp_path, resume=False, auto_resume=True).run
     chosen = checkpoint_to_resume(run, None, required=False)
     assert chosen.path == ckpt_dir / "last.pt"
 

@@ -18,10 +18,10 @@ import pytest
 import main
 from tests.conftest import fast_overrides
 from utils.commands.command_line import parse_command_line
+from utils.commands.start import open_run
 from utils.commands.started import resolve_config
 from utils.distributed.process_group import init_distributed
 from utils.errors import CheckpointError
-from utils.run.start import open_run
 
 QUICK = ["train.iterations=2", "threads=1"]
 # a user's network whose backbone argument is a backbone name, without backbone_args (the README's MyNet)

@@ -12,8 +12,8 @@ import main
 from tests.fixtures.compare_runs import resolved_config, write_run
 from tests.fixtures.outputs import one_error, partial_files, small_disk
 from utils.commands.command_line import parse_command_line
-from utils.compare.collect import MAX_CONFIG, read_run
 from utils.run.metrics_file import MAX_LINE
+from utils.run.results import MAX_CONFIG, read_run
 
 
 @pytest.fixture

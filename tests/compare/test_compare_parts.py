@@ -10,13 +10,13 @@ import pytest
 from scipy.stats import ttest_ind
 
 from tests.fixtures.compare_runs import resolved_config, write_run
-from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import LEGEND_LINES, PANELS, draw_figure, drawn_metrics, legend_lines, nice_ticks
 from utils.compare.group import flatten, group_runs, varied_keys
 from utils.compare.monitor import Monitor
 from utils.compare.ranking import metric_names, partial_metrics, rank
 from utils.compare.stats import summarize, t_quantile, welch_p_values
 from utils.errors import DataError
+from utils.run.results import ComparedRun, find_runs, read_run
 
 
 def test_find_runs_in_order_each_once_without_other_modes_folders(tmp_path):

@@ -16,8 +16,8 @@ import main
 from tests.conftest import ROOT, subprocess_env
 from tests.fixtures.compare_runs import resolved_config, write_run
 from tests.fixtures.outputs import one_error
-from utils.config.references import import_custom
 from utils.errors import ConfigError
+from utils.references import import_custom
 from utils.registry import METRICS
 
 # a module whose import leaves a file beside itself: whether the file exists says whether it ran

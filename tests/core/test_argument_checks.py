@@ -11,12 +11,12 @@ import pytest
 
 from tests.fixtures.config_checks import refused
 from utils.config.load import load_config
-from utils.config.references import check_references
 from utils.config.schema import OptimConfig
 from utils.errors import ConfigError
 from utils.hook.selection import task_hooks
 from utils.metrics.extra import check_extras
 from utils.optim.optimizers import build_optimizer
+from utils.references import check_references
 from utils.registry import BACKBONES, NETWORKS
 
 

@@ -251,3 +251,56 @@ def test_files_are_written_under_a_run_s_folders_only_through_owned_files():
     bad.body += ast.parse("image.save(run / 'x.png'); image.save(fh, format='PNG'); open(p, 'rb')").body
     flagged = [ast.unparse(n.func) for n in ast.walk(bad) if isinstance(n, ast.Call) and writes_files(n)]
     assert flagged == ["open", "os.replace", "Path(p).open", "shutil.rmtree", "os.open", "image.save"]
+
+
+def test_the_data_folders_import_downwards_and_the_folder_datasets_never_branch_on_a_pack():
+    """``datasets/`` -> ``sources/`` -> ``shards/``: a reader never imports a dataset, the pack format no reader;
+    the folder datasets read through ``open_source`` and never ask whether it opened a pack."""
+    data = ROOT / "utils" / "data"
+    above = {"shards": ("utils.data.sources", "utils.data.datasets"), "sources": ("utils.data.datasets",)}
+    found = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for folder, higher in above.items()
+        for path in sorted((data / folder).glob("*.py"))
+        for module in sorted(imports_of(path))
+        if any(under(module, package) for package in higher)
+    ]
+    for name in ("image_folder.py", "image_mask_folder.py", "video_frames_folder.py"):
+        text = (data / "datasets" / name).read_text()
+        found += [f"utils/data/datasets/{name} says {word}" for word in ("packed", "PackedSplit") if word in text]
+    assert found == []
+
+
+def folder_graph(graph: Dict[str, Set[str]]) -> Dict[str, Set[str]]:
+    """The imports between siblings: an import from ``a.b.c`` of ``a.d.e`` is an edge ``a.b -> a.d`` (the two
+    children of their deepest common folder), so a loop between two folders, or between a folder and a loose
+    module beside it, shows as a cycle at the level where they meet."""
+    edges: Dict[str, Set[str]] = {}
+    for source, targets in graph.items():
+        for target in targets:
+            a, b = source.split("."), target.split(".")
+            common = 0
+            while common < min(len(a), len(b)) and a[common] == b[common]:
+                common += 1
+            if common < len(a) and common < len(b):  # neither holds the other (a package and its own modules)
+                edges.setdefault(".".join(a[: common + 1]), set()).add(".".join(b[: common + 1]))
+    for targets in list(edges.values()):
+        for target in targets:
+            edges.setdefault(target, set())
+    return edges
+
+
+def test_folders_import_each_other_in_no_loop():
+    """No loop between folders (utils/compare -> utils/trackers -> utils/sweep -> utils/compare was one): each
+    folder is one floor, and imports reach down only."""
+    graph = folder_graph(import_graph())
+    assert {"utils.data", "utils.engine"} <= set(graph)
+    found = [a_cycle(graph, group) for group in cycle_groups(graph)]
+    assert found == [], "import loops between folders (move the shared piece down a floor)"
+
+
+def test_the_folder_graph_joins_siblings_where_they_meet():
+    graph = {"u.a.x": {"u.b.y"}, "u.b.y": {"u.a.z"}, "u.a": {"u.a.x"}, "u.a.z": set()}
+    folders = folder_graph(graph)
+    assert folders["u.a"] == {"u.b"} and folders["u.b"] == {"u.a"}
+    assert cycle_groups(folders) == [frozenset({"u.a", "u.b"})]

@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from utils.config.load import load_config
-from utils.config.references import monitor_mode
 from utils.config.schema import Config, save_config
 from utils.errors import ConfigError
+from utils.references import monitor_mode
 
 
 def test_defaults_select_the_default_experiment():

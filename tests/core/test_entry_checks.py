@@ -15,7 +15,6 @@ import pytest
 
 from utils.config.arguments import Count, Fraction, at_least, check_values, in_range
 from utils.config.load import load_config
-from utils.config.references import check_references
 from utils.config.schema import ScheduleConfig
 from utils.config.typed_merge import type_name
 from utils.data.datasets.digits import load_digits, split_indices
@@ -26,6 +25,7 @@ from utils.hook.selection import task_hooks
 from utils.metrics.extra import check_extra_classes, check_extras
 from utils.optim.optimizers import check_group_keys
 from utils.optim.schedules import lr_factor_fn
+from utils.references import check_references
 from utils.registry import LOSSES, NETWORKS, Registry
 
 

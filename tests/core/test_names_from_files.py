@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -58,7 +57,7 @@ def test_saliency_maps_named_by_a_crafted_stem_are_not_written(tmp_path):
 
 def test_predict_refuses_a_mask_name_that_leaves_its_folder_before_writing(tmp_path):
     class Source:
-        relative = [Path("ok.png"), Path("../../x.png")]
+        keys = ["ok.png", "../../x.png"]  # a pack's keys, from its index
 
     class Dataset:
         source, paths = Source(), ["s3://b/p/test:ok.png", "s3://b/p/test:../../x.png"]

@@ -18,12 +18,12 @@ from torch.utils.data import Dataset, TensorDataset
 
 from tests.fixtures.config_checks import refused
 from utils.config.load import load_config
-from utils.config.references import check_references
 from utils.config.schema import DataConfig
 from utils.data.input_shape import check_input_shape, check_test_size
 from utils.data.loader import build_train_loader
 from utils.data.transforms import check_transforms
 from utils.errors import ConfigError, DataError
+from utils.references import check_references
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,11 @@ def test_image_mask_folder_and_video_frames_folder_keep_arrays_and_the_same_keys
         image(tmp_path / "train" / "Mask" / f"{stem}.png")
     pairs = ImageMaskFolder("train", str(tmp_path), size=None)
     assert pairs.sample_keys() == ["a.jpg", "b.jpg", "c.d.jpg"] and not per_sample_containers(pairs)
-    assert pairs.pair(2) == ("c.d", tmp_path / "train" / "Image" / "c.d.jpg", tmp_path / "train" / "Mask" / "c.d.png")
+    assert pairs.source.files(2) == (
+        "c.d",
+        tmp_path / "train" / "Image" / "c.d.jpg",
+        tmp_path / "train" / "Mask" / "c.d.png",
+    )
     named = pairs.collate_fn.paths  # what a mixed-size batch error names, looked up by stem
     assert named.get("b") == str(tmp_path / "train" / "Image" / "b.jpg") and named.get("zz", "zz") == "zz"
     for video in ("Run/v1", "Run/v2", "Walk/w1"):

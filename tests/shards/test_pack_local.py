@@ -108,7 +108,7 @@ def test_a_corrupt_shard_stops_with_its_name_or_is_skipped(tmp_path, capsys):
     raw[600] ^= 0xFF
     shard.write_bytes(bytes(raw))
     stop = build_dataset(DataConfig(name="shards", root=str(tmp_path / "p")), "test")
-    index = stop.packed.index
+    index = stop.source.index
     hit = next(  # the sample whose stored bytes hold offset 600
         i
         for i in range(len(index))

@@ -161,16 +161,16 @@ def test_missing_bucket_prefix_and_wrong_credentials_are_one_line_each(tmp_path,
     assert errors(capsys) == [
         f"error: --output 's3://{bucket}/used' is not empty; pack into a new or empty folder (or S3 prefix)"
     ]
-    long = "k" * 1100  # a key longer than S3 takes (1024 bytes): refused at the first upload
+    long = "k" * 1100  # a key longer than S3 takes (1024 bytes): refused at the first upload, the pack's manifest
     assert main.main(["--mode", "pack", "--output", f"s3://{bucket}/{long}", *overrides[:-1]]) == 2
     err = errors(capsys)
-    assert err[0].startswith(f"error: S3 refused writing s3://{bucket}/{long}/train/shard-000000.tar (KeyTooLongError")
+    assert err[0].startswith(f"error: S3 refused writing s3://{bucket}/{long}/.pack/manifest.json (KeyTooLongError")
     assert err[0].endswith("give --output a prefix this store takes, then pack again into a new or empty --output")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", READ_ONLY[0])  # credentials that may read the bucket, not write it
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", READ_ONLY[1])
     assert main.main(["--mode", "pack", "--output", f"s3://{bucket}/ro", *overrides[:-1]]) == 2
     assert errors(capsys) == [
-        f"error: S3 refused writing s3://{bucket}/ro/train/shard-000000.tar (AccessDenied: Access Denied.); give "
+        f"error: S3 refused writing s3://{bucket}/ro/.pack/manifest.json (AccessDenied: Access Denied.); give "
         f"credentials that may write to bucket '{bucket}' (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), then pack again "
         "into a new or empty --output"
     ]
@@ -194,7 +194,7 @@ def test_reads_wait_for_a_restarted_store_and_continue(tmp_path, capsys, caplog,
         late = dataset[len(dataset) - 1]  # another shard: fetched while the store is down, then when it is back
     finally:
         restarted.join()
-    assert late[0].shape == first.shape and dataset.packed.reader.cache is not None
+    assert late[0].shape == first.shape and dataset.source.reader.cache is not None
     assert any("retrying in" in r.getMessage() for r in caplog.records)  # it did wait for the store
 
 
@@ -214,7 +214,7 @@ def test_a_window_order_fetches_each_shard_whole_once_an_epoch_through_a_small_c
         S3Store, "read_range", lambda self, name, *span: (ranged.append(name), read_range(self, name, *span))[1]
     )
     shards = DataConfig(name="shards", root=url, args={"channels": 1})
-    index = build_dataset(shards, "train").packed.index
+    index = build_dataset(shards, "train").source.index
     limit = 3 * max(shard.bytes for shard in index.shards)  # 3 of the 8 training shards
     cache = tmp_path / "cache"
     args = f"data.args={{channels: 1, shuffle_window: 2, cache_limit: {limit}, cache_dir: '{cache}'}}"
@@ -240,8 +240,8 @@ class FirstReadThenWait(torch.utils.data.Dataset):
     def __getitem__(self, _: int) -> tuple:
         self.dataset[0]
         filling = any(thread.name == "shard-fill" for thread in threading.enumerate())
-        cache, deadline = self.dataset.packed.reader.cache, time.monotonic() + 60
-        while filling and len(list(cache.folder.glob("*.tar"))) < len(self.dataset.packed.index.shards):
+        cache, deadline = self.dataset.source.reader.cache, time.monotonic() + 60
+        while filling and len(list(cache.folder.glob("*.tar"))) < len(self.dataset.source.index.shards):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         return filling, len(list(cache.folder.glob("*.tar")))
@@ -258,9 +258,9 @@ def test_a_loader_worker_fills_a_cache_that_holds_the_split_and_the_main_process
     (tmp_path / "cache" / f".{'0' * 20}-train-x.tar.999999999.part").write_bytes(b"left by a dead process")
     (tmp_path / "cache" / f".{'0' * 20}-train-y.tar.{os.getpid()}.part").write_bytes(b"a live download")
     loader = torch.utils.data.DataLoader(FirstReadThenWait(dataset), num_workers=1, batch_size=None)
-    assert list(loader) == [[True, len(dataset.packed.index.shards)]]  # one read in the worker: every shard arrives
+    assert list(loader) == [[True, len(dataset.source.index.shards)]]  # one read in the worker: every shard arrives
     assert [p.name.split(".")[1] for p in (tmp_path / "cache").glob(".*.part")] == [f"{'0' * 20}-train-y"]
-    small = {**args, "cache_dir": str(tmp_path / "small"), "cache_limit": dataset.packed.index.shards[0].bytes * 3}
+    small = {**args, "cache_dir": str(tmp_path / "small"), "cache_limit": dataset.source.index.shards[0].bytes * 3}
     split_larger = build_dataset(DataConfig(name="shards", root=url, args=small), "train")
     assert list(torch.utils.data.DataLoader(FirstReadThenWait(split_larger), num_workers=1, batch_size=None)) == [
         [False, 1]

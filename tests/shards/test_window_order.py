@@ -80,7 +80,7 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     assert main.main(["--mode", "pack", "--output", str(packed), "--shard-size", "100KB", "data.name=digits"]) == 0
     dataset = build_dataset(DataConfig(name="shards", root=str(packed), args={"shuffle_window": 2}), "train")
     window = dataset.window_order()
-    assert window.window == 2 and window.shard_of.tolist() == dataset.packed.index.samples["shard"].tolist()
+    assert window.window == 2 and window.shard_of.tolist() == dataset.source.index.samples["shard"].tolist()
     args = [f"experiment.output_root={tmp_path / 'out'}", "data.name=shards", f"data.root={packed}", "threads=1"]
     args += [
         "data.args={shuffle_window: 2}",
@@ -97,11 +97,11 @@ def test_training_from_shards_with_a_window_reads_each_window_together(tmp_path,
     assert len(keys) == len(set(keys)) == len(dataset) // 64 * 64  # each sample once, the last part batch dropped
     # the keys of in-memory data: indices
     shard = {
-        int(dataset.packed.index.key(at)): int(dataset.packed.index.samples["shard"][at]) for at in range(len(dataset))
+        int(dataset.source.index.key(at)): int(dataset.source.index.samples["shard"][at]) for at in range(len(dataset))
     }
     spans = [len({shard[int(k)] for k in row["keys"]}) for row in rows]
     assert max(spans) <= 4  # a global batch of 64 lies in one window of 2 shards, or across two windows
-    assert len({shard[k] for k in keys[:64]}) <= 4 < len(dataset.packed.index.shards)
+    assert len({shard[k] for k in keys[:64]}) <= 4 < len(dataset.source.index.shards)
     # a resume may move or resize the cache (inert), not change the order (refused)
     resume = [*args, "--resume", str(next((tmp_path / "out").glob("*/run_001")))]  # finished: named
     assert main.main([a.replace("{shuffle_window: 2}", "{shuffle_window: 2, cache_limit: 1GB}") for a in resume]) == 0

@@ -1,6 +1,6 @@
 """Where a training run continues: which run folder, from which checkpoint, with which validation record.
 
-Rank 0 decides (``utils/run/start.py:open_run``) and every rank gets its answer, so all resume
+Rank 0 decides (``utils/commands/start.py:open_run``) and every rank gets its answer, so all resume
 from the same file and the same record:
 
 - ``--resume``: the experiment's newest run that has a checkpoint and did not finish (``utils/run/unfinished.py``:
@@ -20,7 +20,7 @@ A corrupt newest checkpoint falls back to the one before it (``CheckpointStore.l
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Union
 
 from utils.checkpoint.records import read_record, record_path, validator_as_of
 from utils.checkpoint.sharded import verify_dir
@@ -38,9 +38,18 @@ from utils.run.unfinished import unfinished_run
 Request = Union[bool, str]  # --resume: True (the newest run) or a run folder or checkpoint path; False: no resume
 
 
-def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tuple[Optional[RunFolder], Optional[Path]]:
-    """``(run, None)`` to continue ``run``; ``(None, file)`` to start a new run from a checkpoint file;
-    ``(None, None)`` for a fresh run. Call on rank 0 only."""
+class Continuation(NamedTuple):
+    """What a resume request continues: ``run`` (a run folder to continue), or ``start_from`` (a checkpoint file a
+    new run starts from), or neither (a fresh run); ``why``: why a bare ``--resume`` chose ``run``, for the start
+    line."""
+
+    run: Optional[RunFolder] = None
+    start_from: Optional[Path] = None
+    why: str = ""
+
+
+def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Continuation:
+    """What the request continues (``Continuation``). Call on rank 0 only."""
     if isinstance(resume, str):
         given = Path(resume).expanduser()
         if looks_sharded(given):
@@ -50,17 +59,18 @@ def run_to_continue(experiment: Path, resume: Request, auto_resume: bool) -> Tup
                 raise CheckpointError(
                     f"--resume {resume}: sharded checkpoint '{given}': {problem}; resume from an earlier checkpoint of the run, or its run folder"
                 )
-            return _continued_by_sharded(given)
+            return Continuation(_continued_by_sharded(given))
         if given.is_file():
             return _continued_by(given)
         if not given.is_dir():
             raise CheckpointError(
                 f"--resume {resume}: no such run folder or checkpoint file; give a run folder (e.g. output/<experiment>/run_001), a checkpoint, or --resume alone for the newest run that did not finish"
             )
-        return _run_folder(given, resume), None
+        return Continuation(_run_folder(given, resume))
     if not (resume or auto_resume):
-        return None, None
-    return unfinished_run(experiment, required=bool(resume)), None
+        return Continuation()
+    continued = unfinished_run(experiment, required=bool(resume))
+    return Continuation() if continued is None else Continuation(continued.run, None, continued.why)
 
 
 def _run_folder(given: Path, resume: str) -> RunFolder:
@@ -83,21 +93,21 @@ def _run_folder(given: Path, resume: str) -> RunFolder:
     )
 
 
-def _continued_by(file: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
+def _continued_by(file: Path) -> Continuation:
     """The run a checkpoint file continues (when it is that run's newest), or the file to start a new run from."""
     numbered = numbered_file_linked_by(file) or file
     run = owning_run(numbered)
     if run is not None and is_numbered(numbered.name) and CheckpointStore(run.checkpoints).numbered()[:1] == [numbered]:
-        return run, None
-    return None, numbered
+        return Continuation(run)
+    return Continuation(None, numbered)
 
 
-def _continued_by_sharded(directory: Path) -> Tuple[Optional[RunFolder], Optional[Path]]:
+def _continued_by_sharded(directory: Path) -> RunFolder:
     """The run a sharded checkpoint directory (or its ``last.dcp``/``best.dcp`` link) continues: only its run's newest."""
     resolved = directory.resolve()
     run = owning_run(resolved)
     if run is not None and open_checkpoint_store(run.checkpoints).numbered()[:1] == [run.checkpoints / resolved.name]:
-        return run, None
+        return run
     raise CheckpointError(
         f"--resume {directory}: a new run starts only from a checkpoint file; this sharded checkpoint is not its run's newest. "
         "Turn it into one file (python -m utils.checkpoint.convert DIR FILE.pt) and --resume FILE.pt, or --resume its run folder"
@@ -110,22 +120,20 @@ def checkpoint_to_resume(run: RunFolder, start_from: Optional[Path], required: b
     locked."""
     store = open_checkpoint_store(run.checkpoints)  # single files, or sharded directories (dist.mode=fsdp)
     if start_from is not None:
-        checkpoint = adopt(store, start_from)
-    else:
-        found = store.latest_usable()  # its checksum checked
-        if found is None:
-            if required:
-                raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
-            return None
-        checkpoint = Checkpoint.checked(found)
-    path = Path(checkpoint.source)
-    return Chosen(path, read_record(path), checkpoint)
+        return adopt(store, start_from)
+    found = store.latest_usable()  # its checksum checked
+    if found is None:
+        if required:
+            raise CheckpointError(f"--resume: no checkpoint in '{run.checkpoints}'; train without --resume first")
+        return None
+    checkpoint = Checkpoint.checked(found, store.read_while_checking(found))
+    return Chosen(found, read_record(found), checkpoint)
 
 
-def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
-    """``source`` as this store's checkpoint of its position (returned as read, named by its link in the store),
-    with its checksum and validation record, and the file it names as the best so far (so the new run's
-    ``best.pt`` is what it was at that point).
+def adopt(store: CheckpointStore, source: Path) -> Chosen:
+    """``source`` as this store's checkpoint of its position (returned as read, named by its link in the store,
+    with the validation record read once), with its checksum and validation record, and the file it names as the
+    best so far (so the new run's ``best.pt`` is what it was at that point).
     ``source`` is read as every checkpoint is (``Checkpoint.load``: its checksum first): a corrupt file starts nothing."""
     checkpoint = Checkpoint.load(source)
     progress = checkpoint.progress
@@ -138,4 +146,4 @@ def adopt(store: CheckpointStore, source: Path) -> Checkpoint:
         copy_in(store.directory, record_path(source), record_path(store.directory / name), "resume with --resume")
     if best and best != name and (source.parent / best).is_file():
         store.link(source.parent / best, best)
-    return checkpoint.at(store.directory / name)
+    return Chosen(store.directory / name, record, checkpoint.at(store.directory / name))

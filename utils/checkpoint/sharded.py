@@ -210,6 +210,10 @@ class ShardedCheckpointStore:
         log.warning("no best checkpoint in '%s'; testing '%s', the last one", self.directory, LAST)
         return self.directory / LAST
 
+    def read_while_checking(self, path: Path) -> None:
+        """Nothing: a directory is checked by its ``SHA256SUMS``, never read whole (``CheckpointStore``'s twin)."""
+        return None
+
     def latest_usable(self) -> Optional[Path]:
         """The newest complete checkpoint directory, skipping (with a warning) those that are not."""
         problems = []

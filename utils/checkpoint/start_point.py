@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from utils.checkpoint.progress import Progress
 from utils.checkpoint.records import ValidationRecord, validator_as_of
+from utils.checkpoint.sharded_layout import looks_sharded
 from utils.checkpoint.snapshot import StateObjects
 from utils.checkpoint.state import Checkpoint
 
@@ -98,7 +99,14 @@ def start_point(
     if chosen is None:
         return None
     path, record = chosen.path, chosen.record
-    checkpoint = chosen.loaded if chosen.loaded is not None else Checkpoint.load(path)  # a file or a sharded directory
+    if chosen.loaded is not None:  # rank 0 read it while choosing it
+        checkpoint = chosen.loaded
+    elif looks_sharded(
+        Path(path)
+    ):  # rank 0 checked every shard against SHA256SUMS as it chose it: not again on each rank
+        checkpoint = Checkpoint.checked(path)
+    else:  # a file: this rank reads it, checked as it is read
+        checkpoint = Checkpoint.load(path)
     same_data = guard(checkpoint)
     saved = checkpoint.progress
     progress = saved if same_data else Progress(saved.epoch, 0, saved.step)

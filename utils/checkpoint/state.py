@@ -135,13 +135,14 @@ class Checkpoint:
         return cls(load_verified(Path(path)), path)
 
     @classmethod
-    def checked(cls, path: Union[str, Path]) -> "Checkpoint":
+    def checked(cls, path: Union[str, Path], read: Optional[Dict[str, Any]] = None) -> "Checkpoint":
         """``path`` as its store has just checked it (``latest_usable``: a file's checksum, a sharded directory's
-        ``SHA256SUMS``), read without hashing it again."""
+        ``SHA256SUMS``), read without hashing it again; ``read``: its contents where checking read them already
+        (a file without its checksum: ``read_while_checking``)."""
         path = Path(path)
         if looks_sharded(path):
             return cls(load_file(path / STATE), path, shards=path)
-        return cls(load_file(path), path)
+        return cls(read if read is not None else load_file(path), path)
 
     def at(self, path: Union[str, Path]) -> "Checkpoint":
         """The same checkpoint, read from ``path`` (a link to its file: what its errors then name)."""

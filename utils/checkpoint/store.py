@@ -76,6 +76,8 @@ class CheckpointStore:
         self.keep = max(int(keep), 1)
         self.best: Optional[str] = None
         self._warned_copy = False
+        # a file without its checksum is checked by reading it whole: what that read, kept for the one who resumes
+        self._read_whole: Dict[Path, Dict[str, Any]] = {}
 
     def numbered(self) -> List[Path]:
         """The numbered checkpoints, newest (furthest into training) first."""
@@ -240,6 +242,11 @@ class CheckpointStore:
         )
         return last
 
+    def read_while_checking(self, path: Path) -> Optional[Dict[str, Any]]:
+        """The contents of ``path`` when ``latest_usable`` read it whole to check it (it has no checksum), else
+        None: a checkpoint is deserialized once (``Checkpoint.checked``)."""
+        return self._read_whole.pop(Path(path), None)
+
     def latest_usable(self) -> Optional[Path]:
         """The newest checkpoint that passes its checksum (or, without one, loads), or None.
 
@@ -250,7 +257,7 @@ class CheckpointStore:
         for path in self.candidates():
             try:
                 if not sidecar(path).is_file():
-                    load_file(path)
+                    self._read_whole = {path: load_file(path)}
                 else:
                     problem = verify(path)
                     if problem:

@@ -7,6 +7,11 @@ An S3 output is written to a temporary folder first and uploaded shard by shard,
 index last, so a prefix with an index is complete. ``--output`` is refused before anything is
 read when it is not empty, lies inside the data being packed or inside a run folder, or cannot be
 written (``check_output``).
+
+Under torchrun or srun (as training launches: one node or many) the processes split each split's
+shards among them and rank 0 writes the index once all are written: any number of processes packs
+the same bytes. A pack killed part-way is completed by the same command, which keeps the shards
+already written (``pack_records.py``) and refuses an output packed with other data or settings.
 """
 
 from __future__ import annotations
@@ -18,20 +23,25 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from utils.commands.command_line import Command
 from utils.commands.options import ModeParser, add_config
 from utils.commands.started import resolve_config
 from utils.config.schema import Config
+from utils.data.shards import pack_records
 from utils.data.shards.index import INDEX, Shard
 from utils.data.shards.index_load import check_packed
+from utils.data.shards.pack_records import Records
 from utils.data.shards.pack_split import SplitJob, pack_split
 from utils.data.shards.sizes import parse_size
 from utils.data.shards.sources import PackSource, classes_of
 from utils.data.shards.store import Store, is_s3
 from utils.data.shards.stores import open_store
-from utils.errors import ConfigError, DataError, OutputError
+from utils.data.shards.writer import shard_name
+from utils.distributed.ops import barrier, decided_by_rank0, get_rank
+from utils.distributed.process_group import cleanup, init_distributed
+from utils.errors import ConfigError, DataError, OutputError, UserError
 from utils.files.owned import remove
 from utils.files.writable import why_not_writable
 from utils.log import setup_logging
@@ -83,18 +93,38 @@ def check_output(output: str, data_root: Optional[str]) -> None:
         raise OutputError(f"--output '{output}' {problem}; give --mode pack a new or empty folder it can write")
 
 
-def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[int] = None) -> Dict[str, Any]:
-    """Packs every split of ``cfg``'s dataset into ``output``; per split: samples, shards, bytes, seconds."""
-    size = parse_size(shard_size or DEFAULT_SHARD_SIZE, "--shard-size")
+T = TypeVar("T")
+
+
+def _agreed(decide: Callable[[], T]) -> T:
+    """``decide()`` on rank 0, its answer on every rank; bad input found there is rank 0's one ``error:`` line, and
+    the other ranks leave with its exit code, silent (one line for the job, not one per rank)."""
+    try:
+        return decided_by_rank0(decide)
+    except UserError:
+        if get_rank() == 0:
+            raise
+        raise SystemExit(2) from None
+
+
+def _begin(cfg: Config, output: str, store: Store, size: int) -> Dict[str, Any]:
+    """The pack's manifest: a new pack into an empty output, or the one started there with the same settings."""
     check_output(output, cfg.data.root)
-    store = open_store(output)
     if is_s3(output):
         store.check_bucket()  # type: ignore[attr-defined]  # a missing bucket or refused credentials: before any work
-    if not store.is_empty():  # stale shards beside a new index, a run's folder, the data itself: never written into
-        raise DataError(f"--output '{output}' is not empty; pack into a new or empty folder (or S3 prefix)")
+    return pack_records.begin(store, pack_records.settings(cfg.data, size))
+
+
+def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[int] = None) -> Dict[str, Any]:
+    """Packs every split of ``cfg``'s dataset into ``output`` (this rank's shards; rank 0 the indexes); per split
+    (on rank 0): samples, shards, bytes."""
+    size = parse_size(shard_size or DEFAULT_SHARD_SIZE, "--shard-size")
+    store = open_store(output)
     results: Dict[str, Any] = {}
     classes = None
     with tempfile.TemporaryDirectory(prefix="pack-") as tmp:
+        manifest = _agreed(lambda: _begin(cfg, output, store, size))
+        packed = []
         for split in _splits(cfg):
             start = time.perf_counter()
             try:
@@ -106,8 +136,15 @@ def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[
                 continue
             classes = classes_of(dataset) if split == "train" else classes
             folder = (Path(tmp) if is_s3(output) else Path(store.url)) / split  # type: ignore[attr-defined]
-            job = SplitJob(PackSource(dataset, cfg.data.name), folder, upload=_uploader(store, split))
-            header, _ = pack_split(job, size, workers or usable_cores(), split == "train", True)
+            records = Records(store, split, Path(tmp))
+            job = SplitJob(PackSource(dataset, cfg.data.name), folder, _uploader(store, split), records)
+            job.agree = lambda plan, split=split: _agreed(  # type: ignore[misc]
+                lambda: pack_records.agree(store, manifest, split, plan, Path(tmp))
+            )
+            header, _ = pack_split(job, size, workers or default_workers(), split == "train", True)
+            if header is None:  # another rank's: rank 0 writes the index
+                continue
+            packed.append((records, len(header.shards)))
             if is_s3(output):  # the shards went up as they were written; the index last: it names only shards there
                 for file in (*header.arrays.values(), Shard(INDEX, 0, "", 0)):
                     store.upload(folder / file.name, f"{split}/{file.name}")
@@ -125,6 +162,10 @@ def pack(cfg: Config, output: str, shard_size: Optional[str], workers: Optional[
                 store.url,
                 split,
             )
+        if get_rank() == 0:  # every index written: the records, then the manifest, go (the pack is complete)
+            for records, shards in packed:
+                records.clear(shards, shard_name)
+            pack_records.end(store)
     return results
 
 
@@ -146,6 +187,13 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def default_workers() -> int:
+    """``--workers`` left out: the usable cores, shared among this machine's processes of a launch (torchrun's
+    ``LOCAL_WORLD_SIZE``; srun gives each task its own cores, ``--cpus-per-task``, as its affinity)."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return max(1, usable_cores() // (int(local) if local.isdigit() and int(local) > 0 else 1))
+
+
 def add_options(parser: ModeParser) -> None:
     add_config(parser)
     parser.add_argument("--output", help="where the shards go: a new or empty folder, or s3://bucket/prefix")
@@ -153,7 +201,8 @@ def add_options(parser: ModeParser) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        help="processes writing shards (default: the usable cores); any count packs the same bytes",
+        help="processes writing shards, per launched process (default: the usable cores, shared among a node's "
+        "processes); any count packs the same bytes",
     )
 
 
@@ -163,14 +212,19 @@ def needs_output(parser: ModeParser, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """No process group, no device, no run folder; one summary line."""
+    """No device and no run folder; a process group (gloo) under torchrun or srun; one summary line (rank 0)."""
     setup_logging(None, 0)
     cfg = resolve_config(args, "pack", None)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be 1 or more (processes writing shards), got {args.workers}")
+    info = init_distributed("cpu", "gloo", cfg.dist.timeout_s)
+    setup_logging(None, info.rank)
     results = pack(cfg, args.output, args.shard_size, args.workers)
-    parts = [f"{split} {r['samples']} samples in {r['shards']} shard(s)" for split, r in results.items()]
-    print(f"pack: {', '.join(parts)} -> {args.output}", flush=True)
+    barrier()  # rank 0 removed the records: the job ends complete
+    cleanup()
+    if info.is_main:
+        parts = [f"{split} {r['samples']} samples in {r['shards']} shard(s)" for split, r in results.items()]
+        print(f"pack: {', '.join(parts)} -> {args.output}", flush=True)
     return 0
 
 

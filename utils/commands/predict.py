@@ -149,7 +149,7 @@ def _mask_rows(prediction: torch.Tensor, sizes: torch.Tensor, targets: List[Path
 
 def _mask_paths(run: RunFolder, dataset: PredictImages) -> List[Path]:
     """Each input's mask file under ``<run>/masks``, named after it (a packed sample's key comes from its index)."""
-    names = mask_names(dataset.source.relative)
+    names = mask_names(dataset.source.keys)
     return [inside(run.path / "masks", str(name), f"input '{path}'") for name, path in zip(names, dataset.paths)]
 
 

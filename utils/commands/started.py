@@ -2,7 +2,7 @@
 
 1. ``prepare``: the files to trust, the checkpoint read (test, predict, export), the config resolved and every
    name in it checked, CPU threads, the process group, the kernels, console logging, and every rule of the config
-   that needs no data (``utils/run/start.py``: ``plan_start``), all before any folder exists;
+   that needs no data (``utils/commands/start.py``: ``plan_start``), all before any folder exists;
 2. ``opened``: the run's folder (``open_run``: a new one, or the training run to continue), its log and the
    start line; a start that bad input stops takes back the folder it made (``RunFolder.abandon``), while a run
    that trained and then diverged keeps it, marked failed (``utils/run/failed.py``);
@@ -24,16 +24,16 @@ from utils import __version__
 from utils.checkpoint.safe_load import trust_files
 from utils.checkpoint.saved_config import checkpoint_base, how_to_import, not_imported
 from utils.checkpoint.state import Checkpoint
+from utils.commands.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.config.load import load_config
-from utils.config.references import check_references, import_custom
 from utils.config.schema import Config, config_yaml
 from utils.distributed.determinism import make_deterministic
 from utils.distributed.process_group import DistInfo, cleanup, init_distributed
 from utils.errors import RegistryError, UserError, one_line
 from utils.log import closing_line, format_metrics, setup_logging, to_log_file
+from utils.references import check_references, import_custom
 from utils.run.failed import check_not_failed, clear_failed, keeps_folder, mark_failed
 from utils.run.folder import RunFolder
-from utils.run.start import OpenedRun, StartPlan, open_run, plan_start
 from utils.threads import Threads, apply_threads, choose_threads, describe
 from utils.torchvision_check import check_torchvision
 
@@ -126,7 +126,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
             "".join(f" ({part})" for part in (info.backend, start.kernels) if part),
             describe(start.threads),
             run.folder.path,
-            run.folder.chosen,  # why --resume alone continues this run
+            run.why,  # why --resume alone continues this run
         )
         left_out = not_imported(start.checkpoint, start.cfg)
         if left_out:
@@ -140,7 +140,7 @@ def opened(start: Start, resume: Union[bool, str] = False, output: Optional[str]
             if keeps_folder(err):  # a run that trained, then failed: its folder tells what happened
                 mark_failed(run.folder, one_line(err))
             else:
-                run.folder.abandon()
+                run.folder.abandon(run.adopted)
         raise
     finally:  # in-process callers (tests) run again; a process that ends loses its lock anyway
         run.folder.release()

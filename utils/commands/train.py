@@ -19,7 +19,9 @@ from utils.checkpoint.guard import ResumeChoices, check_resume
 from utils.checkpoint.restore import load_eval_weights, load_initial_weights
 from utils.checkpoint.start_point import start_point
 from utils.commands.command_line import Command
+from utils.commands.diverged import diverged
 from utils.commands.options import ModeParser, add_config, add_print_config, add_trust_file
+from utils.commands.start import OpenedRun, StartPlan
 from utils.commands.started import opened, prepare, print_config, report
 from utils.commands.test import run_test
 from utils.config.given import decides, given_keys
@@ -49,8 +51,6 @@ from utils.optim.ema import build_ema
 from utils.optim.freeze import apply_freeze
 from utils.optim.optimizers import build_optimizer
 from utils.optim.schedules import build_scheduler
-from utils.run.failed import diverged
-from utils.run.start import OpenedRun, StartPlan
 from utils.secret_text import hide
 from utils.sweep.pruning import Judge, TrialRef, pruning_judge
 from utils.sweep.spec import PRUNERS

@@ -11,7 +11,6 @@ import logging
 from pathlib import Path
 from typing import Optional, Protocol, Sequence
 
-from utils.compare.collect import ComparedRun, find_runs, read_run
 from utils.compare.figure import draw_figure
 from utils.compare.group import group_runs
 from utils.compare.monitor import choose_monitor
@@ -29,11 +28,12 @@ from utils.compare.table import (
     shown_path,
 )
 from utils.config.load import load_config
-from utils.config.references import import_custom
 from utils.errors import ConfigError, DataError, UserError, name_list
 from utils.files.owned import write_atomic, write_text
 from utils.log import setup_logging
+from utils.references import import_custom
 from utils.run.folder import RunFolder, create, named, run_holding
+from utils.run.results import ComparedRun, find_runs, read_run
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence, Tuple
 
-from utils.compare.collect import ComparedRun
+from utils.run.results import ComparedRun
 
 SEED = "seed"  # what repeats a configuration: never a column, its runs are the configuration's n
 # Keys that differ between runs of one configuration without changing what is trained: the folder the runs go

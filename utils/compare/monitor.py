@@ -1,7 +1,7 @@
 """The metric that ranks the configurations: the runs' ``eval.monitor``, better in the direction training used.
 
 The direction is what a run chose its best checkpoint by: ``eval.monitor_mode`` as its config.yaml records it,
-or when null the direction the metric declares (``utils/config/references.py`` ``monitor_mode``, the function training
+or when null the direction the metric declares (``utils/references.py`` ``monitor_mode``, the function training
 calls), found among the built-in metrics and torchmetrics. Reading results never imports code: a metric of the
 user's own is known only when the user names its module on compare's command line (``custom_imports=[...]``),
 never by the run's ``custom_imports``.
@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, NamedTuple, Sequence
 
-from utils.compare.collect import ComparedRun
-from utils.config.references import monitor_mode
 from utils.errors import ConfigError, DataError, RegistryError, one_line
 from utils.import_place import check_import_place
+from utils.references import monitor_mode
 from utils.registry import METRICS
 from utils.run.folder import CONFIG
+from utils.run.results import ComparedRun
 
 MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")  # a module path, as the config schema takes it
 

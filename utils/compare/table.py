@@ -15,12 +15,12 @@ import os
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from utils.compare.collect import ComparedRun
 from utils.compare.group import MISSING, SEED, Configuration, seed_of, shown, values_of
 from utils.compare.monitor import Monitor
 from utils.compare.ranking import Row
 from utils.compare.stats import CONFIDENCE
 from utils.errors import name_list
+from utils.run.results import ComparedRun
 
 STATS = ("mean", "std", "ci_low", "ci_high")
 

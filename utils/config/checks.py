@@ -2,7 +2,7 @@
 (``utils/config/rules.py``), the entries of list-valued keys, then the keys that must agree with each other.
 ``load_config`` (``utils/config/load.py``) runs them; builders trust the validated config. Names that the
 registries resolve (networks, datasets, metrics and the names a metric reports) are checked right after, by
-``utils/config/references.py``.
+``utils/references.py``.
 """
 
 from __future__ import annotations

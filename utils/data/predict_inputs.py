@@ -17,8 +17,9 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
@@ -26,6 +27,8 @@ from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import glob_visible, split_glob, walk_visible
 from utils.data.images import file_bytes, read_pixels
+from utils.data.sources.source import Member, Source, ext_of
+from utils.data.string_table import StringTable
 from utils.data.transforms import pixels_then_floats
 from utils.errors import DataError
 
@@ -114,7 +117,7 @@ def _below(path: Path, root: Path) -> Path:
         return Path(path.name)
 
 
-def mask_names(relative: Sequence[Path]) -> List[Path]:
+def mask_names(relative: Sequence[Union[str, Path]]) -> List[Path]:
     """Each input's mask file, relative to the masks folder: the input's name below its root (``relative``) with
     ``.png`` for its extension, so the masks mirror the input tree. Where inputs of one folder share
     a stem (``x.png``, ``x.jpg``), each whose name is not already that ``.png`` keeps its extension
@@ -140,37 +143,50 @@ def mask_names(relative: Sequence[Path]) -> List[Path]:
     return names
 
 
-class ImageFiles:
-    """Image files as predict reads them: ``paths`` (the CSV's ``path``), ``relative`` (each below ``root``: its
-    mask's name) and ``pixels`` (``read_pixels``). ``utils/data/predict_shards.py`` reads a packed split alike."""
+class ImageFiles(Source):
+    """Image files as predict reads them, a source (``utils/data/sources/source.py``): ``name_of(i)`` (the CSV's
+    ``path``), ``keys`` (each file below ``root``: its mask's name) and ``image`` (``read_pixels``). A packed split
+    is read alike, through the pack reader (``utils/data/predict_shards.py``)."""
 
     def __init__(self, paths: Sequence[Path], root: Path) -> None:
         self.paths = list(paths)
-        self.relative = [_below(Path(p), root) for p in self.paths]
+        self.where = str(root)
+        self.keys = StringTable.from_strings(str(_below(Path(p), root)) for p in self.paths)
+        self.labels = np.full(len(self.paths), -1, np.int64)  # inputs to predict: no labels
 
-    def pixels(self, index: int, channels: int) -> torch.Tensor:
-        return read_pixels(self.paths[index], channels)
+    def name_of(self, at: int) -> str:
+        return str(self.paths[at])
 
-    def encoded(self, index: int) -> Optional[bytes]:
+    def file(self, at: int) -> Optional[str]:
+        return str(self.paths[at])
+
+    def image(self, at: int, channels: int) -> torch.Tensor:
+        return read_pixels(self.paths[at], channels)
+
+    def image_bytes(self, at: int) -> Tuple[bytes, str]:
         """The file's bytes, for a reader that decodes them at the size it needs (``utils/data/crop_decode.py``)."""
-        return file_bytes(self.paths[index], f"image '{self.paths[index]}'", "fix or remove the file")
+        path = self.paths[at]
+        return file_bytes(path, f"image '{path}'", "fix or remove the file"), ext_of(path)
+
+    def members(self, at: int) -> List[Member]:
+        return [(ext_of(self.paths[at]), Path(self.paths[at]))]
 
 
 class PredictImages(Dataset):
-    """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})`` of ``source`` (:class:`ImageFiles`, or a packed
-    split's images); ``size``: the image's own size. ``decode_for_crop``: the training dataset decoded JPEGs at
+    """Items ``(image [C, H, W], {"index": i, "size": [H0, W0]})`` of ``source`` (:class:`ImageFiles`, or the pack
+    reader of a packed split); ``size``: the image's own size. ``decode_for_crop``: the training dataset decoded JPEGs at
     the size its eval resize needs (``image_folder``'s ``data.args.decode_for_crop``), and so does this."""
 
     def __init__(
         self,
-        source: Any,
+        source: Source,
         sizing: Sizing,
         transform: Optional[Callable],
         on_bad_sample: str,
         decode_for_crop: bool = False,
     ) -> None:
         self.source = source
-        self.paths = source.paths
+        self.paths = [source.name_of(at) for at in range(len(source))]
         self.sizing = sizing
         self.transform = transform
         self.bad = BadSamples(on_bad_sample, "predict")
@@ -208,11 +224,12 @@ class PredictImages(Dataset):
     def _read(self, index: int) -> Tuple[torch.Tensor, List[int]]:
         """The stored values (decoded at the size the eval resize needs where ``for_crop`` serves the file) and
         the image's own size."""
-        data = self.source.encoded(index) if self.for_crop is not None else None
-        if data is not None:
-            decoded = self.for_crop.read(data, str(self.paths[index]), self.sizing.channels)
-            return decoded.values, list(decoded.size or decoded.values.shape[-2:])
-        values = self.source.pixels(index, self.sizing.channels)
+        if self.for_crop is not None:
+            data, ext = self.source.image_bytes(index)  # type: ignore[attr-defined]
+            if ext != "npy":  # an in-memory dataset's packed tensor is no file to decode
+                decoded = self.for_crop.read(data, str(self.paths[index]), self.sizing.channels)
+                return decoded.values, list(decoded.size or decoded.values.shape[-2:])
+        values = self.source.image(index, self.sizing.channels)  # type: ignore[attr-defined]
         return values, list(values.shape[-2:])
 
     def _size_first(self, image: Any) -> Any:

@@ -11,15 +11,13 @@ Remote shards are cached as training caches them (``data.args.cache_limit``, ``c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
-
-import torch
+from typing import Optional, Tuple, Union
 
 from utils.data.shards.index import INDEX
-from utils.data.shards.packed import PackedSplit
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, open_split
 from utils.data.shards.store import is_s3, words
 from utils.data.shards.stores import open_store
+from utils.data.sources.pack import PackedSplit
 from utils.errors import DataError
 
 
@@ -55,47 +53,15 @@ def packed_split(spec: Optional[str]) -> Optional[Tuple[str, str]]:
     return None
 
 
-class ShardImages:
-    """A packed split's images, as :class:`~utils.data.predict_inputs.ImageFiles` gives files."""
-
-    def __init__(self, packed: PackedSplit) -> None:
-        self.packed = packed
-        keys = packed.key_table().tolist()
-        self.paths = [f"{packed.where}:{key}" for key in keys]
-        self.relative = [Path(key) for key in keys]
-
-    def pixels(self, index: int, channels: int) -> torch.Tensor:
-        return self.packed.image(index, channels)  # its mask, if packed, is not read
-
-    def encoded(self, index: int) -> Optional[bytes]:
-        """The image member's bytes as packed; None for an in-memory dataset's tensor."""
-        data, ext = self.packed.image_bytes(index)
-        return None if ext == "npy" else data
-
-
-class ShardVideos:
-    """A packed split's videos, as :class:`~utils.data.predict_videos.FrameFolders` gives folders."""
-
-    def __init__(self, packed: PackedSplit) -> None:
-        self.packed = packed
-        self.paths = [packed.name_of(at) for at in range(len(packed))]
-
-    def frame_counts(self) -> List[int]:
-        return self.packed.index.samples["count"].tolist()
-
-    def read(self, video: int, indices: List[int]) -> torch.Tensor:
-        return self.packed.frames(video, indices)
-
-
 def shard_source(
     packed: Tuple[str, str], task: str, cache_limit: Optional[Union[int, str]], cache_dir: Optional[str]
-) -> Union[ShardImages, ShardVideos]:
-    """The packed split ``(root, split)`` as predict's inputs; a DataError when it holds another task's data."""
+) -> PackedSplit:
+    """The packed split ``(root, split)`` as predict's inputs: the pack reader training reads it through
+    (``utils/data/sources/pack.py``); a DataError when it holds another task's data."""
     reader = open_split(*packed, cache_limit or DEFAULT_CACHE_LIMIT, cache_dir)
     if reader.index.task != task:
         raise DataError(
             f"--input '{reader.where}' holds packed {reader.index.task} data, but the checkpoint's network is for "
             f"eval.metric={task}; give a split packed from {task} data"
         )
-    split = PackedSplit(reader, None)
-    return ShardVideos(split) if task == "video" else ShardImages(split)
+    return PackedSplit(reader, None)

@@ -17,14 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch.utils.data import default_collate
 
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.clips import ClipDataset
-from utils.data.datasets.video_frames_folder import EXTENSIONS, list_frames, read_clip
 from utils.data.folders import glob_visible, walk_visible
+from utils.data.frames import EXTENSIONS, list_frames, read_clip
 from utils.data.predict_inputs import VIDEO_EXTENSIONS, Sizing
+from utils.data.sources.source import Member, Source, ext_of
+from utils.data.string_table import StringTable
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -71,36 +74,44 @@ def collect_videos(spec: Optional[str]) -> List[Path]:
     return sorted(found)
 
 
-class FrameFolders:
-    """Videos as folders of frames: ``paths`` (the CSV's ``path``), ``frame_counts`` and ``read`` (``read_clip``).
-    ``utils/data/predict_shards.py`` reads a packed split's videos alike."""
+class FrameFolders(Source):
+    """Videos as folders of frames, a source (``utils/data/sources/source.py``): ``name_of(v)`` (the CSV's
+    ``path``), ``frame_counts`` and ``frames`` (``read_clip``). A packed split's videos are read alike, through
+    the pack reader (``utils/data/predict_shards.py``)."""
 
     def __init__(self, folders: Sequence[Path]) -> None:
         self.paths = list(folders)
+        self.keys = StringTable.from_strings(str(folder) for folder in self.paths)
+        self.labels = np.zeros(len(self.paths), np.int64)  # inputs to predict: no labels
+        self.frame_counts = np.asarray([len(list_frames(folder)) for folder in self.paths], np.int64)
 
-    def frame_counts(self) -> List[int]:
-        return [len(list_frames(folder)) for folder in self.paths]
+    def name_of(self, at: int) -> str:
+        return str(self.paths[at])
 
-    def read(self, video: int, indices: List[int]) -> torch.Tensor:
+    def frames(self, video: int, indices: List[int]) -> torch.Tensor:
         return read_clip(self.paths[video], indices)
+
+    def members(self, at: int) -> List[Member]:
+        return [(ext_of(name), self.paths[at] / name) for name in list_frames(self.paths[at])]
 
 
 class PredictVideos(ClipDataset):
-    """The evaluation clips of each video of ``source`` (:class:`FrameFolders`, or a packed split's videos); items
+    """The evaluation clips of each video of ``source`` (:class:`FrameFolders`, or the pack reader of a packed
+    split's videos); items
     ``(clip [C, T, H, W], {"label": 0, "video": v})``, ``(None, ...)`` for a clip skipped under ``on_bad_sample=skip``."""
 
     def __init__(
-        self, source: Any, transform: Optional[Callable], clips: ClipArgs, sizing: Sizing, on_bad_sample: str
+        self, source: Source, transform: Optional[Callable], clips: ClipArgs, sizing: Sizing, on_bad_sample: str
     ) -> None:
         super().__init__("predict", transform, clips.clip_len, clips.frame_stride, clips.num_clips, clips.pad_short)
         self.source = source
-        self.paths = source.paths
+        self.paths = [source.name_of(at) for at in range(len(source))]
         self.sizing = sizing
         self.bad = BadSamples(on_bad_sample, "predict")
-        self.set_videos([0] * len(self.paths), source.frame_counts(), [str(p) for p in self.paths])
+        self.set_videos([0] * len(self.paths), source.frame_counts, self.paths)  # type: ignore[attr-defined]
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        return self.source.read(video, indices)
+        return self.source.frames(video, indices)  # type: ignore[attr-defined]
 
     def __getitem__(self, index: int) -> Tuple[Optional[torch.Tensor], Dict[str, int]]:
         video = self.locate(index)[0] if 0 <= index < len(self) else 0

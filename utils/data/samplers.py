@@ -68,8 +68,8 @@ def epoch_permutation(length: int, seed: int, epoch: int, window: Optional[Windo
     """The order of epoch ``epoch``: ``torch.randperm`` from ``seed + epoch`` (``DistributedSampler``'s own), or
     with ``window``: the shards permuted from the same generator, then each window's samples permuted."""
     generator = torch.Generator().manual_seed(seed + epoch)
-    if window is None:
-        return torch.randperm(length, generator=generator)
+    if window is None:  # int32 where it holds every index: the same draws, the same order, half the memory
+        return torch.randperm(length, generator=generator, dtype=torch.int32 if length <= 1 << 31 else torch.int64)
     members, sizes = window.grouped
     if len(members) != length:
         raise ValueError(f"the window order covers {len(members)} samples, the dataset holds {length}")
@@ -91,8 +91,10 @@ def epoch_permutation(length: int, seed: int, epoch: int, window: Optional[Windo
 def laid_out(order: torch.Tensor, total: int, length: int) -> np.ndarray:
     """The first ``total`` indices of ``order``, repeated from its start as often as that takes (how
     ``DistributedSampler`` pads), as int32 where a dataset of ``length`` allows (half the bytes to copy and hold)."""
-    out = np.empty(total, dtype=np.int32 if length <= 1 << 31 else np.int64)
     source = order.numpy()
+    if total <= len(source) and source.dtype == (np.int32 if length <= 1 << 31 else np.int64):
+        return source[:total]  # nothing to pad or narrow: the order itself, not a second copy of it
+    out = np.empty(total, dtype=np.int32 if length <= 1 << 31 else np.int64)
     done = min(len(source), total)
     out[:done] = source[:done]
     if total and not done:

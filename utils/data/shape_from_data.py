@@ -177,12 +177,12 @@ def settle_images(cfg: Any, given: FrozenSet[str], train: Any) -> Dict[str, Any]
     images of several sizes with nothing in the config to resize them, ``data.args.image_size`` set to the most
     common size when it is square, else a DataError naming the sizes and the setting to add. The ``data.args``
     keys set and their values (when any: build the data again)."""
-    if cfg.data.name != "image_folder" or getattr(train, "packed", None) is not None or not len(train):
+    if cfg.data.name != "image_folder" or not len(train) or train.source.file(0) is None:  # a pack: no files
         return {}
     if cfg.data.loader == "dali":  # DALI decodes RGB and sizes data.args.image_size itself (utils/data/dali.py)
         return {}
     step = max(1, len(train) // SIZE_PROBES)
-    sizes, modes = image_headers([train.path(at) for at in range(0, len(train), step)][:SIZE_PROBES])
+    sizes, modes = image_headers([train.source.file(at) for at in range(0, len(train), step)][:SIZE_PROBES])
     settled: Dict[str, Any] = {}
     if modes and modes <= GREY_MODES and _channels_free(cfg, given):
         cfg.data.args = {**cfg.data.args, "channels": 1}

@@ -30,7 +30,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import List, Optional, Set, Tuple
+from typing import Collection, List, Optional, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
 from utils.files.owned import check_folder, make_dirs, make_new_folder, remove_folder, remove_tree
@@ -69,8 +69,6 @@ class RunFolder:
         self.fresh = False  # this process started the folder (``create``, ``named``): a failed start takes it back
         self._made: List[Path] = []  # the folders this process created for it, deepest first
         self._latest: Optional[Tuple[Path, Optional[str]]] = None  # the experiment's ``latest`` and its target before
-        self.adopted: Set[str] = set()  # checkpoint files linked in to start from (``--resume FILE``): no result of it
-        self.chosen = ""  # why ``--resume`` alone chose this run, for the start line (``resume_point.py``)
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
@@ -112,22 +110,23 @@ class RunFolder:
     def lock_file(self) -> Path:
         return self.path / LOCK
 
-    def has_checkpoints(self) -> bool:
-        """Whether it holds a checkpoint (a file, or a sharded directory) besides those it was started from."""
+    def has_checkpoints(self, besides: Collection[str] = ()) -> bool:
+        """Whether it holds a checkpoint (a file, or a sharded directory) besides those named ``besides`` (the files it
+        was started from, ``--resume FILE``)."""
         if not self.checkpoints.is_dir():
             return False
-        return any(p.name not in self.adopted for pattern in ("*.pt", "*.dcp") for p in self.checkpoints.glob(pattern))
+        return any(p.name not in besides for pattern in ("*.pt", "*.dcp") for p in self.checkpoints.glob(pattern))
 
-    def holds_results(self) -> bool:
-        """Whether the folder holds anything of value: a checkpoint, or anything beyond the ``BOOKKEEPING`` of a start
-        (predictions, masks, an exported model, metrics, a profile)."""
-        return self.has_checkpoints() or any(entry.name not in BOOKKEEPING for entry in self.path.iterdir())
+    def holds_results(self, besides: Collection[str] = ()) -> bool:
+        """Whether the folder holds anything of value: a checkpoint (besides ``besides``), or anything beyond the
+        ``BOOKKEEPING`` of a start (predictions, masks, an exported model, metrics, a profile)."""
+        return self.has_checkpoints(besides) or any(entry.name not in BOOKKEEPING for entry in self.path.iterdir())
 
-    def abandon(self) -> bool:
+    def abandon(self, besides: Collection[str] = ()) -> bool:
         """After bad input stopped this process: take back a folder it started (``fresh``) that holds no result
-        (``holds_results``). The folders it made go (an existing empty ``--output`` is emptied) and the experiment's
+        (``holds_results``; ``besides``: the checkpoints it was started from). The folders it made go (an existing empty ``--output`` is emptied) and the experiment's
         ``latest`` points where it pointed before; returns whether the folder was taken back."""
-        if not self.fresh or not self.path.is_dir() or self.holds_results():
+        if not self.fresh or not self.path.is_dir() or self.holds_results(besides):
             return False
         self.release()
         try:

@@ -7,7 +7,7 @@ holds a ``test`` row. A run killed before (or while writing) that row did not fi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from utils.errors import CheckpointError, name_list
 from utils.run import metrics_file
@@ -20,9 +20,16 @@ def finished(run: RunFolder) -> bool:
     return any(row.get("split") == "test" for row in metrics_file.read_lenient(run.metrics))
 
 
-def unfinished_run(experiment: Path, required: bool) -> Optional[RunFolder]:
+class Continued(NamedTuple):
+    """The run a bare ``--resume`` continues, and why it chose it (for the start line)."""
+
+    run: RunFolder
+    why: str
+
+
+def unfinished_run(experiment: Path, required: bool) -> Optional[Continued]:
     """``--resume`` alone (``required``) or ``train.auto_resume``: the newest run with a checkpoint that did not
-    finish, its ``chosen`` saying so for the start line. Without one, ``--resume`` is a CheckpointError naming the
+    finish, with why it chose it (for the start line). Without one, ``--resume`` is a CheckpointError naming the
     newest finished run; auto-resume continues that run (a job started again after it ended trains no more,
     as before) or, without any run, starts a fresh one (None)."""
     runs = runs_with_checkpoints(experiment)
@@ -35,8 +42,7 @@ def unfinished_run(experiment: Path, required: bool) -> Optional[RunFolder]:
             continue
         if run.path == experiment or not finished(run):  # a folder of framework 0.2 resumes as it did
             named = f"; {name_list([r.path.name for r in done], show=3)} finished, {_when_named(done)}" if done else ""
-            run.chosen = f" (continued: the newest run that did not finish{named})"
-            return run
+            return Continued(run, f" (continued: the newest run that did not finish{named})")
         done.append(run)
     if required and failed and not done:
         raise CheckpointError(
@@ -50,8 +56,7 @@ def unfinished_run(experiment: Path, required: bool) -> Optional[RunFolder]:
             f"checkpoint); a finished run is {_when_named(done)} (e.g. with more train.epochs), or start a new run without --resume"
         )
     if done:  # auto-resume of a job that ended: its run again (it trains further only with more train.epochs)
-        done[0].chosen = " (continued: train.auto_resume, every run finished, the newest)"
-        return done[0]
+        return Continued(done[0], " (continued: train.auto_resume, every run finished, the newest)")
     return None
 
 

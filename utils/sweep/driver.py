@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from utils.config.load import load_config
-from utils.config.references import monitor_mode
 from utils.config.schema import Config
 from utils.errors import ConfigError
 from utils.files.owned import check_kept, make_dirs
 from utils.log import format_number, wall_time
+from utils.references import monitor_mode
 from utils.sweep.changes import check_changes
 from utils.sweep.spec import SweepSpec, check_space, load_spec
 from utils.sweep.study import (
@@ -203,7 +203,7 @@ def _mode(cfg: Config) -> str:
 
 def default_build(config: Optional[str], overrides: List[str]) -> Callable[[List[str]], Config]:
     """A trial's config from the base file, the user's overrides and the trial's, every name checked."""
-    from utils.config.references import check_references, import_custom
+    from utils.references import check_references, import_custom
 
     check_torchvision()  # the trials' runs would each stop on it
 

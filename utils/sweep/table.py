@@ -8,8 +8,8 @@ import io
 from pathlib import Path
 from typing import Any, Dict, List
 
-from utils.compare.collect import SWEEP_TABLE
 from utils.files.owned import write_text
+from utils.run.results import SWEEP_TABLE
 from utils.sweep.study import REQUEUED, SAME_AS, carried_on, configuration
 
 ADVICE = "free space or make the sweep's folder writable"

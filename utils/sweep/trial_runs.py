@@ -195,7 +195,7 @@ def find_run(experiment: Path, name: str) -> Optional[Path]:
 def own_run(folder: Optional[Path]) -> Optional[Path]:
     """``folder``, the run found under a trial's tag, when it holds its config.yaml; else None (a warning names it,
     and the seed trains in a new run). A run's metrics are a trial's result only with the configuration it trained."""
-    from utils.compare.collect import has_own_config
+    from utils.run.results import has_own_config
 
     if folder is None or has_own_config(folder):
         return folder
@@ -213,7 +213,7 @@ def same_configuration(folder: Path, trial: Config) -> None:
     changes results, not an inert one): another sweep of the experiment, or this one over another base config,
     whose tag is the same. Counting it for this trial would mix two configurations under one."""
     from utils.checkpoint.guard import setting_changes
-    from utils.compare.collect import read_config
+    from utils.run.results import read_config
 
     config = RunFolder(folder).config
     saved = read_config(config) if config.is_file() else {}

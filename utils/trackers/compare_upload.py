@@ -21,7 +21,7 @@ from utils.trackers.destinations import named_store
 from utils.trackers.extras import require
 from utils.trackers.identity import read_identity
 from utils.trackers.sender import first_line
-from utils.trackers.spool import FOLDER
+from utils.trackers.spool import identity_file
 
 log = logging.getLogger(__name__)
 FILES = ("compare.md", "compare.csv", "compare.png")
@@ -35,7 +35,7 @@ def shared_parent(runs: Sequence[Path]) -> Tuple[str, str]:
     ConfigError otherwise."""
     parents, lacking = set(), []
     for run in runs:
-        found = read_identity(Path(run) / FOLDER / "mlflow.json")  # {} when the run has none
+        found = read_identity(identity_file(run, "mlflow"))  # {} when the run has none
         if found.get("parent_run_id"):
             parents.add((found["tracking_uri"], found["parent_run_id"]))
         else:
@@ -51,7 +51,7 @@ def shared_parent(runs: Sequence[Path]) -> Tuple[str, str]:
             "runs (trained with hooks=[{name: mlflow}]), or leave out --to-tracker"
         )
     uri, parent = parents.pop()
-    return named_store({"tracking_uri": uri}, Path(runs[0]) / FOLDER / "mlflow.json", COMMAND), parent
+    return named_store({"tracking_uri": uri}, identity_file(runs[0], "mlflow"), COMMAND), parent
 
 
 def found_tags(client: Any, run_id: Any) -> dict:
@@ -72,12 +72,12 @@ def check_children(client: Any, runs: Sequence[Path], parent: str) -> None:
     from utils.trackers.mlflow_backend import FOLDER_TAG
 
     for run in runs:
-        identity = read_identity(Path(run) / FOLDER / "mlflow.json")
+        identity = read_identity(identity_file(run, "mlflow"))
         run_id = identity.get("run_id")
         tags = found_tags(client, run_id)
         if tags.get(FOLDER_TAG) != identity.get("folder_id") or tags.get("mlflow.parentRunId") != parent:
             raise ConfigError(
-                f"--to-tracker: '{run}/{FOLDER}/mlflow.json' names MLflow run {run_id}, which is not that folder's "
+                f"--to-tracker: '{identity_file(run, 'mlflow')}' names MLflow run {run_id}, which is not that folder's "
                 f"child of run {parent} (its {FOLDER_TAG} and parent differ); nothing was written: compare one sweep's "
                 "runs as they were trained, or leave out --to-tracker"
             )

@@ -42,6 +42,11 @@ SWEEP_PARENT = "mlflow-sweep-"  # the start of a sweep's parent-run files (sweep
 BATCH_BYTES = 1 << 20  # what one send reads from the spool at most
 
 
+def identity_file(run: Path, name: str) -> Path:
+    """The identity file of tracker ``name`` of the run folder ``run`` (a ``Spool``'s ``identity_path``)."""
+    return Path(run) / FOLDER / f"{name}.json"
+
+
 def tracker_names(folder: Path) -> List[str]:
     """The trackers whose spools ``folder`` (a run's ``trackers/``) holds, by their identity files (a sweep's parent
     files are no spool: a run folder of the old layout is its experiment's folder too)."""

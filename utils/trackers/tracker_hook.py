@@ -28,6 +28,7 @@ from utils.errors import ConfigError, name_list
 from utils.hook import Hook
 from utils.hook.run_summary import flat_config
 from utils.log import format_metrics
+from utils.run.folder import RunFolder
 from utils.trackers.owner import claim, here, made_elsewhere, set_aside
 from utils.trackers.sender import Backend, Sender
 from utils.trackers.spool import FOLDER, Spool
@@ -70,7 +71,7 @@ class Tracker(Hook):
 
     def _best(self) -> Optional[Path]:
         """The run's best checkpoint once it exists: ``best.pt``, or the folder ``best.dcp`` of ``dist.mode=fsdp``."""
-        found = [self.run_path / "checkpoints" / name for name in (BEST, SHARDED_BEST)]
+        found = [RunFolder(self.run_path).checkpoints / name for name in (BEST, SHARDED_BEST)]
         return next((path for path in found if path.exists()), None)
 
     def after_test(self, trainer: Any, metrics: Dict[str, float]) -> None:

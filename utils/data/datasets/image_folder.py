@@ -1,91 +1,38 @@
-"""Class-per-folder images: ``<root>/<split>/<class>/<image>`` (ImageNet layout).
+"""Class-per-folder images: ``<root>/<split>/<class>/<image>`` (ImageNet layout), or a pack of them.
 
-One class list for every split: the train split's class folders (sorted), or
-``classes`` (``data.args.classes``, or the list a checkpoint saved, in test
-mode). A val/test class folder that the list lacks is an error naming it; a
-class missing from val/test keeps its index (a warning names it); an empty class
-folder is an error. Hidden and debris names (``utils/data/folders.py``) are
-never classes or images. Symlinked folders are followed, but each real
-directory is read once per class, so a link back up the tree does not loop.
-Images are read as stored (``utils/data/images.py``).
+The samples come from a source (``utils/data/sources/``): the class folders (``class_folders.py``: one class
+list for every split, the train split's class folders or ``classes``, i.e. ``data.args.classes`` or the list
+a checkpoint saved in test mode) or a pack of them. Images are read as stored (``utils/data/images.py``).
 """
 
 from __future__ import annotations
 
-import os
+from functools import partial
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Literal, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
-import numpy as np
 import torch
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import default_collate
 
 from utils.config.arguments import Count
 from utils.data.bad_samples import BadSamples
 from utils.data.batch import check_one_size
 from utils.data.crop_decode import Decoded, crop_reader
-from utils.data.folders import subfolders, walk_visible, warn_missing_classes
-from utils.data.identity import relative_key
-from utils.data.images import as_float, check_channels, file_bytes, read_pixels
-from utils.data.samplers import WindowOrder
-from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
+from utils.data.images import as_float, check_channels
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
-from utils.data.string_table import StringTable
+from utils.data.sources.class_folders import ClassFolders
+from utils.data.sources.dataset import SourceDataset
+from utils.data.sources.open import open_source
+from utils.data.sources.pack import PackArgs
 from utils.data.transforms import pixels_then_floats, split_at_float
-from utils.errors import ConfigError, DataError
+from utils.errors import ConfigError
 from utils.registry import DATASETS
 
-# torchvision's list (torchvision.datasets.folder.IMG_EXTENSIONS), kept here: importing torchvision costs about 1 s
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 RESIZE_FIX = "data.args.image_size=N, or a Resize / RandomResizedCrop in data.train_transforms and a Resize + CenterCrop in data.eval_transforms"
 
 
-def scan(folder: Path, classes: Sequence[str]) -> Tuple[StringTable, np.ndarray]:
-    """The key (path relative to ``folder``) and class index of every image under ``folder/<class>/``, in a fixed
-    order: a table of the keys and an array of the labels.
-
-    Symlinked directories are followed, but a real directory is read once per
-    class: a link back into the tree (``a/again -> ../a``) adds nothing. A class
-    folder without images is an error naming it.
-    """
-    counts = [0] * len(classes)
-
-    def keys() -> Iterator[str]:
-        for index, name in enumerate(classes):
-            top = folder / name
-            if not top.is_dir():
-                continue
-            seen: Set[str] = set()
-            found: List[Tuple[str, List[str]]] = []
-            for dirpath, dirnames, filenames in walk_visible(top):
-                real = os.path.realpath(dirpath)
-                if real in seen:
-                    dirnames[:] = []  # a loop or a second link to a directory already read
-                    continue
-                seen.add(real)
-                found.append((dirpath, [f for f in filenames if f.lower().endswith(IMG_EXTENSIONS)]))
-            for dirpath, files in sorted(found):
-                counts[index] += len(files)
-                yield from _keys_in(dirpath, sorted(files), folder)
-            if not counts[index]:
-                raise DataError(
-                    f"class folder '{top}' holds no images (looked for {', '.join(IMG_EXTENSIONS)}); add its images or remove the folder"
-                )
-
-    table = StringTable.from_strings(keys())
-    return table, np.repeat(np.arange(len(classes), dtype=np.int32), counts)
-
-
-def _keys_in(dirpath: str, files: List[str], folder: Path) -> List[str]:
-    """``os.path.relpath(<dirpath>/<file>, folder)`` of each of ``files``: one relpath per directory."""
-    where = relative_key(dirpath, str(folder))
-    if where == "." or where == ".." or where.startswith("../"):  # a class named ".", "..": relpath says
-        return [os.path.relpath(os.path.join(dirpath, f), folder) for f in files]
-    return [f"{where}/{f}" for f in files]
-
-
 @DATASETS.register("image_folder")
-class ImageFolder(Dataset):
+class ImageFolder(SourceDataset):
     """Images as float tensors ``[channels, H, W]`` in [0, 1], read as stored.
 
     ``channels`` (3 by default) is how many the network gets: grey images are
@@ -106,9 +53,7 @@ class ImageFolder(Dataset):
     """
 
     SIZING = ("image_size", "first")  # --mode predict: resized to data.args.image_size before the eval transforms
-    INERT_ARGS = PACK_INERT  # data.args a resume may change (utils/checkpoint/guard.py)
     task = "classification"  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
-    check_folders = staticmethod(check_folders)  # a remote pack's cache folder, checked before a run folder is made
 
     def __init__(
         self,
@@ -129,78 +74,21 @@ class ImageFolder(Dataset):
         if root is None:
             raise ConfigError("dataset image_folder needs data.root=<folder with train/ and val/ inside>")
         pack = PackArgs(cache_limit, cache_dir, shuffle_window)
-        self.packed = open_packed(root, split, "classification", pack, "image_folder")
-        if self.packed is not None:  # a pack: the index's keys, labels and classes
-            self.root, self.keys, self.labels = self.packed.where, self.packed.key_table(), self.packed.labels
-            self.classes = self.packed.classes(classes)
-        else:
-            self._scan(Path(root), split, classes)
-        self.num_classes = len(self.classes) if self.classes is not None else getattr(self.packed, "num_classes", 0)
+        files = partial(ClassFolders, Path(root), split, classes)
+        self.source = open_source(root, split, self.task, pack, files, "image_folder", classes)
+        self.root, self.keys, self.labels = self.source.where, self.source.keys, self.source.labels
+        self.classes, self.num_classes = self.source.classes, self.source.num_classes
         from torchvision.transforms import v2  # here, not at import: torchvision costs about 1 s
 
         self.resize = v2.Resize((image_size, image_size), antialias=True) if image_size else None
         self.transform = transform
-        in_memory = self.packed is not None and self.packed.in_memory
-        self.for_crop = crop_reader(transform, self.resize) if decode_for_crop and not in_memory else None
+        self.for_crop = crop_reader(transform, self.resize) if decode_for_crop and not self.source.in_memory else None
         self.uint8_items = False  # the train loader's choice (batches_of_uint8)
         self._first_of_shape: Dict[Tuple[int, ...], str] = {}  # this process's first file of each tensor shape
 
-    def _scan(self, root: Path, split: str, classes: Optional[Sequence[str]]) -> None:
-        self.root = folder = self._split_folder(root, split)
-        self.classes = self._class_list(root, folder, classes)
-        self.keys, self.labels = scan(folder, self.classes)
-        if not len(self.keys):
-            raise DataError(
-                f"data folder '{folder}' holds no images (looked for {', '.join(IMG_EXTENSIONS)} under {folder}/<class>/)"
-            )
-        warn_missing_classes(folder, self.classes, {self.classes[label] for label in np.unique(self.labels)})
-        self._prefix = os.path.join(str(folder), "")  # + a key: the path the scan found
-
-    @staticmethod
-    def _split_folder(root: Path, split: str) -> Path:
-        folder = root / split
-        if not folder.is_dir():
-            hint = (
-                "; data.test_split names the split folder that testing reads (e.g. data.test_split=val)"
-                if split not in ("train", "val")
-                else ""
-            )
-            raise DataError(f"data folder '{folder}' does not exist; expected <root>/{split}/<class>/<image>{hint}")
-        return folder
-
-    @staticmethod
-    def _class_list(root: Path, folder: Path, classes: Optional[Sequence[str]]) -> List[str]:
-        """``classes`` when given, else the train split's class folders (the split's own when train is absent)."""
-        own = subfolders(folder)
-        if classes is None:
-            train = root / "train"
-            classes = subfolders(train) if train.is_dir() else own
-            if not classes:
-                raise DataError(
-                    f"data folder '{train if train.is_dir() else folder}' holds no images: it has no class folders; expected <root>/<split>/<class>/<image>"
-                )
-        unknown = [name for name in own if name not in classes]
-        if unknown:
-            raise DataError(
-                f"class folder(s) {unknown} in '{folder}' are not classes of the training split ({', '.join(classes)}); "
-                "remove them, add them to the train split, or list every class in data.args.classes"
-            )
-        return list(classes)
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def key_table(self) -> StringTable:
-        """Each image's path relative to the split folder (``<class>/<file>``): the data's identity, whatever the root."""
-        return self.keys
-
-    def sample_keys(self) -> List[str]:
-        """The keys as a list."""
-        return self.keys.tolist()
-
     def path(self, index: int) -> str:
         """The file of sample ``index`` (of a pack: its name, ``<split url>:<key>``)."""
-        return self.packed.name_of(index) if self.packed is not None else self._prefix + self.keys[index]
+        return self.source.name_of(index)
 
     def label(self, index: int) -> int:
         """The class index of sample ``index``."""
@@ -209,24 +97,14 @@ class ImageFolder(Dataset):
     def _read(self, at: int) -> Tuple[Decoded, int, str]:
         path = self.path(at)
         if self.for_crop is not None:
-            if self.packed is not None:
-                data, ext = self.packed.image_bytes(at)
-                if ext == "npy":
-                    return Decoded(self.packed.image(at, self.channels), False), self.label(at), path
-            else:
-                data = file_bytes(path, f"image '{path}'", "fix or remove the file")
-            return self.for_crop.read(data, path, self.channels), self.label(at), path
-        if self.packed is not None:
-            return Decoded(self.packed.image(at, self.channels), False), self.label(at), path
-        return Decoded(read_pixels(path, self.channels), False), self.label(at), path
-
-    def window_order(self) -> Optional[WindowOrder]:
-        """A pack's shard-window order (``data.args.shuffle_window``); None for files (a shuffle of the split)."""
-        return self.packed.window_order() if self.packed is not None else None
+            data, ext = self.source.image_bytes(at)
+            if ext != "npy":
+                return self.for_crop.read(data, path, self.channels), self.label(at), path
+        return Decoded(self.source.image(at, self.channels), False), self.label(at), path
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         (values, cropped, _), label, path = self.bad_samples.first_usable(index, len(self), self._read, str(self.root))
-        if self.packed is not None and self.packed.in_memory:  # an in-memory dataset's tensor, as it gave it
+        if self.source.in_memory:  # an in-memory dataset's tensor, as it gave it
             return (values if self.transform is None else self.transform(values)), label
         if cropped:  # its RandomResizedCrop applied while decoding
             image = pixels_then_floats(values, None, self.for_crop.rest, not self.uint8_items)
@@ -239,8 +117,7 @@ class ImageFolder(Dataset):
         """Asked by the loader (utils/data/loader.py): when nothing after the transforms on pixels needs floats, items keep 8-bit
         values (4x fewer bytes through the workers) and the loader turns whole batches into floats
         (``utils/data/prefetch.py``: ``Normalize``). True when they do from now on."""
-        in_memory = self.packed is not None and self.packed.in_memory
-        self.uint8_items = not in_memory and split_at_float(self.transform)[1] is None
+        self.uint8_items = not self.source.in_memory and split_at_float(self.transform)[1] is None
         return self.uint8_items
 
     def collate_fn(self, batch: List[Tuple[torch.Tensor, int]]) -> List[torch.Tensor]:

@@ -1,10 +1,10 @@
 """``data.name=shards``: the dataset a pack was written from, read from the pack (``data.root=DIR`` or
 ``s3://bucket/prefix``, as ``--mode pack`` wrote it).
 
-A pack is a source of bytes under the datasets users already name (``utils/data/shards/packed.py``):
+A pack is a source of bytes under the datasets users already name (``utils/data/sources/``):
 ``image_folder``, ``image_mask_folder`` and ``video_frames_folder`` read one as they read a folder of
-files. ``shards`` picks the one for the pack's task (classification, also an in-memory dataset's
-``.npy`` tensors; SOD; video) from its index and builds it with the ``data.args`` it takes; an argument
+files. ``shards`` picks the one whose declared ``task`` is the pack's (classification, also an in-memory
+dataset's ``.npy`` tensors; SOD; video), read from its index, and builds it with the ``data.args`` it takes; an argument
 only another task's dataset takes, set to other than its default, is a warning that it does nothing.
 The arguments ``shards`` accepts are those of the three datasets, read from their signatures.
 """
@@ -12,21 +12,19 @@ The arguments ``shards`` accepts are those of the three datasets, read from thei
 from __future__ import annotations
 
 import inspect
-import logging
 import typing
-from typing import Any, Callable, Dict, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from utils.data.datasets.image_folder import ImageFolder
 from utils.data.datasets.image_mask_folder import ImageMaskFolder
 from utils.data.datasets.video_frames_folder import VideoFramesFolder
-from utils.data.shards.packed import PACK_INERT, check_folders
 from utils.data.shards.reader import packed_task
+from utils.data.sources.open import warn_once
+from utils.data.sources.pack import PACK_INERT, check_folders
 from utils.errors import ConfigError
 from utils.registry import DATASETS
 
-log = logging.getLogger(__name__)
-READERS = {"classification": ImageFolder, "sod": ImageMaskFolder, "video": VideoFramesFolder}
-_WARNED: Set[Tuple[str, str]] = set()
+READERS = {dataset.task: dataset for dataset in (ImageFolder, ImageMaskFolder, VideoFramesFolder)}
 
 
 def _parameters() -> Dict[str, inspect.Parameter]:
@@ -56,9 +54,8 @@ def shards(split: str = "train", root: Optional[str] = None, transform: Optional
     dataset = READERS[task]
     takes = inspect.signature(dataset.__init__).parameters
     for name, value in args.items():
-        if name not in takes and value != _parameters()[name].default and (root, name) not in _WARNED:
-            _WARNED.add((root, name))
-            log.warning("data.args.%s=%r does nothing: the shards in '%s' hold %s data", name, value, root, task)
+        if name not in takes and value != _parameters()[name].default:
+            warn_once(f"data.args.{name}={value!r} does nothing: the shards in '{root}' hold {task} data")
     return dataset(split=split, root=root, transform=transform, **{k: v for k, v in args.items() if k in takes})
 
 

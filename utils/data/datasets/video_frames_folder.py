@@ -1,102 +1,33 @@
-"""Videos extracted to frames: ``<class>/<video>/<frame>.jpg`` (UCF101, Kinetics, HMDB51 dumps).
-
-Two ways to say which videos form a split:
-
-- split folders: ``<root>/<split>/<class>/<video>/<frame>.jpg``;
-- split files (``split_files: {train: trainlist01.txt, test: testlist01.txt}``,
-  paths relative to ``root``): one video per line, ``<class>/<video>[.avi] [anything]``,
-  frames under ``<root>/<class>/<video>/``. UCF101's official lists work as they are.
-
-Frames are sorted by the numbers in their names (``img_2`` before ``img_10``) and read as
-stored (``utils/data/images.py``); hidden and debris names are no classes, videos or frames.
-A class folder without videos is an error; a split without some class is a warning.
-Class indices follow ``classes`` when given, else the sorted class names found
-in all split folders or all listed split files (so every split agrees).
+"""Videos extracted to frames: ``<class>/<video>/<frame>.jpg`` (UCF101, Kinetics, HMDB51 dumps), or a pack of
+them, read through a source (``utils/data/sources/video_folders.py`` for the folder layout: split folders, or
+split files such as UCF101's lists).
 """
 
 from __future__ import annotations
 
-import os
-import re
+from functools import partial
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Union
 
 import torch
 
 from utils.config.arguments import Count
 from utils.data.clips import ClipDataset
-from utils.data.folders import subfolders, visible, warn_missing_classes
-from utils.data.identity import relative_key
-from utils.data.images import read_image
 from utils.data.samplers import WindowOrder
-from utils.data.shards.packed import PACK_INERT, PackArgs, check_folders, open_packed
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT
-from utils.data.string_table import StringTable
-from utils.errors import ConfigError, DataError
+from utils.data.sources.dataset import ReadsSource
+from utils.data.sources.open import changed, open_source
+from utils.data.sources.pack import PackArgs
+from utils.data.sources.video_folders import VideoFolders
+from utils.errors import ConfigError
 from utils.registry import DATASETS
-
-EXTENSIONS = (".jpg", ".jpeg", ".png")
-
-
-def natural_key(name: str) -> List:
-    """``frame10.jpg`` sorts after ``frame9.jpg``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def list_frames(folder: Path) -> List[str]:
-    """The image file names in ``folder`` in frame order."""
-    with os.scandir(folder) as entries:
-        names = [e.name for e in entries if e.is_file() and e.name.lower().endswith(EXTENSIONS) and visible(e.name)]
-    return sorted(names, key=natural_key)
-
-
-def read_clip(folder: Path, indices: List[int]) -> torch.Tensor:
-    """Frames ``indices`` (in frame order) of a frame folder, ``[T, C, H, W]`` float in [0, 1]."""
-    names = list_frames(folder)  # listed at each read: keeping every path of a large dataset costs GBs
-    return torch.stack([read_image(folder / names[i]) for i in indices])
-
-
-def read_split_file(root: Path, path: Path) -> List[Tuple[str, Path]]:
-    """``(class, video folder)`` for every line of a split list."""
-    if not path.is_file():
-        raise DataError(f"split file '{path}' does not exist; data.args.split_files paths are relative to data.root")
-    videos = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        rel = Path(line.split()[0])
-        if len(rel.parts) < 2:
-            raise DataError(f"{path}:{number}: '{rel}' is not <class>/<video>; every line must name the class folder")
-        folder = root / rel if (root / rel).is_dir() else root / rel.with_suffix("")
-        videos.append((rel.parts[-2], folder))
-    return videos
-
-
-def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
-    if not folder.is_dir():
-        raise DataError(
-            f"data folder '{folder}' does not exist; expected <root>/<split>/<class>/<video>/<frame>.jpg, "
-            "or give data.args.split_files={split: list file}"
-        )
-    videos = []
-    for name in subfolders(folder):
-        found = subfolders(folder / name)
-        if not found:
-            raise DataError(
-                f"class folder '{folder / name}' holds no video folders; expected <class>/<video>/<frame>.jpg, add its videos or remove the folder"
-            )
-        videos += [(name, folder / name / video) for video in found]
-    return videos
 
 
 @DATASETS.register("video_frames_folder")
-class VideoFramesFolder(ClipDataset):
+class VideoFramesFolder(ReadsSource, ClipDataset):
     """Clips of ``clip_len`` frames, ``frame_stride`` apart, from frame folders (see the module doc)."""
 
-    INERT_ARGS = PACK_INERT  # data.args a resume may change (utils/checkpoint/guard.py)
     task = "video"  # the eval.metric its samples are for (utils/data/input_shape.py: check_task)
-    check_folders = staticmethod(check_folders)  # a remote pack's cache folder, checked before a run folder is made
 
     def __init__(
         self,
@@ -117,65 +48,20 @@ class VideoFramesFolder(ClipDataset):
         if root is None:
             raise ConfigError("dataset video_frames_folder needs data.root=<folder of <class>/<video>/<frame>.jpg>")
         pack = PackArgs(cache_limit, cache_dir, shuffle_window)
-        self.packed = open_packed(root, split, "video", pack, "video_frames_folder")
-        if self.packed is not None:  # a pack: the index's videos (frame counts: their members)
-            packed = self.packed
-            packed.ignores(VideoFramesFolder.__init__, split_files=split_files)
-            self.classes = packed.classes(classes)
-            self.num_classes = len(self.classes) if self.classes is not None else packed.num_classes
-            names = StringTable.from_strings(packed.name_of(at) for at in range(len(packed)))
-            self.set_videos(packed.labels, packed.index.samples["count"], names, packed.key_table())
-        else:
-            self._scan(Path(root), split, split_files, classes)
-
-    def _scan(
-        self, base: Path, split: str, split_files: Optional[Dict[str, str]], classes: Optional[List[str]]
-    ) -> None:
-        if split_files:
-            if split not in split_files:
-                raise ConfigError(
-                    f"data.args.split_files has no entry for split '{split}'; add one (it may name the test list)"
-                )
-            lists = {s: read_split_file(base, base / f) for s, f in split_files.items()}
-            videos = lists[split]
-            known = sorted({c for entries in lists.values() for c, _ in entries})
-        else:
-            videos = scan_split_folder(base / split)
-            splits = {split, *(s for s in ("train", "val", "test") if (base / s).is_dir())}
-            known = sorted({c for s in splits for c in subfolders(base / s)})
-        self.classes = list(classes) if classes else known
-        index = {name: i for i, name in enumerate(self.classes)}
-        unknown = sorted({c for c, _ in videos if c not in index})
-        if unknown:
-            raise DataError(
-                f"classes {unknown[:5]} of split '{split}' are not in data.args.classes; add them or drop those videos"
-            )
-        self.num_classes = len(self.classes)
-        warn_missing_classes(
-            base / split if not split_files else base / split_files[split], self.classes, {c for c, _ in videos}
-        )
-        for _, folder in videos:
-            if not folder.is_dir():
-                raise DataError(
-                    f"video folder '{folder}' does not exist; extract its frames there or drop it from the split"
-                )
-        self.set_videos(
-            [index[c] for c, _ in videos],
-            [len(list_frames(folder)) for _, folder in videos],
-            StringTable.from_strings(str(folder) for _, folder in videos),
-            StringTable.from_strings(relative_key(str(folder), str(base)) for _, folder in videos),
-        )
+        files = partial(VideoFolders, Path(root), split, split_files, classes)
+        placed = changed(VideoFramesFolder.__init__, split_files=split_files)
+        source = self.source = open_source(root, split, self.task, pack, files, "video_frames_folder", classes, placed)
+        self.classes, self.num_classes = source.classes, source.num_classes
+        self.set_videos(source.labels, source.frame_counts, source.names(), source.keys)  # type: ignore[attr-defined]
 
     def folder(self, video: int) -> Path:
         """The frame folder of video ``video`` (its name)."""
         return Path(self.names[video])
 
     def read_frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        if self.packed is not None:
-            return self.packed.frames(video, indices)
-        return read_clip(self.folder(video), indices)
+        return self.source.frames(video, indices)  # type: ignore[attr-defined]
 
     def window_order(self) -> Optional[WindowOrder]:
-        """A pack's shard-window order (``data.args.shuffle_window``, in training: an item is a video); None for
-        files (a shuffle of the split)."""
-        return self.packed.window_order() if self.packed is not None and self.training else None
+        """The source's training order (a pack's shard windows, ``data.args.shuffle_window``; an item is a video);
+        None in evaluation, and for files."""
+        return self.source.window_order() if self.training else None

@@ -98,6 +98,19 @@ class S3Store:
     def upload(self, source: Path, name: str) -> None:
         self._retried(lambda: self.client.upload_file(str(source), self.bucket, self.key(name)), name, writing=True)
 
+    def remove(self, names: List[str]) -> None:
+        """Deletes the objects ``names`` (nothing for one that is missing), a thousand a request (S3's most):
+        pack's records once its index is written."""
+        for start in range(0, len(names), 1000):
+            keys = [{"Key": self.key(name)} for name in names[start : start + 1000]]
+            self._retried(
+                lambda keys=keys: self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True}
+                ),
+                names[start],
+                writing=True,
+            )
+
     def is_empty(self) -> bool:
         """Whether no object lies under the prefix."""
         prefix = f"{self.prefix}/" if self.prefix else ""

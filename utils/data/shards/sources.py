@@ -23,21 +23,10 @@ from utils.errors import DataError
 Member = Tuple[str, Union[Path, bytes]]  # (extension, the file it is stored in, or its bytes)
 
 
-def _ext(path: Union[str, Path]) -> str:
-    return Path(path).suffix.lower().lstrip(".") or "bin"
-
-
 def _npy(tensor: Any) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(torch.as_tensor(tensor).numpy()), allow_pickle=False)
     return buffer.getvalue()
-
-
-def task_of(dataset: Any) -> str:
-    """``sod`` for image + mask pairs, ``video`` for frame folders, else ``classification``."""
-    if hasattr(dataset, "frame_counts") and hasattr(dataset, "folder"):
-        return "video"
-    return "sod" if hasattr(dataset, "pair") and hasattr(dataset, "pipeline") else "classification"
 
 
 def classes_of(dataset: Any) -> Optional[List[Any]]:
@@ -47,22 +36,25 @@ def classes_of(dataset: Any) -> Optional[List[Any]]:
 
 class PackSource:
     """The samples of ``dataset`` (the registered dataset ``name``, built without transforms) as pack stores them:
-    ``count`` samples with their ``keys()``, ``labels()``, ``stems()`` and each one's ``members(at)``."""
+    ``count`` samples with their ``keys()``, ``labels()``, ``stems()`` and each one's ``members(at)``.
+
+    A dataset that reads through a source (``utils/data/sources/``: files, or a pack packed again) gives its
+    source's samples for the task it declares; any other holds its samples in memory: tensors with one integer
+    label each, stored as ``.npy``."""
 
     def __init__(self, dataset: Any, name: str) -> None:
         self.dataset, self.name = dataset, name
-        self.task = task_of(dataset)
+        self.source = getattr(dataset, "source", None)
+        self.task = dataset.task if self.source is not None else "classification"
         self.classes = classes_of(dataset)
-        self.packed = getattr(dataset, "packed", None)  # a pack packed again: its members as stored
-        if self.packed is not None:
-            self.name = self.packed.index.dataset  # the dataset it was packed from
-        self._files = self.task == "classification" and callable(getattr(dataset, "path", None))  # image_folder
-        self.count = dataset.num_videos if self.task == "video" else len(dataset)
+        if self.source is not None and self.source.origin:
+            self.name = self.source.origin  # a pack packed again: the dataset it was packed from
+        self.count = len(self.source) if self.source is not None else len(dataset)
 
     def keys(self) -> StringTable:
         """Each sample's key: each video's, for frame folders (not each clip's)."""
-        if self.task == "video":
-            return self.dataset.keys
+        if self.source is not None:
+            return self.source.keys  # type: ignore[no-any-return]
         table = getattr(self.dataset, "key_table", None)
         return table() if callable(table) else StringTable.from_strings(sample_keys(self.dataset))
 
@@ -70,32 +62,20 @@ class PackSource:
         """Each image-and-mask pair's stem (the saliency maps' names); none for other tasks."""
         if self.task != "sod":
             return StringTable.from_strings([])
-        if self.packed is not None:
-            return self.packed.stem_table()
-        return StringTable.from_strings(self.dataset.pair(at)[0] for at in range(self.count))
+        return self.source.stems()  # type: ignore[no-any-return,union-attr]
 
     def labels(self) -> np.ndarray:
         """Each sample's class index; -1 for SOD."""
         if self.task == "sod":
             return np.full(self.count, -1, np.int64)
-        if self.task == "video" or self._files:
-            return np.asarray(self.dataset.labels, np.int64)
+        if self.source is not None:
+            return np.asarray(self.source.labels, np.int64)
         return np.fromiter((self._item(at)[1] for at in range(self.count)), np.int64, self.count)
 
     def members(self, at: int) -> List[Member]:
         """Sample ``at``'s members in order (an image; an image and its mask; a video's frames): file or bytes."""
-        if self.packed is not None:
-            return self.packed.raw_members(at)  # type: ignore[no-any-return]
-        if self.task == "video":
-            from utils.data.datasets.video_frames_folder import list_frames  # the frame order the dataset reads
-
-            folder = self.dataset.folder(at)
-            return [(_ext(name), folder / name) for name in list_frames(folder)]
-        if self.task == "sod":
-            _, image, mask = self.dataset.pair(at)
-            return [(_ext(image), Path(image)), (_ext(mask), Path(mask))]
-        if self._files:
-            return [(_ext(self.dataset.path(at)), Path(self.dataset.path(at)))]
+        if self.source is not None:
+            return self.source.members(at)  # type: ignore[no-any-return]
         return [("npy", _npy(self._item(at)[0]))]
 
     def _item(self, at: int) -> Tuple[torch.Tensor, int]:

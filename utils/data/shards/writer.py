@@ -1,9 +1,10 @@
 """Writing one split as tar shards (WebDataset's layout: members ``<n>.<m>.<ext>`` per sample) and its index.
 
 The split is cut into shards by a plan made from the members' sizes alone (``plan_shards``), so each shard is
-then written by any process, in any order, to the same bytes: ``--mode pack --workers K`` gives the same
-shards, index and checksums for every K. Each shard's writer fills its samples' member rows straight into the
-index's ``members`` array (a file every writer maps), so no process holds the index of the whole split.
+then written by any process, on any node, in any order, to the same bytes: ``--mode pack --workers K`` under
+any number of launched processes gives the same shards, index and checksums. Each shard's writer gives its
+members' rows of the index's ``members`` array (spans and checksums, in writing order), which the process that
+writes the index puts in place (``pack_split.py``), so no writer holds the index of the whole split.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
-from utils.data.shards.index import ARRAYS, INDEX, Header, Shard
+from utils.data.shards.index import ARRAYS, INDEX, MEMBER, Header, Shard
 from utils.files.checksum import file_digest
 from utils.files.owned import check_file, make_dirs, open_file, write_text
 
 BLOCK = tarfile.BLOCKSIZE
+ROW = np.dtype([(name, MEMBER[name]) for name in ("offset", "size", "digest")])  # a member's row as its writer knows it
 
 
 def tar_bytes(sizes: np.ndarray) -> np.ndarray:
@@ -58,21 +60,20 @@ def shard_name(number: int) -> str:
     return f"shard-{number:06d}.tar"
 
 
-def write_shard(
-    folder: Path, job: ShardJob, members_of: Callable[[int], List[Tuple[str, bytes]]], rows: Any, first: np.ndarray
-) -> Shard:
+def write_shard(folder: Path, job: ShardJob, members_of: Callable[[int], List[Tuple[str, bytes]]], rows: Any) -> Shard:
     """Writes ``job``'s shard into ``folder``: each sample's members (``members_of(i)``: ``(ext, bytes)`` in
-    order) with their spans and checksums into ``rows`` (the index's ``members`` array, row ``first[i]`` on)."""
+    order), their spans and checksums into ``rows`` (``ROW``s, one per member in writing order)."""
     path = folder / shard_name(job.number)
+    row = 0
     with open_file(folder, path, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for written, at in enumerate(job.samples.tolist(), start=job.first_written):
-            row = int(first[at])
             for m, (ext, data) in enumerate(members_of(at)):
                 info = tarfile.TarInfo(f"{written:09d}.{m}.{ext}")
                 info.size, info.mtime, info.mode = len(data), 0, 0o644  # no time or user: the same data, the same bytes
                 tar.addfile(info, io.BytesIO(data))
                 offset = tar.offset - (len(data) + BLOCK - 1) // BLOCK * BLOCK
-                rows[row + m] = (offset, len(data), _digest(data), rows[row + m]["ext"])
+                rows[row] = (offset, len(data), _digest(data))
+                row += 1
     return Shard(path.name, len(job.samples), file_digest(path), path.stat().st_size)
 
 
@@ -91,11 +92,6 @@ def create_arrays(folder: Path, sizes: Dict[str, int]) -> Dict[str, np.ndarray]:
         )
         for name in ARRAYS
     }
-
-
-def open_members(folder: Path) -> np.ndarray:
-    """The ``members`` array of a split being written, mapped for writing (in a shard's writer process)."""
-    return np.load(folder / "members.npy", mmap_mode="r+")
 
 
 def finish(folder: Path, arrays: Dict[str, np.ndarray], facts: Dict[str, Any], shards: List[Shard]) -> Header:

@@ -137,7 +137,9 @@ def check_references(cfg: Config) -> None:
         from utils.metrics.extra import check_extras
 
         check_extras(extras, cfg.eval.metric, cfg.model.args.get("num_classes"))
-    check_monitor(cfg.eval.metric, cfg.eval.monitor, extras)  # its direction: monitor_mode, once (utils/run/start.py)
+    check_monitor(
+        cfg.eval.metric, cfg.eval.monitor, extras
+    )  # its direction: monitor_mode, once (utils/commands/start.py)
 
 
 def _extra_directions(extras: Sequence[Dict[str, Any]]) -> Dict[str, Optional[str]]:

@@ -1,20 +1,16 @@
-"""A packed split as the folder datasets read it: ``image_folder``, ``image_mask_folder`` and
-``video_frames_folder`` take ``data.root`` of a pack (a folder ``--mode pack`` wrote, or ``s3://bucket/prefix``)
-as they take a folder of files, the way timm's ``create_reader`` picks a reader under one dataset: their
-keys, labels and classes come from the index, and each sample's members decode as its files would
-(``decode.py``); the sizing, transforms and batching stay the dataset's own.
+"""The pack reader: a split ``--mode pack`` wrote (a folder, or ``s3://bucket/prefix``) as a source
+(``source.py``): its keys, labels and classes come from the index, and each sample's members decode as its
+files would (``utils/data/shards/decode.py``); the sizing, transforms and batching stay the dataset's own.
 
 The arguments of the pack's reading (``cache_limit``, ``cache_dir``, ``shuffle_window``) are each dataset's
-own too: with a folder of files they do nothing, and say so once.
+own; with a folder of files they do nothing, and say so once (``open.py``).
 """
 
 from __future__ import annotations
 
 import bisect
-import inspect
-import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -25,13 +21,11 @@ from utils.data.shards import decode
 from utils.data.shards.index import INDEX
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, ShardReader, checked_cache_folder, open_split
 from utils.data.shards.store import is_s3
+from utils.data.sources.source import Member, Source
 from utils.data.string_table import StringTable
 from utils.errors import DataError
 
-log = logging.getLogger(__name__)
 PACK_INERT = ("cache_limit", "cache_dir")  # where a pack's shards are cached, and how many: a resume may change them
-READER_DEFAULTS = {"cache_limit": DEFAULT_CACHE_LIMIT, "cache_dir": None, "shuffle_window": None}
-_WARNED: Set[Tuple[str, str]] = set()
 
 
 class PackArgs(NamedTuple):
@@ -48,24 +42,16 @@ def is_packed(root: Optional[str], split: str) -> bool:
 
 
 def check_folders(root: Optional[str], args: Dict[str, Any]) -> None:
-    """Before a run folder is made (``utils/run/start.py``): the folder a remote pack's shards would be cached in
+    """Before a run folder is made (``utils/commands/start.py``): the folder a remote pack's shards would be cached in
     (a dataset that reads packs names this as its ``check_folders``)."""
     if root is not None and is_s3(str(root)):
         checked_cache_folder(str(root), args.get("cache_dir"))
 
 
-def open_packed(root: Optional[str], split: str, task: str, args: PackArgs, dataset: str) -> Optional["PackedSplit"]:
-    """``root``'s ``split`` as a :class:`PackedSplit` when ``root`` is a pack of ``task`` data, for ``dataset``;
-    None for a folder of files (a reader argument set there does nothing: a warning, once)."""
-    if not is_packed(root, split):
-        for name, value in args._asdict().items():
-            if value != READER_DEFAULTS[name] and (str(root), name) not in _WARNED:
-                _WARNED.add((str(root), name))
-                log.warning(
-                    "data.args.%s=%r does nothing: data.root '%s' is a folder of files, not a pack", name, value, root
-                )
-        return None
-    reader = open_split(str(root), split, args.cache_limit, args.cache_dir, evict_lru=bool(args.shuffle_window))
+def open_pack(root: str, split: str, task: str, args: PackArgs, dataset: str) -> "PackedSplit":
+    """``root``'s ``split`` as a :class:`PackedSplit` for ``dataset``, which reads ``task`` data; a DataError when
+    the pack holds another task's."""
+    reader = open_split(root, split, args.cache_limit, args.cache_dir, evict_lru=bool(args.shuffle_window))
     if reader.index.task != task:
         raise DataError(
             f"'{reader.where}' holds packed {reader.index.task} data, which dataset '{dataset}' does not read; "
@@ -74,15 +60,19 @@ def open_packed(root: Optional[str], split: str, task: str, args: PackArgs, data
     return PackedSplit(reader, args.shuffle_window)
 
 
-class PackedSplit:
-    """A packed split's samples: ``key_table()``, ``labels``, ``classes``; ``image(i)``, ``pair(i)`` and
-    ``frames(i, ...)`` decode a sample's members as its files would be read."""
+class PackedSplit(Source):
+    """A packed split's samples (``source.py``): ``image(i)``, ``pair(i)`` and ``frames(i, ...)`` decode a
+    sample's members as its files would be read."""
 
     def __init__(self, reader: ShardReader, shuffle_window: Optional[int]) -> None:
         self.reader, self.index, self.shuffle_window = reader, reader.index, shuffle_window
         self.where = reader.where
+        self.keys = self.key_table()
         self.labels = self.index.samples["label"]
+        self.classes = self.index.classes
+        self.origin = self.index.dataset
         self.in_memory = self.index.extensions == ["npy"]  # an in-memory dataset's tensors, as it gave them
+        self.frame_counts = self.index.samples["count"]  # a video's frames: its members
 
     def __len__(self) -> int:
         return len(self.index)
@@ -99,20 +89,27 @@ class PackedSplit:
     def num_classes(self) -> int:
         """The classes the labels span: the index's class names, or its largest label + 1 where it names none
         (the network must score them all: a crafted label of 1000 is one line, not a loss out of bounds)."""
-        return self.index.label_count or 0
+        return len(self.classes) if self.classes is not None else self.index.label_count or 0
 
     def name_of(self, at: int) -> str:
         """Sample ``at`` as errors and predictions name it: ``<split url>:<key>``."""
         return f"{self.where}:{self.index.key(at)}"
 
-    def classes(self, given: Optional[Sequence[Any]]) -> Optional[List[Any]]:
-        """The index's classes; a DataError when ``given`` (``data.args.classes``, a checkpoint's) differs."""
-        classes = self.index.classes
+    def check_classes(self, given: Optional[Sequence[Any]]) -> None:
+        """A DataError when ``given`` (``data.args.classes``, a checkpoint's) differs from the index's classes."""
+        classes = self.classes
         if given is not None and classes is not None and [str(c) for c in given] != [str(c) for c in classes]:
             raise DataError(
                 f"the shards in '{self.where}' hold the classes {classes}, not {list(given)}; pack the data again or set data.args.classes"
             )
-        return classes
+
+    def stems(self) -> StringTable:
+        """Each image-and-mask pair's stem (its saliency map's name)."""
+        return self.stem_table()
+
+    def names(self) -> StringTable:
+        """Each sample's name (``name_of``), as a table."""
+        return StringTable.from_strings(self.name_of(at) for at in range(len(self)))
 
     def image(self, at: int, channels: int) -> torch.Tensor:
         """Sample ``at``'s image as ``read_pixels`` reads a file (an in-memory dataset's tensor as it was)."""
@@ -142,19 +139,10 @@ class PackedSplit:
         data = self.reader.members(at, which)
         return [decode.pixels(d, self.index.ext(spans[i]), n, channels) for d, i, n in zip(data, which, named)]
 
-    def raw_members(self, at: int) -> List[Tuple[str, bytes]]:
+    def members(self, at: int) -> List[Member]:
         """Sample ``at``'s members as stored (``--mode pack`` of a pack copies them)."""
         spans = self.index.spans(at)
         return [(self.index.ext(span), data) for span, data in zip(spans, self.reader.members(at))]
-
-    def ignores(self, init: Callable[..., Any], **given: Any) -> None:
-        """A warning, once per pack and name, for each of ``given`` (arguments of ``init`` that place files in a
-        folder) set to other than its default: a pack has no such folders."""
-        defaults = inspect.signature(init).parameters
-        for name, value in given.items():
-            if value != defaults[name].default and (self.where, name) not in _WARNED:
-                _WARNED.add((self.where, name))
-                log.warning("data.args.%s=%r does nothing: data.root is a pack, '%s'", name, value, self.where)
 
     def window_order(self) -> Optional[WindowOrder]:
         """With ``shuffle_window=W``: the training order takes the shards in a seeded order and shuffles the

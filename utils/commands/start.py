@@ -2,7 +2,7 @@
 folder the run writes into, with the checkpoint it continues from (``open_run``).
 
 ``utils/commands/started.py`` calls them in this order, after the config is loaded and its names checked
-(``utils/config/references.py``) and before any data is read: every rule of the config that needs
+(``utils/references.py``) and before any data is read: every rule of the config that needs
 no data is one error line before a run folder exists, and a start that bad input stops
 while its folder is opened takes that folder back (``RunFolder.abandon``, ``latest`` as before).
 """
@@ -10,12 +10,11 @@ while its folder is opened takes that folder back (``RunFolder.abandon``, ``late
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, FrozenSet, NamedTuple, Optional, Tuple, Union
 
 from utils.amp import AmpPolicy, resolve_policy
 from utils.checkpoint.resume_point import checkpoint_to_resume, run_to_continue
 from utils.checkpoint.start_point import Chosen
-from utils.config.references import monitor_mode
 from utils.config.rules import compile_options
 from utils.config.schema import Config
 from utils.data.dali import check_dali
@@ -25,25 +24,29 @@ from utils.distributed.ops import decided_by_rank0
 from utils.distributed.process_group import DistInfo
 from utils.errors import UserError
 from utils.model.compile import check_compile_combination
+from utils.references import monitor_mode
 from utils.run.folder import RunFolder
 from utils.run.folder import create as create_run
 from utils.run.folder import named as named_run
 
 
 class OpenedRun(NamedTuple):
-    """What ``open_run`` decided: the run's folder and the checkpoint it continues from, with its validation record
-    (None: a fresh start); ``start_point`` turns that into the run's start."""
+    """What ``open_run`` decided, the one value that carries a resume from the opened run to the trainer: the run's
+    folder and the checkpoint it continues from, with its validation record (None: a fresh start), which
+    ``start_point`` turns into the run's start; ``why``: why a bare ``--resume`` chose this run (the start line);
+    ``adopted``: the checkpoint files linked in to start from (``--resume FILE``), no result of this run."""
 
     folder: RunFolder
     chosen: Optional[Chosen] = None
+    why: str = ""
+    adopted: FrozenSet[str] = frozenset()
 
 
 def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional[str]) -> OpenedRun:
     """Rank 0's part of ``open_run``: the folder (made now, or the run to continue, locked) and the checkpoint.
     A folder made for this start goes again when bad input stops it here (``RunFolder.abandon``)."""
-    run, start_from = (
-        run_to_continue(cfg.experiment_dir, resume, cfg.train.auto_resume) if mode == "train" else (None, None)
-    )
+    continued = run_to_continue(cfg.experiment_dir, resume, cfg.train.auto_resume) if mode == "train" else None
+    run, start_from = (continued.run, continued.start_from) if continued else (None, None)
     run = run or (
         named_run(Path(output))
         if output
@@ -54,13 +57,13 @@ def open_here(cfg: Config, mode: str, resume: Union[bool, str], output: Optional
     try:
         run.lock()  # before choosing the checkpoint: no other process adds one meanwhile
         chosen = checkpoint_to_resume(run, start_from, required=bool(resume))
-        if start_from is not None:  # linked in to start from: a start stopped later takes the folder back all the same
-            run.adopted = {entry.name for entry in run.checkpoints.iterdir()}
     except UserError:
         run.abandon()
         run.release()
         raise
-    return OpenedRun(run, chosen)
+    # linked in to start from: a start stopped later takes the folder back all the same
+    adopted = frozenset(entry.name for entry in run.checkpoints.iterdir()) if start_from is not None else frozenset()
+    return OpenedRun(run, chosen, continued.why if continued else "", adopted)
 
 
 def open_run(
