@@ -53,6 +53,11 @@ def open_storage(url: str) -> Any:
             f"the study journal's folder '{path.parent}' does not exist; create it (on the filesystem the sweep's "
             "machines share, if they share the study) or give storage another path"
         )
+    if path.exists() and not path.is_file():  # a FIFO blocks Optuna's open for ever; a folder or device is no journal
+        raise ConfigError(
+            f"the study journal '{path}' is not a regular file (a folder, FIFO or device); give storage the path of "
+            "a journal file, or of one to create"
+        )
     lock = optuna.storages.journal.JournalFileOpenLock(url)
     try:
         repair_journal(path, lock)
