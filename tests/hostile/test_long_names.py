@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
+from utils.errors import ConfigError
 from utils.files.writable import name_too_long, why_not_writable
+from utils.trackers.__main__ import sync
 
 LONG = "n" * 300
 
@@ -17,6 +19,8 @@ def test_a_name_longer_than_the_file_system_allows_is_said_before_it_is_looked_a
     assert "more than the" in name_too_long(tmp_path.joinpath(*["d" * 200] * 25))  # each name fits, the path not
     assert name_too_long(tmp_path / ("x" * 255)) is None
     assert "has a name of 300 bytes" in why_not_writable(tmp_path / LONG)
+    with pytest.raises(ConfigError, match="has a name of 300 bytes"):  # python -m utils.trackers sync
+        sync(tmp_path / LONG)
 
 
 @pytest.mark.slow  # main.py runs, forked
