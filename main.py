@@ -10,6 +10,7 @@ failure, with its traceback (under torchrun prefixed with the failing rank).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -22,7 +23,7 @@ if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):  # a user's own 
 
 from utils.commands.command_line import parse_command_line  # noqa: E402  (after the OpenMP setting)
 from utils.distributed.preempt import PREEMPTED_EXIT, Preempted  # noqa: E402
-from utils.errors import UserError, one_line  # noqa: E402
+from utils.errors import ConfigError, UserError, one_line  # noqa: E402
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -30,7 +31,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     code: bad input is one ``error:`` line (exit 2), anything else its traceback."""
     command, args = parse_command_line(argv, __doc__)
     try:
-        return command.run(args)
+        try:
+            return command.run(args)
+        except OSError as err:
+            if err.errno != errno.ENAMETOOLONG:
+                raise
+            # a path given (or named by a file) longer than the file system allows: bad input wherever it is met
+            raise ConfigError(
+                f"'{err.filename}' is longer than its file system allows (a name of at most 255 bytes, a path of "
+                "at most 4095, on most): give a shorter path"
+            ) from err
     except Preempted as stop:
         from utils.distributed.process_group import cleanup  # a stopped training run: torch is loaded
 

@@ -24,8 +24,12 @@ from typing import Any, Optional
 import yaml
 
 MASK = "***"
-# scheme://user:PASSWORD@ (RFC 3986: no '/' or '@' unencoded in it; 'host:5000/a@b' keeps its port)
-USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/?#@:\s]*:)(?P<secret>[^\s@/]+)(?=@)")
+# scheme://user:PASSWORD@host: the password runs to the last '@' before the host, as URL parsers split it (an '@'
+# left unencoded in a password, 'alice:p@ss@host', is the password's: urllib and requests send 'p@ss'); no '/', '?'
+# or '#' in it, so 'host:5000/a@b' keeps its port
+USERINFO = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^/?#@:\s]*:)(?P<secret>[^\s/?#]+)(?=@[^\s@/?#]*(?:[/?#\s]|$))"
+)
 # ?token=..., &password=..., &api_key=... (what a URL carries for authentication)
 QUERY = re.compile(
     r"(?P<head>[?&](?:token|access_token|auth|password|passwd|pwd|secret|api_key|apikey|key|sig|signature)=)"

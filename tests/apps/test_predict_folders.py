@@ -52,6 +52,18 @@ def test_walk_and_glob_visit_each_real_directory_once(looped):
 
 
 @pytest.mark.timeout(60)
+def test_a_fifo_or_a_device_in_a_data_folder_is_no_sample(tmp_path):
+    """Opening either never ends (a FIFO blocks, /dev/zero has no end); a broken link stays, for its reader to name."""
+    (tmp_path / "a.png").write_bytes(b"png")
+    os.mkfifo(tmp_path / "fifo.png")
+    os.symlink("/dev/zero", tmp_path / "zero.png")
+    os.symlink(tmp_path / "fifo.png", tmp_path / "to_fifo.png")
+    os.symlink(tmp_path / "gone.png", tmp_path / "broken.png")
+    assert collect_inputs(str(tmp_path)) == [tmp_path / "a.png", tmp_path / "broken.png"]
+    assert [f for _, _, files in walk_visible(tmp_path) for f in sorted(files)] == ["a.png", "broken.png"]
+
+
+@pytest.mark.timeout(60)
 def test_frame_folders_behind_a_loop_are_found_once(tmp_path):
     for video in ("v1", "v2"):
         (tmp_path / "videos" / "c" / video).mkdir(parents=True)

@@ -71,3 +71,23 @@ def test_a_relative_folder_owns_the_absolute_path_of_a_file_in_it(tmp_path, monk
     remove("output/run", tmp_path / "output" / "run" / "a.txt")
     remove(tmp_path / "output" / "run", "output/run/b.txt")
     assert not (tmp_path / "output" / "run" / "a.txt").exists()
+
+
+def test_a_file_opened_in_place_is_the_run_s_own_regular_file(planted, caplog):
+    """A hard link to a user's file (or a run copied with cp -al) is copied before it is appended to or truncated;
+    a FIFO under the name is removed, not opened (which blocks); a folder there is refused in one line."""
+    run, users = planted
+    os.link(users / "file.txt", run / "log.txt")
+    os.link(users / "file.txt", run / "metrics.jsonl")
+    with open_file(run, run / "log.txt", "a") as fh:
+        fh.write("appended\n")
+    open_file(run, run / "metrics.jsonl", "w").close()
+    assert (run / "log.txt").read_bytes() == SENTINEL + b"appended\n" and (run / "metrics.jsonl").read_bytes() == b""
+    assert (users / "file.txt").read_bytes() == SENTINEL and os.stat(users / "file.txt").st_nlink == 1
+    assert f"'{run / 'log.txt'}' has 2 other hard link(s)" in caplog.text
+    os.mkfifo(run / ".lock")
+    os.close(open_fd(run, run / ".lock", os.O_RDWR | os.O_CREAT))
+    assert (run / ".lock").is_file() and f"'{run / '.lock'}' was not a regular file" in caplog.text
+    (run / "tb").mkdir()
+    with pytest.raises(LinkError, match="is a folder where the run writes a file"):
+        open_file(run, run / "tb", "a")

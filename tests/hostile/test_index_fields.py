@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -132,3 +133,13 @@ def test_main_says_one_line_for_a_crafted_field_and_for_shifted_labels(tmp_path)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
         (line,) = [line for line in run.stderr.splitlines() if "error:" in line]
         assert line.startswith("error:") and named in line, line
+
+
+@pytest.mark.slow  # packs digits once (main.py, in process) when no other test of this file has
+@pytest.mark.parametrize("name", ["index.json", "samples.npy"])
+def test_a_fifo_in_a_handed_pack_is_one_line_not_a_read_that_never_ends(tmp_path, name):
+    index = make_pack(tmp_path / "p")
+    (index.parent / name).unlink()
+    os.mkfifo(index.parent / name)
+    with pytest.raises(DataError, match="not a regular file"):
+        open_split(str(tmp_path / "p"), "test")

@@ -5,6 +5,7 @@ run ends as ``utils/files/owned.py`` says (exit 0 with a warning naming each lin
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -163,3 +164,27 @@ def test_a_tracker_s_spool_replaces_a_linked_records_or_identity_file_and_writes
     spool.close()
     assert {path: contents(target) for path, target in targets.items()} == before
     assert not any((run_folder / path).is_symlink() for path in targets)
+
+
+@pytest.mark.slow  # main.py runs, forked
+def test_a_resume_of_a_hard_linked_copy_leaves_the_original_and_opens_no_fifo(server, base, tmp_path):
+    """A run copied with ``cp -al`` (each file a hard link of the original's): appending, truncating and locking
+    copy a file first (``owned._own_inode``); a FIFO where a checkpoint or the lock is, is passed over or replaced
+    (opening one blocks); bytes that are not UTF-8 in metrics.jsonl are a damaged line, not a traceback."""
+    original = handed(base, tmp_path / "orig")
+    folder = tmp_path / "out" / "e" / "run_001"
+    shutil.copytree(original, folder, symlinks=True, copy_function=os.link)
+    before = contents(original)
+    for name in (".lock", "checkpoints/epoch0000_batch000006.pt"):
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+    metrics = (folder / "metrics.jsonl").read_bytes()
+    (folder / "metrics.jsonl").unlink()
+    (folder / "metrics.jsonl").write_bytes(metrics + b'\xff\xfe{"split": "val"}\n')
+    proc = run(server, tmp_path / "out", "--resume", str(folder), "train.iterations=8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "training state restored: epoch 0, step 4" in proc.stdout + proc.stderr
+    assert contents(original) == before
+    assert f"'{folder / 'log.txt'}' has 1 other hard link(s)" in proc.stderr  # samples.jsonl: rewound whole
+    assert f"'{folder / 'checkpoints' / 'epoch0000_batch000006.pt'}' is no checkpoint file" in proc.stderr
+    assert (folder / ".lock").is_file() and b"\xff" not in (folder / "metrics.jsonl").read_bytes()

@@ -155,7 +155,7 @@ def test_long_metric_names_and_a_moved_folders_upload_reach_the_server(tmp_path,
     moved.parent.mkdir()
     shutil.move(made, moved)
 
-    done = sync(moved)
+    done = sync(moved, mlflow_server.uri)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "3 record(s) sent" in done.stdout and "no record" not in done.stderr, done.stderr
     assert sum(f"'{long_a}' is no MLflow name" in line for line in done.stderr.splitlines()) == 1
@@ -166,7 +166,7 @@ def test_long_metric_names_and_a_moved_folders_upload_reach_the_server(tmp_path,
     assert got == {short_a: [(1, 0.5), (2, 0.6)], short_b: [(1, 0.25)], "val/top1": [(1, 0.75)]}
     uploaded = [f.path for f in MlflowClient(mlflow_server.uri).list_artifacts(run_id, "checkpoints")]
     assert uploaded == ["checkpoints/best.pt"]
-    again = sync(moved)
+    again = sync(moved, mlflow_server.uri)
     assert again.returncode == 0 and "0 record(s) sent" in again.stdout, again.stderr
 
 
@@ -194,7 +194,7 @@ def test_a_run_moved_while_its_checkpoint_upload_waits_uploads_it_from_where_it_
         moved.parent.mkdir()
         shutil.move(made, moved)
         relay.up()
-        sent = sync(moved)
+        sent = sync(moved, relay.uri)
         assert sent.returncode == 0, sent.stderr[-3000:]
         assert "was moved from" in sent.stderr and "no record" not in sent.stderr, sent.stderr
         run_id = json.loads((moved / "trackers" / "mlflow.json").read_text())["run_id"]

@@ -99,6 +99,11 @@ def test_a_secret_shows_masked_wherever_it_is_turned_into_text():
     tree = hide_all({"hooks": [{"tracking_uri": "https://u:p@h"}], "lr": 0.1, "name": "x"})
     assert isinstance(tree["hooks"][0]["tracking_uri"], Secret) and tree["name"] == "x"
     assert masked("http://h:5000/a@b") == "http://h:5000/a@b"  # a port and a path are no password
+    # an '@' left unencoded in a password is the password's (urllib sends 'p@ss'): none of it shows
+    assert (
+        masked("error: postgresql://bob:p@ss@db:5432/x, http://a:q@h")
+        == "error: postgresql://bob:***@db:5432/x, http://a:***@h"
+    )
     assert is_masked("http://a:***@h") and not is_masked("http://a:b@h")
     assert unmasked("http://a:***@h", "http://a:b@h").reveal() == "http://a:b@h"
     assert unmasked("http://a:***@h", "http://a:b@other") is None and unmasked("http://h", None) == "http://h"

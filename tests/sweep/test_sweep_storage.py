@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 
 import pytest
 
@@ -74,11 +75,14 @@ def test_a_journal_damaged_otherwise_is_named_and_left_as_it_is(tmp_path):
 def test_a_storage_that_cannot_be_opened_is_one_line(tmp_path):
     bad = tmp_path / "bad.db"
     bad.write_text("not a database\n")
+    os.mkfifo(tmp_path / "fifo.journal")
     cases = {
         f"sqlite:///{bad}": "(file is not a database); it must be an SQLite database",
         f"sqlite:///{tmp_path / 'missing' / 'x.db'}": "(unable to open database file)",
         str(tmp_path / "missing" / "study.journal"): "the study journal's folder",
-        str(tmp_path): "cannot open the study journal",
+        str(tmp_path): "is not a regular file (a folder, FIFO or device)",
+        str(tmp_path / "fifo.journal"): "is not a regular file",  # Optuna's open blocked on it for ever
+        "/dev/zero": "is not a regular file",
         "nosuch://host/db": "is not a database URL",
     }
     if not any(importlib.util.find_spec(driver) for driver in ("psycopg", "psycopg2")):

@@ -84,8 +84,15 @@ class CheckpointStore:
         return newest_first(self.directory, NUMBERED)
 
     def candidates(self) -> List[Path]:
-        """Files to resume from, in the order to try: numbered newest first, then a lone ``last.pt``."""
-        paths = self.numbered()
+        """Files to resume from, in the order to try: numbered newest first, then a lone ``last.pt``. Only regular
+        files (a link to one included): a FIFO or device under a checkpoint's name (a handed folder) would block the
+        read or never end it."""
+        paths = []
+        for path in self.numbered():
+            if path.is_file():
+                paths.append(path)
+            else:
+                log.warning("'%s' is no checkpoint file (a folder, FIFO or device); it is passed over", path)
         last = self.directory / LAST
         if not paths and last.is_file():
             paths.append(last)
@@ -160,7 +167,11 @@ class CheckpointStore:
         if os.path.samefile(path, target):
             return True
         own, theirs = sidecar(path), sidecar(target)
-        return own.is_file() and theirs.is_file() and own.read_text().strip() == theirs.read_text().strip()
+        return (
+            own.is_file()
+            and theirs.is_file()
+            and own.read_text(errors="replace").strip() == theirs.read_text(errors="replace").strip()
+        )
 
     def _recyclable(self, path: Path) -> Optional[Path]:
         """The oldest numbered file that this save's rotation removes anyway, to be rewritten in place.

@@ -52,7 +52,7 @@ def walk_visible(top: Path) -> Iterator[Tuple[str, List[str], List[str]]]:
     the walk ends and yields no file twice (the shallower path to a directory wins). Pruning the
     yielded ``dirnames`` in place keeps the walk out of them, as with ``os.walk``."""
     claimed: Set[str] = {os.path.realpath(top)}
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+    for dirpath, dirnames, filenames in _walk(str(top)):
         keep = []
         for name in sorted(d for d in dirnames if visible(d)):
             real = os.path.realpath(os.path.join(dirpath, name))
@@ -61,6 +61,33 @@ def walk_visible(top: Path) -> Iterator[Tuple[str, List[str], List[str]]]:
                 keep.append(name)
         dirnames[:] = keep  # in place: os.walk enters only these
         yield dirpath, dirnames, [f for f in filenames if visible(f)]
+
+
+def _walk(top: str) -> Iterator[Tuple[str, List[str], List[str]]]:
+    """``os.walk(top, followlinks=True)``, top-down (pruning ``dirnames`` in place keeps it out of them), whose file
+    names leave out a FIFO, socket or device (or a link to one): such an entry of a handed data folder is never a
+    sample, and opening it blocks for ever (a FIFO) or never ends (``/dev/zero``). A broken link stays a file name,
+    as with ``os.walk``: its reader names it. The entries' types come from the directory listing, as os.walk's do;
+    only links are looked up."""
+    try:
+        with os.scandir(top) as listing:
+            entries = list(listing)
+    except OSError:  # as os.walk: an unreadable folder yields nothing
+        return
+    dirnames, filenames = [], []
+    for entry in entries:
+        try:
+            if entry.is_dir():
+                dirnames.append(entry.name)
+                continue
+            special = not entry.is_file() and (not entry.is_symlink() or os.path.exists(entry.path))
+        except OSError:
+            special = False
+        if not special:
+            filenames.append(entry.name)
+    yield top, dirnames, filenames
+    for name in dirnames:
+        yield from _walk(os.path.join(top, name))
 
 
 _MAGIC = re.compile(r"[*?[]")

@@ -77,7 +77,8 @@ class SampleRecorder:
         if self.path is None:
             return
         self._mode, self._pending = "a", []
-        lines = self.path.read_text().splitlines(keepends=True) if self.path.is_file() else []
+        # bytes that are not UTF-8 make their line no record (dropped as a damaged one), never a traceback
+        lines = self.path.read_text(errors="replace").splitlines(keepends=True) if self.path.is_file() else []
         kept = _lines_up_to(lines, step)
         if len(kept) != len(lines):
             write_text(self.path.parent, self.path, "".join(kept), "resume with --resume")

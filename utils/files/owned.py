@@ -15,7 +15,12 @@ opened with ``O_NOFOLLOW``:
 - a link where a **folder** is (``checkpoints/``, ``tb/``, ``trackers/``, any folder on the way to a file) is
   refused in one line (``LinkError``): the run's records would be split between two places, and what the
   folder already holds (the checkpoints a resume continues from) is the user's to copy in, not ours to drop;
-  so is a link at a file the run continues (``check_kept``: a sweep's study journal).
+  so is a link at a file the run continues (``check_kept``: a sweep's study journal);
+- a file opened in place (appended, truncated, locked: ``open_fd``) is the run's own regular file: a FIFO, socket
+  or device at its name is removed with a warning (writing one blocks, or reaches the device), a folder there is
+  refused in one line, and a file with other hard links (a user's file linked in, a run copied with ``cp -al``) is
+  replaced by a copy of its bytes first, with a warning: the other names keep what they held. A file written whole
+  is renamed into place, which leaves the other names of what was there as they were.
 
 Removing a link removes the link: nothing outside ``root`` is deleted, and a tree is removed with
 ``shutil.rmtree``'s link-safe walk. Rotation lists its folder as any reader does and removes each name through
@@ -37,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable, List, Union
 
@@ -120,9 +126,47 @@ def check_kept(root: PathLike, path: PathLike) -> Path:
     return path
 
 
+def _own_inode(root: Path, path: Path, flags: int) -> None:
+    """``path`` (cleared by ``check_file``) made a regular file of the run's own before ``flags`` open it in place: a
+    FIFO, socket or device there is removed with a warning (opening one for writing blocks or reaches the device), a
+    folder is refused (LinkError), and a file with other hard links (a user's file linked in, a run copied with
+    ``cp -al``) is first replaced by a copy of its bytes: appending, truncating or rewriting it in place would change
+    the file under its other names."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(found.st_mode):
+        raise LinkError(
+            f"'{path}' is a folder where the run writes a file of '{root}'; a run never writes into what it did not "
+            "make there: move the folder away, and start again"
+        )
+    if not stat.S_ISREG(found.st_mode):
+        log.warning(
+            "'%s' was not a regular file (a FIFO, socket or device); a run writes only files of its own: it is removed "
+            "and a file of the run's own takes its place",
+            path,
+        )
+        path.unlink()
+    elif found.st_nlink > 1 and not flags & os.O_EXCL:
+        log.warning(
+            "'%s' has %d other hard link(s); a run never writes in place into a file other names share: it continues "
+            "a copy of its own, and the other names keep what they held",
+            path,
+            found.st_nlink - 1,
+        )
+        if flags & os.O_TRUNC:
+            path.unlink()  # its bytes are replaced anyway: a new file
+        else:
+            copy_in(root, path, path, "make the folder writable and start again")
+
+
 def open_fd(root: PathLike, path: PathLike, flags: int, mode: int = 0o644) -> int:
-    """``os.open(path, flags | O_NOFOLLOW)`` once ``check_file`` cleared it: the descriptor."""
+    """``os.open(path, flags | O_NOFOLLOW)`` once ``check_file`` cleared it and ``_own_inode`` made it the run's own
+    regular file: the descriptor."""
+    root, path = Path(root), Path(path)
     check_file(root, path)
+    _own_inode(root, path, flags)
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 

@@ -52,7 +52,7 @@ def clear_failed(run: RunFolder) -> None:
 def failure(run: RunFolder) -> Optional[str]:
     """The error line of a run marked failed, else None."""
     try:
-        return (run.path / FAILED).read_text().strip() or "failed"
+        return (run.path / FAILED).read_text(errors="replace").strip() or "failed"
     except FileNotFoundError:
         return None
     except OSError:  # unreadable: it is there

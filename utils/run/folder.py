@@ -34,6 +34,7 @@ from typing import Collection, List, Optional, Tuple
 
 from utils.errors import ConfigError, OutputError, name_list
 from utils.files.owned import check_folder, make_dirs, make_new_folder, remove_folder, remove_tree
+from utils.files.writable import name_too_long
 from utils.run.latest import LATEST, point_latest, restore_latest
 from utils.run.lock import release_lock, take_lock
 
@@ -185,6 +186,11 @@ def runs_with_checkpoints(experiment: Path) -> List[RunFolder]:
 def create(experiment: Path, kind: str = "run", tag: Optional[str] = None) -> RunFolder:
     """A new, empty ``<kind>_NNN`` folder (``<kind>_NNN_<tag>`` with a tag) numbered after the experiment's
     newest (two runs started at once get two folders); a training run also becomes ``latest``."""
+    too_long = name_too_long(experiment)
+    if too_long is not None:
+        raise ConfigError(
+            f"the experiment folder '{experiment}' {too_long}; set experiment.output_root (or experiment.name) shorter"
+        )
     link = experiment / LATEST
     if kind == "run" and link.exists() and not link.is_symlink():
         raise OutputError(
@@ -239,6 +245,8 @@ def run_holding(path: Path) -> Optional[Path]:
 def place_in_run(path: Path) -> Optional[str]:
     """Where ``path`` lies in the run folder it is or lies inside (``run_holding``), worded to follow its name: ``is a
     run folder``, ``is the run folder 'R'`` (through a link), ``lies inside the run folder 'R'``; None outside every run."""
+    if name_too_long(path) is not None:
+        return None  # no such folder can exist, let alone hold a run: the writer's own check says why
     run = run_holding(path)
     if run is None:
         return None
@@ -253,6 +261,9 @@ def named(path: Path) -> RunFolder:
     before anything is written, when it is or lies inside a run folder (``run_holding``: a run's records are
     never written by another mode), has or would create a folder of a name the layout keeps (``RESERVED``),
     or exists and is not empty (no earlier output mixes with the new files)."""
+    too_long = name_too_long(path)
+    if too_long is not None:
+        raise ConfigError(f"--output '{path}' {too_long}; give a shorter path")
     where = place_in_run(path)
     if where is not None:
         raise ConfigError(

@@ -108,7 +108,8 @@ def rewind(path: Path, step: int) -> List[Row]:
 
 def _lines(path: Path) -> Iterator[Tuple[str, Optional[Row]]]:
     """Each line that is not blank (without its newline), with its row: None for a line that is no JSON object."""
-    for line in path.read_text().splitlines():
+    # bytes that are not UTF-8 (a file damaged or altered) make their line no JSON object, never a traceback
+    for line in path.read_text(errors="replace").splitlines():
         if line.strip():
             yield line, _parsed(line)
 

@@ -51,6 +51,12 @@ def check_changes(study: Any, spec: Any, monitor: str, where: str) -> List[int]:
     before = study.user_attrs.get(RECORD)
     trials = study.get_trials(deepcopy=False)
     fix = "or run the changed sweep under another experiment.name (a new study and new runs)"
+    seeds = before.get("seeds", []) if isinstance(before, dict) else None
+    if before is not None and not (isinstance(seeds, list) and all(isinstance(seed, int) for seed in seeds)):
+        raise ConfigError(  # a journal is a file others hand over: its record is read only once it is what we write
+            f"sweep '{spec.name}': the study in {where} holds a record of its sweep that this framework never writes "
+            f"({str(before)[:80]}); restore the journal from a copy, {fix}"
+        )
     if before is None and trials:  # a study made before the record: the space its trials tried
         space = space_distributions(spec.space)
         other = next((t for t in trials if t.distributions and t.distributions != space), None)

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from utils.errors import ConfigError, first_line
 from utils.secret_text import reveal
+from utils.sweep.attrs import check_attrs
 from utils.sweep.journal import repair_journal
 
 # trial user attributes: who runs it, which configuration, whether a later trial took it over, which earlier
@@ -52,6 +53,11 @@ def open_storage(url: str) -> Any:
         raise ConfigError(
             f"the study journal's folder '{path.parent}' does not exist; create it (on the filesystem the sweep's "
             "machines share, if they share the study) or give storage another path"
+        )
+    if path.exists() and not path.is_file():  # a FIFO blocks Optuna's open for ever; a folder or device is no journal
+        raise ConfigError(
+            f"the study journal '{path}' is not a regular file (a folder, FIFO or device); give storage the path of "
+            "a journal file, or of one to create"
         )
     lock = optuna.storages.journal.JournalFileOpenLock(url)
     try:
@@ -159,6 +165,7 @@ def open_study(spec: Any, url: str, direction: str) -> Any:
             f"the study '{spec.name}' in {shown_url(url)} was made to {study.direction.name.lower()}, this sweep's "
             f"eval.monitor to {direction}; use the same eval.monitor, or run this sweep under another experiment.name"
         )
+    check_attrs(study, shown_url(url))
     return study
 
 
@@ -185,6 +192,7 @@ def trial_in(url: str, study_name: str, trial_id: int, pruner: str) -> Any:
     """A running trial of the study, opened from a trial's own process (its run reports to it)."""
     optuna = optuna_module()
     study = optuna.load_study(study_name=study_name, storage=open_storage(url), pruner=make_pruner(pruner))
+    check_attrs(study, shown_url(url))
     return optuna.trial.Trial(study, trial_id)
 
 

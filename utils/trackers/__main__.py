@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from utils.errors import ConfigError, UserError, one_line
+from utils.files.writable import name_too_long
 from utils.run.folder import LOCK
 from utils.run.lock import release_lock, take_lock
 from utils.trackers.destinations import named_store, own_wandb_dir
@@ -68,6 +69,9 @@ def send_retrying(sender: Sender) -> int:
 def sync(run: Path) -> int:
     """Send every tracker's waiting records of the run folder ``run``; how many were sent."""
     folder = run / FOLDER
+    too_long = name_too_long(run)  # every look at such a path raises OSError (File name too long)
+    if too_long is not None:
+        raise ConfigError(f"'{run}' {too_long}: name a run folder (output/<experiment>/run_NNN)")
     if run.exists() and not run.is_dir():
         raise ConfigError(f"'{run}' is a file, not a run folder: name a run folder (output/<experiment>/run_NNN)")
     if not run.is_dir():

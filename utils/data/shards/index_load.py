@@ -168,6 +168,8 @@ def load(text: bytes, where: str, path_of: Callable[[Shard], Path], hashed: bool
         file = header.arrays[name]
         path = path_of(file)
         try:
+            if path.exists() and not path.is_file():  # a handed pack's FIFO would block the read for ever
+                raise OSError("not a regular file: a folder, FIFO or device")
             array = np.load(path, mmap_mode="r", allow_pickle=False)
             size = path.stat().st_size
         except (OSError, ValueError) as err:

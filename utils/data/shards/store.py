@@ -41,8 +41,13 @@ class LocalStore:
         return self.root / name
 
     def read(self, name: str) -> bytes:
+        path = self.path(name)
+        if path.exists() and not path.is_file():  # a FIFO blocks the read for ever, a device never ends it
+            raise DataError(
+                f"'{path}' is not a regular file (a folder, FIFO or device); restore it or pack the data again"
+            )
         try:
-            return self.path(name).read_bytes()
+            return path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             raise DataError(missing_index(self, name)) from None
 
