@@ -47,6 +47,12 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def local_processes(environ: Mapping[str, str] = os.environ) -> int:
+    """This machine's processes of the launch (torchrun's ``LOCAL_WORLD_SIZE``; 1 outside one, or when unreadable)."""
+    local = environ.get("LOCAL_WORLD_SIZE", "1")
+    return int(local) if local.isdigit() and int(local) > 0 else 1
+
+
 def choose_threads(setting: Optional[int], environ: Mapping[str, str] = os.environ) -> Threads:
     """The thread count: ``threads`` when set; ``OMP_NUM_THREADS`` when the user (or torchrun) set it, which
     torch has read already; else torch's own count (one per physical core, or what the program that calls
@@ -56,8 +62,7 @@ def choose_threads(setting: Optional[int], environ: Mapping[str, str] = os.envir
         return Threads(setting, f"threads={setting}")
     if environ.get("OMP_NUM_THREADS", "").strip():
         return Threads(torch.get_num_threads(), f"OMP_NUM_THREADS={environ['OMP_NUM_THREADS'].strip()}")
-    local = environ.get("LOCAL_WORLD_SIZE", "1")
-    processes = int(local) if local.isdigit() and int(local) > 0 else 1
+    processes = local_processes(environ)
     cores = usable_cores()
     shared = f" / {processes} processes" if processes > 1 else ""
     return Threads(max(1, min(torch.get_num_threads(), cores) // processes), f"{cores} usable cores{shared}")

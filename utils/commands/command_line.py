@@ -10,7 +10,6 @@ mode loads what it runs and nothing else. An option of another mode is named as 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import os
 import sys
@@ -98,20 +97,12 @@ def refusal(command: Command, given: str, argv: Sequence[str] = ()) -> str:
 
 
 def config_keys() -> List[str]:
-    """Every leaf key of the config, dotted (``train.epochs``, ``optim.lr``)."""
+    """Every leaf key of the config, dotted (``train.epochs``, ``optim.lr``): ``key_paths`` less its sections."""
+    from utils.config.key_hints import key_paths
     from utils.config.schema import Config
 
-    def leaves(cls: type, prefix: str) -> List[str]:
-        found: List[str] = []
-        for item in dataclasses.fields(cls):
-            kind = item.default_factory if item.default_factory is not dataclasses.MISSING else None
-            if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-                found += leaves(kind, f"{prefix}{item.name}.")
-            else:
-                found.append(prefix + item.name)
-        return found
-
-    return leaves(Config, "")
+    paths = list(key_paths(Config()))
+    return [path for path in paths if not any(other.startswith(path + ".") for other in paths)]
 
 
 def config_hint(given: str, argv: Sequence[str]) -> str:

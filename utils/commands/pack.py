@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import logging
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +46,7 @@ from utils.files.writable import why_not_writable
 from utils.log import setup_logging
 from utils.registry import DATASETS
 from utils.run.folder import place_in_run
+from utils.threads import local_processes, usable_cores
 
 log = logging.getLogger(__name__)
 DEFAULT_SHARD_SIZE = "64MB"
@@ -182,16 +182,10 @@ def _uploader(store: Store, split: str) -> Optional[Callable[[Path], None]]:
     return upload
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity, as the container or scheduler set it)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def default_workers() -> int:
     """``--workers`` left out: the usable cores, shared among this machine's processes of a launch (torchrun's
     ``LOCAL_WORLD_SIZE``; srun gives each task its own cores, ``--cpus-per-task``, as its affinity)."""
-    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
-    return max(1, usable_cores() // (int(local) if local.isdigit() and int(local) > 0 else 1))
+    return max(1, usable_cores() // local_processes())
 
 
 def add_options(parser: ModeParser) -> None:

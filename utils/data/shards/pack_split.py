@@ -116,7 +116,7 @@ def _write(job: ShardJob) -> Shard:
     """Writes the shard, uploads it (S3), then leaves its record: a record names only a shard in the output."""
     assert _JOB is not None and _JOB.counts is not None and _JOB.records is not None
     with written(_JOB.folder):
-        rows = np.zeros(int(_JOB.counts[job.samples].sum()), ROW)
+        rows = np.zeros(_members(_JOB.counts, job), ROW)
         shard = write_shard(_JOB.folder, job, lambda at: contents(_JOB.source.members(at)), rows)
         if _JOB.upload is not None:
             _JOB.upload(_JOB.folder / shard.name)
