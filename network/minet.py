@@ -11,7 +11,7 @@ from module.conv import ConvBNAct
 from module.interaction import AggregateInteraction, SelfInteraction, resize_to
 from network.saliency import SaliencyNetwork
 from utils.config.arguments import Count
-from utils.model.grad_checkpoint import checkpointed_call
+from utils.model.grad_checkpoint import checkpointed_call, checkpointing
 from utils.registry import NETWORKS
 
 
@@ -41,7 +41,7 @@ class MINet(SaliencyNetwork):
         self.fuse = nn.ModuleList(ConvBNAct(channels, channels) for _ in range(levels))
 
     def decode(self, features: List[torch.Tensor]) -> torch.Tensor:
-        if self.grad_checkpointing and self.training and torch.is_grad_enabled():
+        if checkpointing(self, self.grad_checkpointing):
             # the recomputation leaves AIM's BatchNorm statistics alone, as run_checkpointed does for the other blocks
             features = checkpointed_call(self.aim, lambda *f: tuple(self.aim(list(f))), *features)
         else:

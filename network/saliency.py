@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from module.conv import ConvBNAct
-from utils.model.grad_checkpoint import checkpointed_call, run_checkpointed
+from utils.model.grad_checkpoint import checkpointed_call, checkpointing, run_checkpointed
 from utils.registry import BACKBONES
 
 
@@ -49,7 +49,7 @@ class SaliencyNetwork(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         decoded = self.decode(self.backbone(x))
         head = functools.partial(self._head_at, size=tuple(x.shape[-2:]))
-        if self.grad_checkpointing and self.training and torch.is_grad_enabled():
+        if checkpointing(self, self.grad_checkpointing):
             # the head runs at the input's size: checkpointed with the upsampling, it keeps only the decoded map
             # (a quarter of the pixels) where it kept its input, its conv's and its BatchNorm's outputs (MINet-R at
             # 320x320: 105 MiB against 800 per 16 images)

@@ -85,6 +85,12 @@ def _contexts(module: nn.Module) -> Tuple[contextlib.AbstractContextManager, con
     return contextlib.nullcontext(), frozen_running_stats(module)
 
 
+def checkpointing(module: nn.Module, enabled: bool) -> bool:
+    """Whether ``module``'s checkpointed blocks keep only their inputs now: ``enabled`` (its grad_checkpointing), in
+    training, with autograd recording (evaluation and ``torch.no_grad`` run every block plainly)."""
+    return enabled and module.training and torch.is_grad_enabled()
+
+
 def run_checkpointed(module: nn.Module, x: torch.Tensor, enabled: bool) -> torch.Tensor:
     """``module(x)``, keeping only the input for backward when ``enabled`` and training.
 
@@ -93,7 +99,7 @@ def run_checkpointed(module: nn.Module, x: torch.Tensor, enabled: bool) -> torch
     require grad; the recomputation leaves norm running statistics alone, also
     under ``train.compile``.
     """
-    if enabled and module.training and torch.is_grad_enabled():
+    if checkpointing(module, enabled):
         return checkpointed_call(module, module, x)
     return module(x)
 
