@@ -13,6 +13,7 @@ callers that caught ``ValueError``/``KeyError``/``RuntimeError`` keep working.
 
 from __future__ import annotations
 
+from utils.secret_text import masked
 from utils.undecodable import shown
 
 
@@ -87,8 +88,6 @@ def one_line(err: BaseException) -> str:
     worker's traceback in its message; its last line holds the message itself.
     A password in a URL it names is masked (``utils/secret_text.py``).
     """
-    from utils.secret_text import masked  # it imports this module
-
     text = str(err)
     if "\nOriginal Traceback" in text:
         last = text.rstrip().splitlines()[-1]  # "utils.errors.DataError: <message>"

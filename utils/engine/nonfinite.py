@@ -1,7 +1,7 @@
 """What a NaN/inf loss does: stop the run, or skip the step up to a limit (``train.nonfinite``).
 
 What was checked and where is the error's message; the run's own advice (its settings, its checkpoints) is
-added where the run ends (``utils/run/failed.py``: ``diverged``). No loss is read per step. The decision to skip a step stays on the device:
+added where the run ends (``utils/commands/diverged.py``). No loss is read per step. The decision to skip a step stays on the device:
 ``poison_if_nonfinite`` turns every gradient of a non-finite loss into NaN, so the step's
 finiteness check (which DDP's gradient averaging makes the same on every rank)
 skips it; fused optimizers take that check as ``found_inf`` and skip the update

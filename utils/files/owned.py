@@ -34,7 +34,7 @@ Files written whole (``write_atomic``) go to a hidden temporary name beside the 
 when complete, so a full disk or a missing permission never leaves a truncated file under its name; a failure
 is one ``OutputError`` line naming the file, with the advice of the mode that wrote it.
 
-Standard library and ``utils/errors.py`` only: the config (a leaf) saves through it.
+Standard library, ``utils/errors.py`` and ``utils/undecodable.py`` only: the config (a leaf) saves through it.
 """
 
 from __future__ import annotations
