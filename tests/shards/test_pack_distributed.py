@@ -21,6 +21,10 @@ from tests.fixtures.dist_utils import run, torchrun
 
 TIMEOUT = 240
 
+# seconds a file takes to reach in the packs a test kills (and in the same command run again: the pack's settings
+# include it): a rank's ten files last a second, so the kill lands before the split ends
+SLOW = 0.1
+
 
 def _args(data: Path, output: str, delay: float = 0.0, size: str = "4KB") -> list:
     """A few dozen 8x8 PNGs (train 30, val 12, test 2) in shards of 4 KB: about 4 samples each."""
@@ -73,7 +77,7 @@ def _kill_after_a_shard(data: Path, output: str, recorded: Callable[[], bool]) -
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     # a session of its own: the kill takes the launcher's whole process group, never pytest
     job = subprocess.Popen(
-        torchrun(3, *_args(data, output, delay=0.05)), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        torchrun(3, *_args(data, output, delay=SLOW)), cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + TIMEOUT
@@ -97,7 +101,7 @@ def test_three_processes_pack_the_same_objects_into_s3_also_when_killed_and_run_
 
     shown = _kill_after_a_shard(data, f"s3://{bucket}/p", lambda: records() >= 2)  # a shard's rows and facts
     assert records() and "p/train/index.json" not in _objects(client, bucket), shown[-3000:]
-    _check(run(torchrun(3, *_args(data, f"s3://{bucket}/p", delay=0.05)), timeout=TIMEOUT))
+    _check(run(torchrun(3, *_args(data, f"s3://{bucket}/p", delay=SLOW)), timeout=TIMEOUT))
     assert _objects(client, bucket) == expected
 
 
@@ -115,12 +119,12 @@ def test_a_killed_pack_is_completed_by_the_same_command_and_other_settings_are_r
     changed_shard.write_bytes(changed_shard.read_bytes()[::-1])
     del written[changed_shard.name]
 
-    changed = run(torchrun(3, *_args(data, str(out), delay=0.05, size="8KB")), timeout=TIMEOUT)
+    changed = run(torchrun(3, *_args(data, str(out), delay=SLOW, size="8KB")), timeout=TIMEOUT)
     errors = [line for line in (changed.stdout + changed.stderr).splitlines() if "error:" in line]
     assert changed.returncode != 0 and len(errors) == 1, changed.stdout + changed.stderr
     assert "started with shard_size=4000, not 8000" in errors[0]
 
-    _check(run(torchrun(2, *_args(data, str(out), delay=0.05)), timeout=TIMEOUT))  # any number of processes
+    _check(run(torchrun(2, *_args(data, str(out), delay=SLOW)), timeout=TIMEOUT))  # any number of processes
     assert _files(out) == expected  # the changed shard written again
     for name, stamp in written.items():  # the other shards finished before the kill were kept, not written again
         assert (out / "train" / name).stat().st_mtime_ns == stamp
