@@ -137,7 +137,7 @@ def test_network_registered_in_a_test_file_trains_by_name(out_root, capsys):
     ]
     assert main.main(args) == 0
     metrics = printed_metrics(capsys.readouterr().out)
-    assert metrics["top1"] > 0.5  # learned something in 3 epochs (chance is 0.1)
+    assert metrics["top1"] > 0.3  # learned something in 3 epochs (chance is 0.1)
     state = torch.load(out_root / "custom" / "latest" / "checkpoints" / "last.pt", weights_only=False)
     assert "head.weight" in state["model"] and state["config"]["model"]["name"] == "tiny_test_net"
 

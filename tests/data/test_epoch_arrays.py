@@ -1,9 +1,9 @@
-"""Epoch orders as arrays give exactly the orders the per-sample Python loops gave: the same window
-permutation, the same rank slices and padding as ``DistributedSampler``, the same global batches and
-the same batches of all ranks, for several seeds, epochs, windows, world sizes and skips.
+"""Epoch orders told position by position give exactly the orders per-sample Python loops give: the same
+shuffle and window order, the same rank slices and padding as ``DistributedSampler``, the same global batches
+and the same batches of all ranks, for several seeds, epochs, windows, world sizes and skips.
 
-The references (``tests/fixtures/loop_orders.py``) are the loops the samplers ran before their orders
-became numpy arrays; a checkpoint's resume depends on the orders staying bit-identical.
+The references (``tests/fixtures/loop_orders.py``) compute each order from its definition, one position at a
+time; a checkpoint's resume depends on the orders staying bit-identical.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 from torch.utils.data import DistributedSampler
 
 from tests.fixtures.loop_orders import groups_of, loop_batches, loop_global_rank, loop_permutation, loop_rank
-from utils.data.sample_order import Dealing, epoch_batches_of_all_ranks
-from utils.data.samplers import GlobalBatchSampler, ResumableSampler, WindowOrder, epoch_permutation
+from utils.data.sample_order import Dealing, Listed, epoch_batches_of_all_ranks
+from utils.data.samplers import GlobalBatchSampler, ResumableSampler, WindowOrder, epoch_order
 
 
 def cases(count: int):
@@ -35,18 +35,16 @@ def test_every_order_is_the_per_sample_loops_order(case):
     order_window = WindowOrder(np.array(shard_of), window) if window else None
     groups = groups_of(shard_of) if window else None
     expected = loop_permutation(length, seed, epoch, groups, window or 0)
-    assert epoch_permutation(length, seed, epoch, order_window).tolist() == expected
-    # ResumableSampler: DistributedSampler's ranks, padding and (without a window) its own iteration
+    assert epoch_order(length, seed, epoch, order_window).at(np.arange(length)).tolist() == expected
+    # ResumableSampler: DistributedSampler's ranks and padding, over the epoch's order
     samplers = [
         ResumableSampler(list(range(length)), world, r, seed, torch.Generator(), order_window) for r in range(world)
     ]
     for rank, sampler in enumerate(samplers):
         sampler.set_epoch(epoch)
         assert list(sampler) == loop_rank(expected, world, rank) == sampler.order_of(epoch, rank).tolist()
-        if window is None:
-            plain = DistributedSampler(list(range(length)), world, rank, shuffle=True, seed=seed)
-            plain.set_epoch(epoch)
-            assert list(sampler) == list(plain)
+        plain = DistributedSampler(list(range(length)), world, rank, shuffle=False)
+        assert list(sampler) == [expected[at] for at in plain]
         sampler.skip_first(epoch)
         assert list(sampler) == loop_rank(expected, world, rank)[epoch:]
     ranks = [loop_rank(expected, world, r) for r in range(world)]
@@ -67,7 +65,9 @@ def test_every_order_is_the_per_sample_loops_order(case):
 
 
 def test_a_deal_to_ranks_and_its_batches_keep_the_dtype_and_every_index():
-    dealing = Dealing(np.arange(24, dtype=np.int32), 2, 3)  # rounds of 3 per rank: [0 1 2 | 3 4 5], [6 7 8 | ...]
+    dealing = Dealing(
+        Listed(np.arange(24, dtype=np.int32)), 24, 2, 3
+    )  # rounds of 3 per rank: [0 1 2 | 3 4 5], [6 7 8 | ...]
     assert dealing.rank(1).tolist() == [3, 4, 5, 9, 10, 11, 15, 16, 17, 21, 22, 23]
     batches = dealing.batches(5)  # 12 per rank: batches of 5, 5, 2
     assert batches.tolist() == [
@@ -75,7 +75,7 @@ def test_a_deal_to_ranks_and_its_batches_keep_the_dtype_and_every_index():
         [8, 12, 13, 14, 18, 11, 15, 16, 17, 21],
         [19, 20, 22, 23],
     ]
-    assert batches.indices.dtype == np.int32 and batches.span(1, 3).tolist() == [
+    assert batches.span(0, 3).dtype == np.int32 and batches.span(1, 3).tolist() == [
         *batches.tolist()[1],
         *batches.tolist()[2],
     ]
@@ -90,7 +90,7 @@ def test_a_window_order_takes_shard_numbers_and_refuses_what_is_not_one():
     with pytest.raises(ValueError, match="at least one shard"):
         WindowOrder([0, 1], 0)
     with pytest.raises(ValueError, match="covers 5 samples, the dataset holds 6"):
-        epoch_permutation(6, 0, 0, order)
+        epoch_order(6, 0, 0, order)
 
 
 def test_an_epoch_is_held_as_int32_and_iterated_as_python_ints():

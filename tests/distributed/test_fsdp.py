@@ -114,8 +114,8 @@ def test_fsdp_trains_digits_as_ddp_does(runs):
     tmp: Path = runs["tmp"]
     ddp_line, fsdp_line = the_test_line(runs["ddp"]), the_test_line(runs["fsdp"])
     top1 = {name: float(line.split("top1=")[1].split()[0]) for name, line in (("ddp", ddp_line), ("fsdp", fsdp_line))}
-    # one epoch: 0.63 here, chance 0.1
-    assert top1["fsdp"] >= 0.5 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (
+    # learned (chance 0.1): one epoch of SGD at lr 0.1 scores 0.25 to 0.76 over seeds 0 to 5, both epoch orders
+    assert top1["fsdp"] >= 0.2 and abs(top1["fsdp"] - top1["ddp"]) <= 0.01, (
         ddp_line,
         fsdp_line,
     )

@@ -3,8 +3,9 @@
 A training sampler deals its epoch's order to the ranks (``dealing(epoch)``, see ``samplers.py``):
 rank 0 names the samples of every step alone, with no collective and nothing read from the device.
 Batch ``b`` of the epoch, over the ranks, is rank 0's ``b``-th batch, then rank 1's, ...: the rank
-order in which DDP's processes hold the global batch. Orders and batches are index arrays (a few bytes
-per sample; numpy, no Python loop over samples).
+order in which DDP's processes hold the global batch. An order tells the index at any position
+(``utils/data/index_shuffle.py``): a rank's indices and a step's batches are computed when asked for, as numpy
+arrays, and nothing of the epoch's size is held.
 """
 
 from __future__ import annotations
@@ -15,62 +16,89 @@ from typing import Any, List
 import numpy as np
 
 
-@dataclass(frozen=True)
-class EpochBatches:
-    """The batches of an epoch over all ranks, one after another in ``indices``: batch ``b`` is
-    ``indices[b * stride : (b + 1) * stride]`` (``stride``: one batch of every rank); the last may be shorter."""
+class Listed:
+    """An order given as an array (``at`` reads it): a deal of a known order, for tests and small data."""
 
-    indices: np.ndarray
-    stride: int
+    def __init__(self, order: np.ndarray) -> None:
+        self.order = np.asarray(order)
 
     def __len__(self) -> int:
-        return -(-len(self.indices) // self.stride)
+        return len(self.order)
 
-    def span(self, first: int, end: int) -> np.ndarray:
-        """The indices of batches ``first`` to ``end - 1``, in order."""
-        return self.indices[first * self.stride : end * self.stride]
-
-    def tolist(self) -> List[List[int]]:
-        """Each batch as a list (for tests and small data)."""
-        return [self.span(b, b + 1).tolist() for b in range(len(self))]
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        return self.order[positions]
 
 
 @dataclass(frozen=True)
 class Dealing:
-    """An epoch's ``order`` over all ranks, dealt to ``world_size`` ranks ``width`` indices at a time, rank 0
-    first (``DistributedSampler`` deals one at a time, the global batch sampler a rank's slice of each global
-    batch); ``len(order)`` is a multiple of ``world_size * width``."""
+    """An epoch's ``order`` (anything with ``len`` and ``at(positions)``: ``samplers.epoch_order``), laid out over
+    ``total`` places by repeating it from its start (how ``DistributedSampler`` pads; ``total`` may also cut it
+    short), and dealt to ``world_size`` ranks ``width`` indices at a time, rank 0 first (``DistributedSampler``
+    deals one at a time, the global batch sampler a rank's slice of each global batch). ``total`` is a multiple
+    of ``world_size * width``. Only the positions asked for are computed."""
 
-    order: np.ndarray
+    order: Any
+    total: int
     world_size: int
     width: int
 
-    def _rounds(self) -> np.ndarray:
-        return self.order.reshape(-1, self.world_size, self.width)
+    def __post_init__(self) -> None:
+        if self.total % (self.world_size * self.width):
+            raise ValueError(f"{self.total} places do not deal into rounds of {self.world_size} x {self.width}")
+        if self.total and not len(self.order):
+            raise ValueError(f"an empty order cannot fill {self.total} places")
+
+    @property
+    def per_rank(self) -> int:
+        """How many indices each rank gets."""
+        return self.total // self.world_size
+
+    def positions(self, ranks: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """The places of each of ``ranks``' indices ``start`` to ``stop - 1`` (one row per rank)."""
+        turn = np.arange(start, stop, dtype=np.int64)
+        within = turn // self.width * (self.world_size * self.width) + turn % self.width
+        return ranks.astype(np.int64)[:, None] * self.width + within[None, :]
+
+    def rank_span(self, rank: int, start: int, stop: int) -> np.ndarray:
+        """Rank ``rank``'s indices ``start`` to ``stop - 1``, in its order."""
+        places = self.positions(np.array([rank]), start, stop)[0]
+        return self.order.at(places % len(self.order)) if len(places) else np.zeros(0, dtype=np.int64)
 
     def rank(self, rank: int) -> np.ndarray:
-        """Rank ``rank``'s indices, in its order."""
-        return self._rounds()[:, rank].reshape(-1)
+        """Rank ``rank``'s indices, all of them, in its order."""
+        return self.rank_span(rank, 0, self.per_rank)
 
-    def batches(self, batch_size: int) -> EpochBatches:
-        """Every rank's order cut into batches of ``batch_size``, batch by batch, in rank order: one copy at most."""
-        rounds, ranks = self._rounds(), self.world_size
-        if batch_size == self.width:  # a batch is one round: the global batch sampler's batches are its order
-            return EpochBatches(self.order, ranks * batch_size)
-        if batch_size % self.width == 0:  # a batch is whole rounds of the deal (both samplers' case)
-            per = batch_size // self.width
-            full = len(rounds) // per * per
-            head = rounds[:full].reshape(-1, per, ranks, self.width).transpose(0, 2, 1, 3)
-            tail = rounds[full:].transpose(1, 0, 2)
-        else:
-            orders = rounds.transpose(1, 0, 2).reshape(ranks, -1)
-            full = orders.shape[1] // batch_size * batch_size
-            head = orders[:, :full].reshape(ranks, -1, batch_size).transpose(1, 0, 2)
-            tail = orders[:, full:]
-        indices = np.empty(len(self.order), dtype=self.order.dtype)
-        indices[: head.size].reshape(head.shape)[...] = head
-        indices[head.size :].reshape(tail.shape)[...] = tail  # the ranks' last, shorter batches
-        return EpochBatches(indices, ranks * batch_size)
+    def batches(self, batch_size: int) -> "EpochBatches":
+        """Every rank's order cut into batches of ``batch_size``, batch by batch, in rank order."""
+        return EpochBatches(self, batch_size)
+
+
+@dataclass(frozen=True)
+class EpochBatches:
+    """The batches of an epoch over all ranks, each the ``batch_size`` next indices of rank 0, then of rank 1, ...
+    (the last of each rank may be shorter); computed only for the batches asked for."""
+
+    dealing: Dealing
+    batch_size: int
+
+    def __len__(self) -> int:
+        return -(-self.dealing.per_rank // self.batch_size)
+
+    def span(self, first: int, end: int) -> np.ndarray:
+        """The indices of batches ``first`` to ``end - 1``, in order (one step's batches: a few)."""
+        dealing, size = self.dealing, self.batch_size
+        ranks = np.arange(dealing.world_size)
+        places = [
+            dealing.positions(ranks, b * size, min((b + 1) * size, dealing.per_rank)).reshape(-1)
+            for b in range(first, min(end, len(self)))
+        ]
+        if not places:
+            return np.zeros(0, dtype=np.int64)
+        return dealing.order.at(np.concatenate(places) % len(dealing.order))
+
+    def tolist(self) -> List[List[int]]:
+        """Each batch as a list (for tests and small data)."""
+        return [self.span(b, b + 1).tolist() for b in range(len(self))]
 
 
 def tells_order(sampler: Any) -> bool:

@@ -1,14 +1,14 @@
 """Samplers: a padding-free slice sampler for exact distributed evaluation, resumable training samplers.
 
-A training epoch's order is ``epoch_permutation``: a function of the seed and the epoch alone, either
-a shuffle of the whole split or, for a dataset that gives a :class:`WindowOrder` (packed shards with
-``data.args.shuffle_window``), shards in a seeded order and samples shuffled within each window of
-consecutive shards. Either way the global batches, the resume and the world-size independence are
-the same; the window only changes which samples are near each other in the epoch.
+A training epoch's order is ``epoch_order``: a function of the seed and the epoch alone, either an
+:class:`~utils.data.index_shuffle.IndexShuffle` of the whole split or, for a dataset that gives a
+:class:`WindowOrder` (packed shards with ``data.args.shuffle_window``), shards in a seeded order and samples
+shuffled within each window of consecutive shards. Either way the global batches, the resume and the world-size
+independence are the same; the window only changes which samples are near each other in the epoch.
 
-Orders are numpy arrays (int32 up to 2**31 samples), computed without a Python loop over samples: an
-epoch of 10 million samples starts in well under a second, and a rank iterates its part a chunk at a
-time, each index as cheap as from a list.
+Orders are told position by position, never drawn whole: an epoch of a hundred million samples starts in no
+time and holds nothing per sample, and a rank iterates its part a chunk at a time (``CHUNK`` indices computed
+at once, each then as cheap as from a list).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
+from utils.data.index_shuffle import IndexShuffle
 from utils.data.sample_order import Dealing
 
 CHUNK = 4096  # indices made Python ints at a time as an epoch is iterated: the per-index cost is flat in the data size
@@ -64,46 +65,58 @@ class WindowOrder:
         return self.grouped[1]
 
 
-def epoch_permutation(length: int, seed: int, epoch: int, window: Optional[WindowOrder] = None) -> torch.Tensor:
-    """The order of epoch ``epoch``: ``torch.randperm`` from ``seed + epoch`` (``DistributedSampler``'s own), or
-    with ``window``: the shards permuted from the same generator, then each window's samples permuted."""
-    generator = torch.Generator().manual_seed(seed + epoch)
-    if window is None:  # int32 where it holds every index: the same draws, the same order, half the memory
-        return torch.randperm(length, generator=generator, dtype=torch.int32 if length <= 1 << 31 else torch.int64)
-    members, sizes = window.grouped
-    if len(members) != length:
-        raise ValueError(f"the window order covers {len(members)} samples, the dataset holds {length}")
-    shards = torch.randperm(len(sizes), generator=generator).numpy()
-    # the samples shard by shard in the epoch's shard order: each shard's run of members, moved to its place
-    taken = sizes[shards]
-    at = np.arange(length)
-    at += np.repeat((np.cumsum(sizes) - sizes)[shards] - (np.cumsum(taken) - taken), taken)
-    sequence = members[at]
-    # then each window's samples permuted, window after window from the one generator: a loop over windows
-    order, start = at, 0  # ``at`` is not needed any more: its memory takes the order
-    for count in np.add.reduceat(taken, np.arange(0, len(taken), window.window)) if len(taken) else []:
-        end = start + int(count)
-        order[start:end] = sequence[start:end][torch.randperm(end - start, generator=generator).numpy()]
-        start = end
-    return torch.from_numpy(order)
+class ShardWindows:
+    """The epoch order of a :class:`WindowOrder`: its shards in the order of an :class:`IndexShuffle` of the
+    shards, and the samples of each ``window`` consecutive shards (in that order) in the order of their window's
+    own shuffle. Told position by position like the plain order; what it holds is per shard, besides the
+    window order's ``members`` (computed once per run)."""
+
+    def __init__(self, window: WindowOrder, length: int, seed: int, epoch: int) -> None:
+        members, sizes = window.grouped
+        if len(members) != length:
+            raise ValueError(f"the window order covers {len(members)} samples, the dataset holds {length}")
+        self.members, self.seed, self.epoch, self.length = members, seed, epoch, length
+        shards = IndexShuffle(len(sizes), seed, epoch).at(np.arange(len(sizes)))
+        taken = sizes[shards]
+        self.slot_start = np.cumsum(taken) - taken  # where each shard's samples begin in the epoch's shard order
+        self.member_start = (np.cumsum(sizes) - sizes)[shards]  # and where they begin in ``members``
+        self.window_start = self.slot_start[:: window.window]
+        self.window_size = np.diff(np.append(self.window_start, length))
+
+    def __len__(self) -> int:
+        return self.length
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The indices at ``positions``: each window's positions through its shuffle, then shard and member."""
+        positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+        windows = np.searchsorted(self.window_start, positions, side="right") - 1
+        sorted_at = np.argsort(windows, kind="stable")  # a rank's chunk meets one window or two: few groups
+        grouped = windows[sorted_at]
+        places = np.empty(len(positions), dtype=np.int64)
+        for first, end in _runs(grouped):
+            w = int(grouped[first])
+            which = sorted_at[first:end]
+            start = self.window_start[w]
+            shuffle = IndexShuffle(int(self.window_size[w]), self.seed, self.epoch, stream=1 + w)
+            places[which] = start + shuffle.at(positions[which] - start)
+        slots = np.searchsorted(self.slot_start, places, side="right") - 1
+        return self.members[self.member_start[slots] + places - self.slot_start[slots]]
 
 
-def laid_out(order: torch.Tensor, total: int, length: int) -> np.ndarray:
-    """The first ``total`` indices of ``order``, repeated from its start as often as that takes (how
-    ``DistributedSampler`` pads), as int32 where a dataset of ``length`` allows (half the bytes to copy and hold)."""
-    source = order.numpy()
-    if total <= len(source) and source.dtype == (np.int32 if length <= 1 << 31 else np.int64):
-        return source[:total]  # nothing to pad or narrow: the order itself, not a second copy of it
-    out = np.empty(total, dtype=np.int32 if length <= 1 << 31 else np.int64)
-    done = min(len(source), total)
-    out[:done] = source[:done]
-    if total and not done:
-        raise ValueError(f"an empty order cannot fill {total} places")
-    while done < total:  # each copy doubles what is there: a few copies, whatever the padding
-        step = min(done, total - done)
-        out[done : done + step] = out[:step]
-        done += step
-    return out
+def _runs(values: np.ndarray) -> List[Tuple[int, int]]:
+    """``(first, end)`` of each run of equal values in sorted ``values``."""
+    bounds = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate(([0], bounds)) if len(values) else bounds
+    return list(zip(starts.tolist(), np.append(bounds, len(values)).tolist()))
+
+
+EpochOrder = Union[IndexShuffle, ShardWindows]
+
+
+def epoch_order(length: int, seed: int, epoch: int, window: Optional[WindowOrder] = None) -> EpochOrder:
+    """The order of epoch ``epoch``, a function of the seed and the epoch alone: an :class:`IndexShuffle` of the
+    whole split, or with ``window`` its :class:`ShardWindows`. Nothing is drawn until a position is asked for."""
+    return IndexShuffle(length, seed, epoch) if window is None else ShardWindows(window, length, seed, epoch)
 
 
 class DealtOrder:
@@ -123,13 +136,13 @@ class DealtOrder:
         return self.dealing(epoch).rank(rank)
 
     def __iter__(self) -> Iterator[int]:
-        return _from(self.order_of(self.epoch, self.rank), self.skip)
-
-
-def _from(order: np.ndarray, skip: int) -> Iterator[int]:
-    """The indices of ``order`` after its first ``skip``, made Python ints ``CHUNK`` at a time (each then read
-    by a list iterator: a generator per index would cost three times as much)."""
-    return itertools.chain.from_iterable(order[at : at + CHUNK].tolist() for at in range(skip, len(order), CHUNK))
+        dealing, rank = self.dealing(self.epoch), self.rank
+        # computed CHUNK at a time and made Python ints, each then read by a list iterator: a generator per index
+        # would cost three times as much
+        return itertools.chain.from_iterable(
+            dealing.rank_span(rank, at, min(at + CHUNK, dealing.per_rank)).tolist()
+            for at in range(self.skip, dealing.per_rank, CHUNK)
+        )
 
 
 class SliceSampler(Sampler[int]):
@@ -155,7 +168,8 @@ class SliceSampler(Sampler[int]):
 
 
 class ResumableSampler(DealtOrder, DistributedSampler):
-    """``DistributedSampler`` that can start an epoch after its first ``skip`` indices.
+    """``DistributedSampler``'s padding and rank slices over ``epoch_order``, able to start an epoch after its first
+    ``skip`` indices.
 
     The order of an epoch depends only on (seed, epoch), so skipping the indices
     of the batches a checkpoint had consumed continues that epoch exactly; the
@@ -190,10 +204,10 @@ class ResumableSampler(DealtOrder, DistributedSampler):
         self.skip = max(int(count), 0)
 
     def dealing(self, epoch: int) -> Dealing:
-        """``DistributedSampler``'s order of ``epoch`` (over ``epoch_permutation``): padded by repeating its start,
-        dealt one index at a time."""
-        order = epoch_permutation(len(self.dataset), self.seed, epoch, self.window)
-        return Dealing(laid_out(order, self.total_size, len(self.dataset)), self.num_replicas, 1)
+        """The order of ``epoch`` dealt as ``DistributedSampler`` deals its own: padded by repeating its start, one
+        index at a time."""
+        order = epoch_order(len(self.dataset), self.seed, epoch, self.window)
+        return Dealing(order, self.total_size, self.num_replicas, 1)
 
     def __len__(self) -> int:
         return max(self.num_samples - self.skip, 0)
@@ -254,10 +268,8 @@ class GlobalBatchSampler(DealtOrder, Sampler[int]):
     def dealing(self, epoch: int) -> Dealing:
         """The permutation of ``epoch`` without its incomplete last global batch, dealt ``global_batch / world_size``
         at a time: what any rank can compute for any other."""
-        order = epoch_permutation(self.length, self.seed, epoch, self.window)
-        return Dealing(
-            laid_out(order, self.batches * self.global_batch, self.length), self.world_size, self.local_batch
-        )
+        order = epoch_order(self.length, self.seed, epoch, self.window)
+        return Dealing(order, self.batches * self.global_batch, self.world_size, self.local_batch)
 
     def __len__(self) -> int:
         return max(self.batches * self.local_batch - self.skip, 0)

@@ -18,8 +18,6 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
-
 from utils.data.identity import sample_keys
 from utils.data.sample_order import EpochBatches, epoch_batches_of_all_ranks, tells_order
 from utils.errors import ConfigError, OutputError
@@ -42,7 +40,7 @@ class SampleRecorder:
             )
         self._keys: Optional[Sequence[str]] = None  # the dataset's key table (or list), read at the first step
         self._epoch: Optional[int] = None
-        self._batches = EpochBatches(np.zeros(0, dtype=np.int64), 1)  # the current epoch's, over all ranks
+        self._batches: Optional[EpochBatches] = None  # the current epoch's, over all ranks
         self._pending: List[str] = []
         self._mode = "w"  # a fresh run starts the file; a resumed one appends to what it kept
 
@@ -50,7 +48,7 @@ class SampleRecorder:
         """Step ``step`` of ``epoch`` consumed the epoch's batches ``first`` to ``end - 1``."""
         if self.path is None:
             return
-        if epoch != self._epoch:
+        if self._batches is None or epoch != self._epoch:
             loader = self._loader
             self._batches = epoch_batches_of_all_ranks(loader.sampler, epoch, self._world_size, loader.batch_size)
             self._epoch = epoch
