@@ -24,7 +24,7 @@ from utils.checkpoint.state import Checkpoint
 from utils.config.resume import Change, changes
 from utils.config.schema import Config
 from utils.config.typed_merge import lookup
-from utils.data.identity import identity_differences
+from utils.data.identity import identity_differences, order_change
 from utils.errors import CheckpointError, UserError
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,10 @@ def check_resume(
             log.info("changed on resume: %s%s", change, "" if change.rule == "apply" else " (does not touch training)")
     if diffs:
         log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, "; ".join(diffs))
-    return not diffs
+    drawn = order_change(checkpoint.data_identity, data)
+    if drawn is not None:  # a checkpoint of an older version: its epoch cannot be continued sample for sample
+        log.warning("'%s' drew its epochs as %s; this version draws them as %s", checkpoint.source, *drawn)
+    return not diffs and drawn is None
 
 
 def _check_sharding(checkpoint: Checkpoint, sharding: bool) -> None:

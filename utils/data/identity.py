@@ -4,18 +4,22 @@ A dataset names its samples with ``sample_keys()`` (relative paths for folders, 
 for generated data); one without it is named by index. A dataset that holds its keys in a
 :class:`~utils.data.string_table.StringTable` gives it by ``key_table()``: the identity and
 ``train.record_samples`` then read that table, with no list of the keys made. The identity of the training split,
-``{classes, samples, fingerprint}`` (the fingerprint: SHA-256 of the keys in order), is stored in
-every checkpoint, and a resume on data with other classes, another sample count or another
-file list is refused (``utils/checkpoint/guard.py``): ``data.root`` may move, the data may not change.
+``{classes, samples, fingerprint, order}`` (the fingerprint: SHA-256 of the keys in order; the order: how the
+epochs are drawn), is stored in every checkpoint, and a resume on data with other classes, another sample count
+or another file list is refused (``utils/checkpoint/guard.py``): ``data.root`` may move, the data may not change.
+A checkpoint whose epochs were drawn another way (an older version) resumes at the start of its interrupted epoch.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from utils.data.index_shuffle import ORDER
 from utils.data.string_table import ENCODING, ERRORS, StringTable
+
+OLD_ORDER = "torch.randperm(seed + epoch)"  # how versions before the index shuffle drew an epoch: no "order" key
 
 
 def key_table(dataset: Any) -> Optional[StringTable]:
@@ -46,7 +50,7 @@ def relative_key(path: str, root: str) -> str:
 
 
 def data_identity(dataset: Any) -> Dict[str, Any]:
-    """``{classes, samples, fingerprint}`` of ``dataset`` (the training split)."""
+    """``{classes, samples, fingerprint, order}`` of ``dataset`` (the training split)."""
     table = key_table(dataset)
     if table is not None:
         fingerprint = table.sha256()
@@ -60,7 +64,17 @@ def data_identity(dataset: Any) -> Dict[str, Any]:
         "classes": None if classes is None else [str(c) for c in classes],
         "samples": len(dataset),
         "fingerprint": fingerprint[:16],
+        "order": ORDER,
     }
+
+
+def order_change(saved: Optional[Mapping[str, Any]], current: Optional[Mapping[str, Any]]) -> Optional[Tuple[str, str]]:
+    """``(old, new)`` when two identities draw their epochs differently (None when they agree or either is
+    unknown): the interrupted epoch's remaining samples are then not the rest of the epoch it began."""
+    if not saved or not current:
+        return None
+    old, new = str(saved.get("order", OLD_ORDER)), str(current.get("order", OLD_ORDER))
+    return None if old == new else (old, new)
 
 
 def identity_differences(saved: Optional[Mapping[str, Any]], current: Optional[Mapping[str, Any]]) -> List[str]:
