@@ -100,3 +100,15 @@ def test_an_epoch_is_held_as_int32_and_iterated_as_python_ints():
     first = [next(indices) for _ in range(5)]
     assert first == sampler.order_of(3, 1)[:5].tolist() and all(type(i) is int for i in first)
     assert sampler.order_of(3, 1).dtype == np.int32  # 4 bytes an index while the epoch runs
+
+
+@pytest.mark.parametrize("shards", [7, 70_000, 1 << 20])  # one radix pass, two, two with shard numbers past 2**16
+def test_a_window_order_groups_block_by_block_as_one_stable_sort(shards, monkeypatch):
+    import utils.data.samplers as samplers
+
+    monkeypatch.setattr(samplers, "GROUP_BLOCK", 977)  # many blocks, a shard's samples spread over several
+    shard_of = np.random.default_rng(shards).integers(0, shards, 20_000)
+    members, sizes = WindowOrder(shard_of, 2).grouped
+    counts = np.bincount(shard_of)
+    assert np.array_equal(members, np.argsort(shard_of, kind="stable")) and members.dtype == np.int32
+    assert np.array_equal(sizes, counts[counts > 0])

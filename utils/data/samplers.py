@@ -26,6 +26,7 @@ from utils.data.index_shuffle import IndexShuffle
 from utils.data.sample_order import Dealing
 
 CHUNK = 4096  # indices made Python ints at a time as an epoch is iterated: the per-index cost is flat in the data size
+GROUP_BLOCK = 1 << 20  # samples grouped by shard at a time: a million, about 40 MB of temporaries
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,26 +39,42 @@ class WindowOrder:
 
     def __post_init__(self) -> None:
         shard_of = np.asarray(self.shard_of) if len(self.shard_of) else np.zeros(0, dtype=np.int64)
-        if shard_of.ndim != 1 or (shard_of.size and (shard_of.dtype.kind not in "iu" or shard_of.min() < 0)):
+        signed = shard_of.dtype.kind == "i"
+        if shard_of.ndim != 1 or (
+            shard_of.size and (shard_of.dtype.kind not in "iu" or (signed and shard_of.min() < 0))
+        ):
             raise ValueError(
                 f"shard_of must be a 1-D array of shard numbers >= 0, not {shard_of.dtype} {shard_of.shape}"
             )
         if self.window < 1:
             raise ValueError(f"a window holds at least one shard, not {self.window}")
-        if shard_of.size and shard_of.max() < 1 << 31:
-            shard_of = shard_of.astype(np.int32, copy=False)  # 4 bytes a sample
+        if shard_of.itemsize > 4 and shard_of.size and shard_of.max() < 1 << 31:
+            shard_of = shard_of.astype(np.int32)  # 4 bytes a sample (a pack's own column, uint32, stays mapped)
         object.__setattr__(self, "shard_of", shard_of)
 
     @functools.cached_property
     def grouped(self) -> Tuple[np.ndarray, np.ndarray]:
         """``(members, sizes)``: the sample indices shard by shard (shards by number, those without samples left
-        out, each one's samples in index order) and the size of each; sorted once, read every epoch."""
-        counts = np.bincount(self.shard_of)
-        present = counts > 0
-        group = (np.cumsum(present) - 1)[self.shard_of]
-        narrow = group.astype(np.uint16 if present.sum() <= 1 << 16 else np.int64)  # 16 bits: numpy's radix sort
-        members = np.argsort(narrow, kind="stable")
-        return members.astype(np.int32) if len(members) <= 1 << 31 else members, counts[present]
+        out, each one's samples in index order) and the size of each; computed once per run, read every epoch.
+
+        A counting sort, a block of samples at a time: each block's samples are ordered by shard (two stable radix
+        passes of 16 bits) and written at their shards' next free places, so nothing but ``members`` grows with
+        the split (``benchmarks/bench_sample_arrays.py`` compares it with one argsort of every sample's shard)."""
+        shard_of = self.shard_of
+        blocks = range(0, len(shard_of), GROUP_BLOCK)
+        counts = np.zeros(int(shard_of.max()) + 1 if len(shard_of) else 0, dtype=np.int64)
+        for start in blocks:  # by blocks: bincount copies its input as int64, 800 MB at 100 million samples
+            counts += np.bincount(shard_of[start : start + GROUP_BLOCK], minlength=len(counts))
+        free = np.cumsum(counts) - counts  # each shard's next free place in ``members``
+        members = np.empty(len(shard_of), dtype=np.int32 if len(shard_of) <= 1 << 31 else np.int64)
+        for start in blocks:
+            block = shard_of[start : start + GROUP_BLOCK]
+            order = _by_shard(block)
+            shards = block[order]
+            taken = np.bincount(shards, minlength=len(counts))
+            members[free[shards] + np.arange(len(block)) - (np.cumsum(taken) - taken)[shards]] = order + start
+            free += taken
+        return members, counts[counts > 0]
 
     @property
     def sizes(self) -> np.ndarray:
@@ -111,6 +128,15 @@ def _runs(values: np.ndarray) -> List[Tuple[int, int]]:
 
 
 EpochOrder = Union[IndexShuffle, ShardWindows]
+
+
+def _by_shard(block: np.ndarray) -> np.ndarray:
+    """The stable order of ``block``'s shard numbers: least significant 16 bits first, then the next 16 (numpy sorts
+    16-bit keys by radix; larger ones by a comparison sort, three times slower)."""
+    order = np.argsort((block & 0xFFFF).astype(np.uint16), kind="stable")
+    for shift in range(16, int(block.max()).bit_length() if len(block) else 0, 16):
+        order = order[np.argsort(((block[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+    return order
 
 
 def epoch_order(length: int, seed: int, epoch: int, window: Optional[WindowOrder] = None) -> EpochOrder:
