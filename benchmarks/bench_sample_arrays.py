@@ -21,8 +21,9 @@ import argparse
 import os
 import sys
 import time
+import tracemalloc
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -119,6 +120,28 @@ def old_record(n: int) -> Callable[[], object]:
     return record
 
 
+def argsort_grouped(shard_of: np.ndarray) -> np.ndarray:
+    """The window order's grouping as one stable argsort of every sample's shard (how it was computed before the
+    counting sort): 16-bit radix keys where the shards allow, int64 ones otherwise, and int64 indices narrowed."""
+    counts = np.bincount(shard_of)
+    present = counts > 0
+    group = (np.cumsum(present) - 1)[shard_of]
+    narrow = group.astype(np.uint16 if present.sum() <= 1 << 16 else np.int64)
+    return np.argsort(narrow, kind="stable").astype(np.int32)
+
+
+def peak_of(make: Callable[[], Any]) -> Tuple[Any, float, float]:
+    """What ``make()`` returns, its seconds, and the most MB of numpy arrays it held at once (tracemalloc sees
+    numpy's allocations), the result included."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    made = make()
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return made, seconds, peak
+
+
 def python_bytes(strings: Sequence[str]) -> float:
     """Bytes a list of ``strings`` holds (the list and each string object)."""
     return sys.getsizeof(strings) + sum(sys.getsizeof(s) for s in strings)
@@ -135,9 +158,10 @@ def run_size(n: int, rounds: int) -> List[dict]:
     table = StringTable.from_strings(keys(n))
     build_s = time.perf_counter() - start
     window = WindowOrder(rng.permutation(n) // SHARD, WINDOW)
-    start = time.perf_counter()
-    members, _ = window.grouped  # once per run
-    group_s = time.perf_counter() - start
+    (members, _), group_s, group_mb = peak_of(lambda: window.grouped)  # once per run
+    argsorted, argsort_s, argsort_mb = peak_of(lambda: argsort_grouped(window.shard_of))
+    assert np.array_equal(argsorted, members)
+    del argsorted
     resumable, global_ = ResumableSampler(Sized(n), RANKS, 0, 1), GlobalBatchSampler(n, GLOBAL, 0, RANKS, 1)
     windowed = GlobalBatchSampler(n, GLOBAL, 0, RANKS, 1, window=window)
     cases: Dict[str, Callable[[], float]] = {
@@ -175,6 +199,13 @@ def run_size(n: int, rounds: int) -> List[dict]:
             note=f"of which the f-string generator alone takes about {strings_s:.3f} s",
         ),
         row(TITLE, f"{size}: window order grouped (once per run), s", [group_s], fmt="{:.3f}"),
+        row(TITLE, f"{size}: window order grouped, one argsort / counting sort", [argsort_s / max(group_s, 1e-9)]),
+        row(
+            TITLE,
+            f"{size}: window order grouped, peak MB, counting sort",
+            [group_mb],
+            note=f"one argsort: {argsort_mb:.0f} MB",
+        ),
     ]
     for name, what in (
         ("resumable", "epoch start, ResumableSampler rank 0 of 8"),
