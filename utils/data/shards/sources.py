@@ -11,15 +11,16 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
 from utils.data.identity import sample_keys
-from utils.data.sources.source import Member
 from utils.data.string_table import StringTable
 from utils.errors import DataError
+
+Member = Tuple[str, Union[Path, bytes]]  # (extension, the file it is stored in, or its bytes)
 
 
 def _npy(tensor: Any) -> bytes:

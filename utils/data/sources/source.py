@@ -17,14 +17,13 @@ Each task's sources add how a sample decodes, as its files read (the same values
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, List, Optional, Union
 
 import numpy as np
 
 from utils.data.samplers import WindowOrder
+from utils.data.shards.sources import Member
 from utils.data.string_table import StringTable
-
-Member = Tuple[str, Union[Path, bytes]]  # (extension, the file it is stored in, or its bytes)
 
 
 def ext_of(path: Union[str, Path]) -> str:
