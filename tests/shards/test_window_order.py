@@ -130,3 +130,34 @@ def test_a_window_smaller_than_a_global_batch_is_named_with_the_window_to_set(ca
     assert "shuffle_window=3: a window of 3 shards can hold as few as 5 samples, fewer than a global batch of 12" in (
         record.getMessage()
     ) and record.getMessage().endswith("raise data.args.shuffle_window to about 8 or more")
+
+
+def test_a_packs_grouping_is_computed_once_kept_in_the_users_cache_and_mapped_after(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    packed = tmp_path / "p"
+    assert main.main(["--mode", "pack", "--output", str(packed), "--shard-size", "100KB", "data.name=digits"]) == 0
+    capsys.readouterr()
+    config = DataConfig(name="shards", root=str(packed), args={"shuffle_window": 2})
+    first = build_dataset(config, "train").window_order()
+    members, sizes = first.grouped
+    plain = WindowOrder(first.shard_of, 2)  # the same column, computed in memory
+    assert np.array_equal(members, plain.grouped[0]) and np.array_equal(sizes, plain.grouped[1])
+    assert isinstance(members, np.memmap) and len(list((tmp_path / "cache").rglob("*.window-members.npy"))) == 1
+    # the next start maps it: nothing is computed
+    monkeypatch.setattr(WindowOrder, "_group", lambda self: pytest.fail("computed again"))
+    again = build_dataset(config, "train").window_order()
+    assert isinstance(again.grouped[0], np.memmap) and np.array_equal(again.grouped[0], members)
+    n = len(members)
+    assert whole(n, 4, 1, again) == whole(n, 4, 1, plain) and sorted(whole(n, 4, 1, again)) == list(range(n))
+    # a kept file that is not the grouping (another length) is computed again and replaced
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (kept,) = (tmp_path / "cache").rglob("*.window-members.npy")
+    np.save(kept, np.arange(5, dtype=np.int32))
+    third = build_dataset(config, "train").window_order()
+    assert np.array_equal(third.grouped[0], plain.grouped[0]) and len(np.load(kept, mmap_mode="r")) == n
+    # a cache that cannot be written: computed at each start, said once, nothing else
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    fourth = build_dataset(config, "train").window_order()
+    assert not isinstance(fourth.grouped[0], np.memmap) and np.array_equal(fourth.grouped[0], plain.grouped[0])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -29,13 +29,19 @@ CHUNK = 4096  # indices made Python ints at a time as an epoch is iterated: the 
 GROUP_BLOCK = 1 << 20  # samples grouped by shard at a time: a million, about 40 MB of temporaries
 
 
+Grouping = Tuple[np.ndarray, np.ndarray]  # (members, sizes): see WindowOrder.grouped
+
+
 @dataclass(frozen=True, eq=False)
 class WindowOrder:
     """``shard_of[i]``: the shard of sample ``i`` (a shard's samples, in index order, are its group);
-    ``window``: how many consecutive shards (in the epoch's shard order) have their samples shuffled together."""
+    ``window``: how many consecutive shards (in the epoch's shard order) have their samples shuffled together;
+    ``kept``: where the grouping is kept between runs (given how to compute it, returns it: a pack maps it from the
+    user's cache, ``utils/data/shards/grouping.py``); None: computed in memory."""
 
     shard_of: np.ndarray
     window: int
+    kept: Optional[Callable[[Callable[[], Grouping]], Grouping]] = None
 
     def __post_init__(self) -> None:
         shard_of = np.asarray(self.shard_of) if len(self.shard_of) else np.zeros(0, dtype=np.int64)
@@ -53,9 +59,14 @@ class WindowOrder:
         object.__setattr__(self, "shard_of", shard_of)
 
     @functools.cached_property
-    def grouped(self) -> Tuple[np.ndarray, np.ndarray]:
+    def grouped(self) -> Grouping:
         """``(members, sizes)``: the sample indices shard by shard (shards by number, those without samples left
-        out, each one's samples in index order) and the size of each; computed once per run, read every epoch.
+        out, each one's samples in index order) and the size of each; computed once per run (or kept: ``kept``),
+        read every epoch."""
+        return self._group() if self.kept is None else self.kept(self._group)
+
+    def _group(self) -> Grouping:
+        """The grouping, computed.
 
         A counting sort, a block of samples at a time: each block's samples are ordered by shard (two stable radix
         passes of 16 bits) and written at their shards' next free places, so nothing but ``members`` grows with

@@ -212,6 +212,7 @@ class Index:
         self.keys, self.stems = arrays["keys"], arrays["stems"]
         self.keys_sha256: Optional[str] = None  # the keys' lines' sha256 when loading learned it (index_load.py)
         self.label_count: Optional[int] = None  # the classes, or the largest label + 1 without names (index_load.py)
+        self.digest: Optional[str] = None  # index.json's sha256 (index_load.py): what its checked arrays derive from
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -190,6 +190,7 @@ def load(text: bytes, where: str, path_of: Callable[[Shard], Path], hashed: bool
         known["label_count"] = _label_count(index)
         checked.stamp(found, known)
     keys_sha256, count = known.get("keys_sha256"), known.get("label_count")
+    index.digest = found["index"] if found is not None else hashlib.sha256(text).hexdigest()
     index.keys_sha256 = keys_sha256 if isinstance(keys_sha256, str) else None
     index.label_count = len(index.classes) if index.classes is not None else count if isinstance(count, int) else None
     return index

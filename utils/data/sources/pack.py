@@ -9,6 +9,7 @@ own; with a folder of files they do nothing, and say so once (``open.py``).
 from __future__ import annotations
 
 import bisect
+import functools
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -18,6 +19,7 @@ import torch
 from utils.data.images import as_float
 from utils.data.samplers import WindowOrder
 from utils.data.shards import decode
+from utils.data.shards.grouping import kept_grouping
 from utils.data.shards.index import INDEX
 from utils.data.shards.reader import DEFAULT_CACHE_LIMIT, ShardReader, checked_cache_folder, open_split
 from utils.data.shards.store import is_s3
@@ -148,7 +150,10 @@ class PackedSplit(Source):
         """With ``shuffle_window=W``: the training order takes the shards in a seeded order and shuffles the
         samples of each W consecutive ones together (``utils/data/samplers.py``), so a cache of about W shards
         per machine reads each shard whole once per epoch; None (the default): a shuffle of the whole split."""
-        return WindowOrder(self.index.samples["shard"], int(self.shuffle_window)) if self.shuffle_window else None
+        if not self.shuffle_window:
+            return None
+        kept = functools.partial(kept_grouping, self.index)  # computed once per machine, then mapped
+        return WindowOrder(self.index.samples["shard"], int(self.shuffle_window), kept)
 
     def stem_names(self) -> Mapping[str, str]:
         """Each stem's sample name (what the mixed-size error of mask batches names)."""
