@@ -25,7 +25,10 @@ first step, the main process's anonymous memory at its peak and each loader work
 20 ms). Goals, against 10,000: at 10M <= 1.3x CPU, <= 1.5x wall, anonymous <= +100 MB; at 100M <= 2x CPU and
 wall, anonymous <= +200 MB; workers flat.
 
-``python benchmarks/bench_index_scale.py [--quick] [--sizes 10000,1000000] [--tiled N,...] [--keep DIR]``
+``--window W`` (with ``--tiled``) starts with ``data.args.shuffle_window=W``: the window order's grouping is computed
+and kept by one start per size first, and the measured starts map it.
+
+``python benchmarks/bench_index_scale.py [--quick] [--sizes 10000,1000000] [--tiled N,...] [--window W] [--keep DIR]``
 """
 
 from __future__ import annotations
@@ -301,11 +304,13 @@ def _status_kb(pid: int, field: str) -> int:
     return 0
 
 
-def measure_start(pack: Path, out: Path) -> Dict[str, float]:
-    """One start of ``main.py`` from ``pack`` (2 loader workers, a step, validation and test), watched from here."""
+def measure_start(pack: Path, out: Path, window: int = 0) -> Dict[str, float]:
+    """One start of ``main.py`` from ``pack`` (2 loader workers, a step, validation and test; ``window``: with that
+    ``shuffle_window``), watched from here."""
     import resource
 
-    args = [f"data.root={pack}", "data.name=image_folder", "data.args={channels: 1}", "model.input_size=[1, 8, 8]"]
+    data_args = f"data.args={{channels: 1{f', shuffle_window: {window}' if window else ''}}}"
+    args = [f"data.root={pack}", "data.name=image_folder", data_args, "model.input_size=[1, 8, 8]"]
     args += ["train.iterations=1", "data.num_workers=2", f"experiment.output_root={out}", "threads=1"]
     args += ["custom_imports=[benchmarks.first_step]", "hooks=[{name: first_step_time}]"]
     shutil.rmtree(out, ignore_errors=True)
@@ -340,8 +345,10 @@ def measure_start(pack: Path, out: Path) -> Dict[str, float]:
     }
 
 
-def run_tiled(sizes: Sequence[int], keep: str, rounds: int) -> List[dict]:
-    """The start-up rows of ``--tiled``: each size against ``BASE`` in ``rounds`` interleaved rounds (medians)."""
+def run_tiled(sizes: Sequence[int], keep: str, rounds: int, window: int = 0) -> List[dict]:
+    """The start-up rows of ``--tiled``: each size against ``BASE`` in ``rounds`` interleaved rounds (medians);
+    ``window``: with ``shuffle_window``, after one start per size that computes and keeps the window order's grouping
+    (its figures printed, not counted)."""
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="index-tiled-"))
     try:
         data = make_pngs(work / f"png-{BASE}", BASE)
@@ -354,16 +361,20 @@ def run_tiled(sizes: Sequence[int], keep: str, rounds: int) -> List[dict]:
             began = time.perf_counter()
             packs[n] = tile_pack(base, work / f"tiled-{n}", n)
             print(f"tiled {n:,}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+        for n in (BASE, *sizes) if window else ():
+            first = measure_start(packs[n], work / "out", window)
+            print(f"first start at {n:,} (the grouping computed and kept): {first}", file=sys.stderr, flush=True)
         runs: Dict[int, List[Dict[str, float]]] = {}
         for r in range(rounds):
             for n in (BASE, *sizes) if r % 2 == 0 else (*sizes, BASE):
-                runs.setdefault(n, []).append(measure_start(packs[n], work / "out"))
+                runs.setdefault(n, []).append(measure_start(packs[n], work / "out", window))
                 print(f"start at {n:,}: {runs[n][-1]}", file=sys.stderr, flush=True)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     med = {n: {k: statistics.median(m[k] for m in ms) for k in ms[0]} for n, ms in runs.items()}
     a, note = med[BASE], f"against {BASE:,}, {CORES} cores, load {os.getloadavg()[0]:.2f}, {rounds} round(s)"
+    note += f", shuffle_window={window}" if window else ""
     rows = []
     for n in sizes:
         b, big = med[n], n >= 100_000_000
@@ -394,6 +405,7 @@ def main() -> None:
     parser.add_argument("--keep", default="", help="a folder to keep the PNGs and packs in between runs")
     parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds of packing at the large size (2)")
     parser.add_argument("--tiled", default="", help="comma-separated sizes of tiled splits, e.g. 10000000,100000000")
+    parser.add_argument("--window", type=int, default=0, help="with --tiled: starts with this shuffle_window")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -403,7 +415,10 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     tiled = [int(s) for s in args.tiled.split(",") if s]
-    rows = run_tiled(tiled, args.keep, args.rounds or 2) if tiled else run(args.quick, sizes, args.keep, args.rounds)
+    if tiled:
+        rows = run_tiled(tiled, args.keep, args.rounds or 2, args.window)
+    else:
+        rows = run(args.quick, sizes, args.keep, args.rounds)
     for r in rows:
         print(f"{r['measure']}: {r['value']}  {r.get('goal', '')} {r.get('ok', '')} {r['note']}")
 
