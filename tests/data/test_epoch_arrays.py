@@ -85,6 +85,8 @@ def test_a_window_order_takes_shard_numbers_and_refuses_what_is_not_one():
     order = WindowOrder([4, 1, 4, 1, 7], 2)  # shards 1, 4 and 7; 2, 3 and 6 have no samples
     assert order.shard_of.dtype.kind == "i" and order.sizes.tolist() == [2, 2, 1]
     assert order.grouped[0].tolist() == [1, 3, 0, 2, 4]
+    for narrow in (np.uint8, np.int16, np.uint16):  # narrower than 4 bytes: widened, grouped the same
+        assert WindowOrder(np.array([4, 1, 4, 1, 7], dtype=narrow), 2).grouped[0].tolist() == [1, 3, 0, 2, 4]
     with pytest.raises(ValueError, match="shard numbers >= 0"):
         WindowOrder([0, -1], 2)
     with pytest.raises(ValueError, match="at least one shard"):

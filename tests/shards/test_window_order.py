@@ -142,7 +142,7 @@ def test_a_packs_grouping_is_computed_once_kept_in_the_users_cache_and_mapped_af
     members, sizes = first.grouped
     plain = WindowOrder(first.shard_of, 2)  # the same column, computed in memory
     assert np.array_equal(members, plain.grouped[0]) and np.array_equal(sizes, plain.grouped[1])
-    assert isinstance(members, np.memmap) and len(list((tmp_path / "cache").rglob("*.window-members.npy"))) == 1
+    assert isinstance(members, np.memmap) and len(list((tmp_path / "cache").rglob("*.window-v1-members.npy"))) == 1
     # the next start maps it: nothing is computed
     monkeypatch.setattr(WindowOrder, "_group", lambda self: pytest.fail("computed again"))
     again = build_dataset(config, "train").window_order()
@@ -152,7 +152,7 @@ def test_a_packs_grouping_is_computed_once_kept_in_the_users_cache_and_mapped_af
     # a kept file that is not the grouping (another length) is computed again and replaced
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    (kept,) = (tmp_path / "cache").rglob("*.window-members.npy")
+    (kept,) = (tmp_path / "cache").rglob("*.window-v1-members.npy")
     np.save(kept, np.arange(5, dtype=np.int32))
     third = build_dataset(config, "train").window_order()
     assert np.array_equal(third.grouped[0], plain.grouped[0]) and len(np.load(kept, mmap_mode="r")) == n

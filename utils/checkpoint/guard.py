@@ -101,9 +101,12 @@ def check_resume(
 ) -> bool:
     """Refuse a resume whose model, data or optimizer type changed (unless the user allowed it),
     log every other changed setting; True when the checkpoint's data order still holds."""
+    drawn = order_change(checkpoint.data_identity, data)
+    if drawn is not None:  # a checkpoint of an older version: its epoch cannot be continued sample for sample
+        log.warning("'%s' drew its epochs as %s; this version draws them as %s", checkpoint.source, *drawn)
     saved = checkpoint.config
     if saved is None:
-        return True
+        return drawn is None
     found = setting_changes(saved, current)
     optimizer = [c for c in found if c.key == OPTIMIZER]
     if optimizer and not choices.reset_optimizer:
@@ -126,9 +129,6 @@ def check_resume(
             log.info("changed on resume: %s%s", change, "" if change.rule == "apply" else " (does not touch training)")
     if diffs:
         log.warning("--resume-force: resuming '%s' although %s", checkpoint.source, "; ".join(diffs))
-    drawn = order_change(checkpoint.data_identity, data)
-    if drawn is not None:  # a checkpoint of an older version: its epoch cannot be continued sample for sample
-        log.warning("'%s' drew its epochs as %s; this version draws them as %s", checkpoint.source, *drawn)
     return not diffs and drawn is None
 
 

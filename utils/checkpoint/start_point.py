@@ -63,7 +63,7 @@ class StartPoint:
         self.checkpoint.restore(objects, rank, world_size, self.reset_optimizer)
         if self.checkpoint.progress.batch != progress.batch:
             log.warning(
-                "the data order changed since the checkpoint: epoch %d restarts from its first batch",
+                "the checkpoint's data order does not hold (above): epoch %d restarts from its first batch",
                 progress.epoch,
             )
         log.info("training state restored: epoch %d, step %d", progress.epoch, progress.step)

@@ -69,11 +69,12 @@ def data_identity(dataset: Any) -> Dict[str, Any]:
 
 
 def order_change(saved: Optional[Mapping[str, Any]], current: Optional[Mapping[str, Any]]) -> Optional[Tuple[str, str]]:
-    """``(old, new)`` when two identities draw their epochs differently (None when they agree or either is
-    unknown): the interrupted epoch's remaining samples are then not the rest of the epoch it began."""
-    if not saved or not current:
+    """``(old, new)`` when two identities draw their epochs differently (None when they agree, or this run's is
+    unknown): the interrupted epoch's remaining samples are then not the rest of the epoch it began. A checkpoint
+    without an identity (framework 0.3.0 and older) drew them as every version before the index shuffle did."""
+    if not current:
         return None
-    old, new = str(saved.get("order", OLD_ORDER)), str(current.get("order", OLD_ORDER))
+    old, new = str((saved or {}).get("order", OLD_ORDER)), str(current.get("order", OLD_ORDER))
     return None if old == new else (old, new)
 
 

@@ -54,7 +54,7 @@ class WindowOrder:
             )
         if self.window < 1:
             raise ValueError(f"a window holds at least one shard, not {self.window}")
-        if shard_of.itemsize > 4 and shard_of.size and shard_of.max() < 1 << 31:
+        if shard_of.itemsize < 4 or (shard_of.itemsize > 4 and shard_of.size and shard_of.max() < 1 << 31):
             shard_of = shard_of.astype(np.int32)  # 4 bytes a sample (a pack's own column, uint32, stays mapped)
         object.__setattr__(self, "shard_of", shard_of)
 

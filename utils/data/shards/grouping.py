@@ -27,6 +27,7 @@ from utils.errors import UserError
 from utils.files.owned import make_dirs, write_atomic
 
 log = logging.getLogger(__name__)
+VERSION = "v1"  # in the files' names: raised whenever WindowOrder.grouped means another thing, so old files go unread
 _SAID: set = set()
 
 
@@ -53,7 +54,9 @@ def kept_grouping(index: Index, compute: Callable[[], Grouping]) -> Grouping:
     if index.digest is None:
         return compute()
     folder = stamp_folder()
-    members_at, sizes_at = (folder / f"{index.digest[:40]}.window-{part}.npy" for part in ("members", "sizes"))
+    members_at, sizes_at = (
+        folder / f"{index.digest[:40]}.window-{VERSION}-{part}.npy" for part in ("members", "sizes")
+    )
     sizes = _mapped(sizes_at, np.dtype(np.int64), None)
     members = _mapped(members_at, np.dtype(members_type), count)
     if sizes is not None and members is not None and int(sizes.sum()) == count and (sizes > 0).all():
