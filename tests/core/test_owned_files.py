@@ -91,3 +91,19 @@ def test_a_file_opened_in_place_is_the_run_s_own_regular_file(planted, caplog):
     (run / "tb").mkdir()
     with pytest.raises(LinkError, match="is a folder where the run writes a file"):
         open_file(run, run / "tb", "a")
+
+
+def test_two_hosts_with_the_same_pid_write_under_other_temporary_names(tmp_path, monkeypatch):
+    """A cache or home shared by containers of several nodes: their processes often have the same pids, and a
+    temporary name of the pid alone lets one writer remove or rename the other's half-written file."""
+    import socket
+
+    from utils.files import owned
+
+    names = []
+    for host in ("node-a", "node-b", "node-a"):
+        monkeypatch.setattr(socket, "gethostname", lambda host=host: host)
+        names.append(owned.temporary_name(tmp_path / "stamp.json"))
+    assert names[0] != names[1] and names[0] == names[2] and all(n.name.startswith(".stamp.json.") for n in names)
+    owned.write_text(tmp_path, tmp_path / "stamp.json", "{}", "advice")  # written whole under the name, nothing left
+    assert [p.name for p in tmp_path.iterdir()] == ["stamp.json"]

@@ -39,9 +39,11 @@ Standard library, ``utils/errors.py`` and ``utils/undecodable.py`` only: the con
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
+import socket
 import stat
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Callable, List, Union
@@ -202,10 +204,17 @@ def make_new_folder(root: PathLike, folder: PathLike) -> Path:
     return folder
 
 
+def writer_tag() -> str:
+    """This process among all that may write the same folder: its host (8 hex digits of the name's sha256: a
+    shared home or cache seen by containers of several nodes, whose processes often have the same pids) and pid."""
+    return f"{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}-{os.getpid()}"
+
+
 def temporary_name(path: PathLike) -> Path:
-    """A hidden name beside ``path`` for its bytes until they are complete (hidden: never read as an input)."""
+    """A hidden name beside ``path`` for its bytes until they are complete (hidden: never read as an input), this
+    process's own (``writer_tag``)."""
     path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    return path.with_name(f".{path.name}.{writer_tag()}.tmp")
 
 
 def write_atomic(
@@ -256,7 +265,7 @@ def point_link(root: PathLike, path: PathLike, name: str) -> None:
         raise ValueError(f"a link of the framework points to a name beside it, not to '{name}'")
     path = Path(path)
     check_folder(root, path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.link")
+    tmp = path.with_name(f".{path.name}.{writer_tag()}.link")
     tmp.unlink(missing_ok=True)
     os.symlink(name, tmp)
     os.replace(tmp, path)
