@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
-from tests.fixtures.loop_orders import groups_of, loop_batches, loop_global_rank, loop_permutation, loop_rank
-from utils.data.sample_order import Dealing, Listed, epoch_batches_of_all_ranks
+from tests.fixtures.loop_orders import Listed, groups_of, loop_batches, loop_global_rank, loop_permutation, loop_rank
+from utils.data.sample_order import Dealing, epoch_batches_of_all_ranks
 from utils.data.samplers import GlobalBatchSampler, ResumableSampler, WindowOrder, epoch_order
 
 

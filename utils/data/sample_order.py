@@ -16,19 +16,6 @@ from typing import Any, List
 import numpy as np
 
 
-class Listed:
-    """An order given as an array (``at`` reads it): a deal of a known order, for tests and small data."""
-
-    def __init__(self, order: np.ndarray) -> None:
-        self.order = np.asarray(order)
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def at(self, positions: np.ndarray) -> np.ndarray:
-        return self.order[positions]
-
-
 @dataclass(frozen=True)
 class Dealing:
     """An epoch's ``order`` (anything with ``len`` and ``at(positions)``: ``samplers.epoch_order``), laid out over
@@ -59,10 +46,13 @@ class Dealing:
         within = turn // self.width * (self.world_size * self.width) + turn % self.width
         return ranks.astype(np.int64)[:, None] * self.width + within[None, :]
 
+    def indices(self, places: np.ndarray) -> np.ndarray:
+        """The indices at ``places`` of the order laid out (repeated from its start)."""
+        return self.order.at(places % len(self.order)) if len(places) else np.zeros(0, dtype=np.int64)
+
     def rank_span(self, rank: int, start: int, stop: int) -> np.ndarray:
         """Rank ``rank``'s indices ``start`` to ``stop - 1``, in its order."""
-        places = self.positions(np.array([rank]), start, stop)[0]
-        return self.order.at(places % len(self.order)) if len(places) else np.zeros(0, dtype=np.int64)
+        return self.indices(self.positions(np.array([rank]), start, stop)[0])
 
     def rank(self, rank: int) -> np.ndarray:
         """Rank ``rank``'s indices, all of them, in its order."""
@@ -92,9 +82,7 @@ class EpochBatches:
             dealing.positions(ranks, b * size, min((b + 1) * size, dealing.per_rank)).reshape(-1)
             for b in range(first, min(end, len(self)))
         ]
-        if not places:
-            return np.zeros(0, dtype=np.int64)
-        return dealing.order.at(np.concatenate(places) % len(dealing.order))
+        return dealing.indices(np.concatenate(places) if places else np.zeros(0, dtype=np.int64))
 
     def tolist(self) -> List[List[int]]:
         """Each batch as a list (for tests and small data)."""

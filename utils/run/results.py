@@ -95,8 +95,11 @@ def without_config(folders: Sequence[Path]) -> None:
 
 def _runs_of(candidates: Sequence[Path], missing: List[Path]) -> List[Path]:
     """The runs among ``candidates``; those that look like runs but lack their config.yaml go to ``missing``."""
-    missing.extend(c for c in candidates if not c.is_symlink() and looks_like_run(c) and not has_own_config(c))
-    return [c for c in candidates if not c.is_symlink() and is_run(c)]
+    runs = []
+    for candidate in candidates:
+        if not candidate.is_symlink() and looks_like_run(candidate):  # each looked at once (is_run: both tests)
+            (runs if has_own_config(candidate) else missing).append(candidate)
+    return runs
 
 
 def _natural(path: Path) -> list:

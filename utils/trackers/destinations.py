@@ -41,17 +41,11 @@ def named_store(identity: Dict[str, Any], path: Path, command: str) -> str:
     return mine
 
 
-def inside(path: Path, folder: Path) -> bool:
-    """Whether ``path`` (links resolved) is ``folder`` or lies under it."""
-    resolved, root = Path(path).resolve(), Path(folder).resolve()
-    return resolved == root or root in resolved.parents
-
-
 def own_wandb_dir(settings: Dict[str, Any], run: Path, path: Path) -> None:
     """ConfigError where the W&B folder of the identity in ``path`` lies outside the run folder ``run`` and is not the
     ``WANDB_DIR`` the user names: W&B would write there, and remove a killed process's offline run found there."""
     folder = settings.get("dir")
-    if not folder or inside(Path(folder), run):
+    if not folder or Path(folder).resolve().is_relative_to(Path(run).resolve()):  # links resolved
         return
     named = os.environ.get("WANDB_DIR")
     if named and Path(named).resolve() == Path(folder).resolve():
