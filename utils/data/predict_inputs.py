@@ -26,8 +26,8 @@ from torch.utils.data import Dataset, default_collate
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.batch import check_one_size
 from utils.data.folders import glob_visible, split_glob, walk_visible
-from utils.data.images import file_bytes, read_pixels
-from utils.data.sources.source import Member, Source, ext_of
+from utils.data.sources.files import ImageFileSource
+from utils.data.sources.source import Source
 from utils.data.string_table import StringTable
 from utils.data.transforms import pixels_then_floats
 from utils.errors import DataError
@@ -143,7 +143,7 @@ def mask_names(relative: Sequence[Union[str, Path]]) -> List[Path]:
     return names
 
 
-class ImageFiles(Source):
+class ImageFiles(ImageFileSource):
     """Image files as predict reads them, a source (``utils/data/sources/source.py``): ``name_of(i)`` (the CSV's
     ``path``), ``keys`` (each file below ``root``: its mask's name) and ``image`` (``read_pixels``). A packed split
     is read alike, through the pack reader (``utils/data/predict_shards.py``)."""
@@ -156,20 +156,6 @@ class ImageFiles(Source):
 
     def name_of(self, at: int) -> str:
         return str(self.paths[at])
-
-    def file(self, at: int) -> Optional[str]:
-        return str(self.paths[at])
-
-    def image(self, at: int, channels: int) -> torch.Tensor:
-        return read_pixels(self.paths[at], channels)
-
-    def image_bytes(self, at: int) -> Tuple[bytes, str]:
-        """The file's bytes, for a reader that decodes them at the size it needs (``utils/data/crop_decode.py``)."""
-        path = self.paths[at]
-        return file_bytes(path, f"image '{path}'", "fix or remove the file"), ext_of(path)
-
-    def members(self, at: int) -> List[Member]:
-        return [(ext_of(self.paths[at]), Path(self.paths[at]))]
 
 
 class PredictImages(Dataset):

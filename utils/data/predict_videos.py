@@ -24,9 +24,10 @@ from torch.utils.data import default_collate
 from utils.data.bad_samples import BadFile, BadSamples
 from utils.data.clips import ClipDataset
 from utils.data.folders import glob_visible, walk_visible
-from utils.data.frames import EXTENSIONS, list_frames, read_clip
+from utils.data.frames import EXTENSIONS, list_frames
 from utils.data.predict_inputs import VIDEO_EXTENSIONS, Sizing
-from utils.data.sources.source import Member, Source, ext_of
+from utils.data.sources.files import FrameFolderSource, frame_counts
+from utils.data.sources.source import Source
 from utils.data.string_table import StringTable
 from utils.errors import DataError
 
@@ -74,7 +75,7 @@ def collect_videos(spec: Optional[str]) -> List[Path]:
     return sorted(found)
 
 
-class FrameFolders(Source):
+class FrameFolders(FrameFolderSource):
     """Videos as folders of frames, a source (``utils/data/sources/source.py``): ``name_of(v)`` (the CSV's
     ``path``), ``frame_counts`` and ``frames`` (``read_clip``). A packed split's videos are read alike, through
     the pack reader (``utils/data/predict_shards.py``)."""
@@ -83,16 +84,10 @@ class FrameFolders(Source):
         self.paths = list(folders)
         self.keys = StringTable.from_strings(str(folder) for folder in self.paths)
         self.labels = np.zeros(len(self.paths), np.int64)  # inputs to predict: no labels
-        self.frame_counts = np.asarray([len(list_frames(folder)) for folder in self.paths], np.int64)
+        self.frame_counts = frame_counts(self.paths)
 
     def name_of(self, at: int) -> str:
         return str(self.paths[at])
-
-    def frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        return read_clip(self.paths[video], indices)
-
-    def members(self, at: int) -> List[Member]:
-        return [(ext_of(name), self.paths[at] / name) for name in list_frames(self.paths[at])]
 
 
 class PredictVideos(ClipDataset):

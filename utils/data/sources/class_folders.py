@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
-import torch
 
 from utils.data.folders import subfolders, walk_visible, warn_missing_classes
 from utils.data.identity import relative_key
-from utils.data.images import file_bytes, read_pixels
-from utils.data.sources.source import Member, Source, ext_of
+from utils.data.sources.files import ImageFileSource
 from utils.data.string_table import StringTable
 from utils.errors import DataError
 
@@ -71,7 +69,7 @@ def _keys_in(dirpath: str, files: List[str], folder: Path) -> List[str]:
     return [f"{where}/{f}" for f in files]
 
 
-class ClassFolders(Source):
+class ClassFolders(ImageFileSource):
     """The images under ``<root>/<split>/<class>/``: keys are their paths relative to the split folder."""
 
     def __init__(self, root: Path, split: str, classes: Optional[Sequence[str]]) -> None:
@@ -120,19 +118,3 @@ class ClassFolders(Source):
     def name_of(self, at: int) -> str:
         """The file of sample ``at``."""
         return self._prefix + self.keys[at]
-
-    def file(self, at: int) -> Optional[str]:
-        return self.name_of(at)
-
-    def image(self, at: int, channels: int) -> torch.Tensor:
-        """Sample ``at``'s image as stored (``read_pixels``)."""
-        return read_pixels(self.name_of(at), channels)
-
-    def image_bytes(self, at: int) -> Tuple[bytes, str]:
-        """Sample ``at``'s file as stored, and its extension."""
-        path = self.name_of(at)
-        return file_bytes(path, f"image '{path}'", "fix or remove the file"), ext_of(path)
-
-    def members(self, at: int) -> List[Member]:
-        path = self.name_of(at)
-        return [(ext_of(path), Path(path))]

@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-import torch
 
 from utils.data.folders import subfolders, warn_missing_classes
-from utils.data.frames import list_frames, read_clip
 from utils.data.identity import relative_key
-from utils.data.sources.source import Member, Source, ext_of
+from utils.data.sources.files import FrameFolderSource, frame_counts
 from utils.data.string_table import StringTable
 from utils.errors import ConfigError, DataError
 
@@ -63,7 +61,7 @@ def scan_split_folder(folder: Path) -> List[Tuple[str, Path]]:
     return videos
 
 
-class VideoFolders(Source):
+class VideoFolders(FrameFolderSource):
     """The frame folders of ``split`` under ``base``: keys are their paths relative to ``base``, names their paths."""
 
     def __init__(
@@ -96,7 +94,7 @@ class VideoFolders(Source):
                     f"video folder '{folder}' does not exist; extract its frames there or drop it from the split"
                 )
         self.labels = np.asarray([index[c] for c, _ in videos], np.int64)
-        self.frame_counts = np.asarray([len(list_frames(folder)) for _, folder in videos], np.int64)
+        self.frame_counts = frame_counts([folder for _, folder in videos])
         self._names = StringTable.from_strings(str(folder) for _, folder in videos)
         self.keys = StringTable.from_strings(relative_key(str(folder), str(base)) for _, folder in videos)
 
@@ -106,11 +104,3 @@ class VideoFolders(Source):
 
     def name_of(self, at: int) -> str:
         return self._names[at]
-
-    def frames(self, video: int, indices: List[int]) -> torch.Tensor:
-        """Frames ``indices`` of video ``video`` (``read_clip``)."""
-        return read_clip(Path(self._names[video]), indices)
-
-    def members(self, at: int) -> List[Member]:
-        folder = Path(self._names[at])
-        return [(ext_of(name), folder / name) for name in list_frames(folder)]
