@@ -11,10 +11,11 @@ from scipy.stats import ttest_ind
 
 from tests.fixtures.compare_runs import resolved_config, write_run
 from utils.compare.figure import LEGEND_LINES, PANELS, draw_figure, drawn_metrics, legend_lines, nice_ticks
-from utils.compare.group import flatten, group_runs, varied_keys
+from utils.compare.group import group_runs, varied_keys
 from utils.compare.monitor import Monitor
 from utils.compare.ranking import metric_names, partial_metrics, rank
 from utils.compare.stats import summarize, t_quantile, welch_p_values
+from utils.config.typed_merge import flatten
 from utils.errors import DataError
 from utils.run.results import ComparedRun, find_runs, read_run
 

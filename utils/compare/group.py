@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence, Tuple
 
+from utils.config.typed_merge import flatten
 from utils.run.results import ComparedRun
 
 SEED = "seed"  # what repeats a configuration: never a column, its runs are the configuration's n
@@ -21,18 +22,6 @@ SEED = "seed"  # what repeats a configuration: never a column, its runs are the 
 # (experiment.run_tag, its configuration and seed). Counted, every run would be a configuration of its own.
 BOOKKEEPING = ("experiment.name", "experiment.output_root", "experiment.run_tag")
 MISSING = "-"  # shown for a key a run's config does not have
-
-
-def flatten(tree: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
-    """``{"optim": {"lr": 0.1}}`` -> ``{"optim.lr": 0.1}``; lists and scalars are values."""
-    flat: Dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def _same(value: Any) -> str:

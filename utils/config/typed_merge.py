@@ -233,6 +233,18 @@ def lookup(node: Any, dotted: str, default: Any = _REQUIRED) -> Any:
     return node
 
 
+def flatten(tree: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """``{"optim": {"lr": 0.1}}`` -> ``{"optim.lr": 0.1}``; lists and scalars are values."""
+    flat: Dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
 def parse_value(text: str) -> Any:
     """Parse an override's value as YAML (``3`` -> int, ``1e-3`` -> float, ``[1,2]`` -> list, ``null`` -> None).
 

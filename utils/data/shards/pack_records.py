@@ -19,6 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from utils.config.typed_merge import flatten
 from utils.data.shards.index import Shard
 from utils.data.shards.store import LocalStore, Store
 from utils.data.shards.writer import ROW
@@ -124,8 +125,8 @@ def begin(store: Store, started: Dict[str, Any]) -> Dict[str, Any]:
             raise DataError(f"--output '{store.url}' is not empty; pack into a new or empty folder (or S3 prefix)")
         return {"format": FORMAT, **started, "splits": {}}
     manifest = json.loads(found)
-    for key, now in _flat(started).items():
-        then = _flat({k: manifest.get(k) for k in started}).get(key)
+    for key, now in flatten(started).items():
+        then = flatten({k: manifest.get(k) for k in started}).get(key)
         if then != now:
             raise DataError(
                 f"--output '{store.url}' holds a pack started with {key}={json.dumps(then)}, not "
@@ -133,18 +134,6 @@ def begin(store: Store, started: Dict[str, Any]) -> Dict[str, Any]:
                 "empty folder"
             )
     return manifest
-
-
-def _flat(body: Dict[str, Any], above: str = "") -> Dict[str, Any]:
-    """``{"data": {"args": {"x": 1}}}`` as ``{"data.args.x": 1}`` (settings named as the command line names them)."""
-    flat: Dict[str, Any] = {}
-    for key, value in body.items():
-        name = f"{above}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(_flat(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def agree(store: Store, manifest: Dict[str, Any], split: str, fingerprint: str, scratch: Path) -> None:
