@@ -69,7 +69,7 @@ def test_a_fresh_pack_is_stamped_checked_so_its_first_start_checks_nothing_per_s
     folder = tmp_path / "p" / "val"
     files = {name: folder / f"{name}.npy" for name in ("samples", "members", "keys", "stems")}
     text = (folder / "index.json").read_bytes()
-    assert checked.is_stamped(checked.facts(text, files))
+    assert checked.proven(checked.facts(text, files)) is not None
     # the stamp keeps the keys' sha256 (the data's fingerprint): a start does not hash them again
     keys = hashlib.sha256(np.load(files["keys"]).tobytes()).hexdigest()
     assert (
@@ -80,6 +80,6 @@ def test_a_fresh_pack_is_stamped_checked_so_its_first_start_checks_nothing_per_s
     before = os.stat(files["samples"])
     files["samples"].write_bytes(files["samples"].read_bytes())  # the same bytes, written again
     os.utime(files["samples"], ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert not checked.is_stamped(checked.facts(text, files))
+    assert checked.proven(checked.facts(text, files)) is None
     load_split(folder)  # checked whole again (the same bytes: no error), stamped again
-    assert checked.is_stamped(checked.facts(text, files))
+    assert checked.proven(checked.facts(text, files)) is not None

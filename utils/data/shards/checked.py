@@ -24,7 +24,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from utils.errors import UserError
 from utils.files.owned import make_dirs, write_text
@@ -75,23 +75,32 @@ def proven(found: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return kept if isinstance(kept, dict) else None
 
 
-def is_stamped(found: Optional[Dict[str, Any]]) -> bool:
-    return proven(found) is not None
-
-
 def stamp(found: Optional[Dict[str, Any]], learned: Dict[str, Any]) -> None:
     """Records ``found`` (taken before the whole check: a file changed meanwhile does not match it) as checked,
-    with what the check ``learned``; a stamp that cannot be written is said once per process, at info level (the
-    next start checks whole again)."""
+    with what the check ``learned`` (the next start checks whole again where it cannot be written)."""
     if found is None:
         return
     path = _path(found)
-    try:
-        make_dirs(path.parent, path.parent)  # the user's cache folder: theirs to choose, a link included
-        # ASCII: a path's undecodable bytes as \udcXX escapes, read back the same
-        text = json.dumps({"facts": found, "proven": learned})
+    # ASCII: a path's undecodable bytes as \udcXX escapes, read back the same
+    text = json.dumps({"facts": found, "proven": learned})
+
+    def write() -> None:
         write_text(path.parent, path, text, "a stamp is only a shortcut")
+
+    kept_in_cache(write, "record a checked index", "each start checks it whole")
+
+
+def kept_in_cache(write: Callable[[], Any], what: str, otherwise: str) -> bool:
+    """``write()`` into ``stamp_folder()`` (made first), whether it was; a cache that refuses (a read-only home) is
+    said once per process, folder and ``what``, at info level (``what`` could not be done, ``otherwise`` follows): what is
+    kept there is only a shortcut."""
+    folder = stamp_folder()
+    try:
+        make_dirs(folder, folder)  # the user's cache folder: theirs to choose, a link included
+        write()
+        return True
     except (OSError, UserError) as err:
-        if str(path.parent) not in _SAID:
-            _SAID.add(str(path.parent))
-            log.info("could not record a checked index in '%s' (%s); each start checks it whole", path.parent, err)
+        if (str(folder), what) not in _SAID:
+            _SAID.add((str(folder), what))
+            log.info("could not %s in '%s' (%s); %s", what, folder, err, otherwise)
+        return False

@@ -14,21 +14,17 @@ written costs the computation at every start, nothing else.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
 from utils.data.samplers import Grouping
-from utils.data.shards.checked import stamp_folder
+from utils.data.shards.checked import kept_in_cache, stamp_folder
 from utils.data.shards.index import Index
-from utils.errors import UserError
-from utils.files.owned import make_dirs, write_atomic
+from utils.files.owned import write_atomic
 
-log = logging.getLogger(__name__)
 VERSION = "v1"  # in the files' names: raised whenever WindowOrder.grouped means another thing, so old files go unread
-_SAID: set = set()
 
 
 def _mapped(path: Path, dtype: type, length: Optional[int]) -> Optional[np.ndarray]:
@@ -62,14 +58,12 @@ def kept_grouping(index: Index, compute: Callable[[], Grouping]) -> Grouping:
     if sizes is not None and members is not None and int(sizes.sum()) == count and (sizes > 0).all():
         return members, np.asarray(sizes)
     members, sizes = compute()
-    try:
-        make_dirs(folder, folder)  # the user's cache folder: theirs to choose, a link included
+
+    def save() -> None:
         _save(sizes_at, sizes)  # sizes first: members beside them mean both are whole
         _save(members_at, members)
-    except (OSError, UserError) as err:
-        if str(folder) not in _SAID:
-            _SAID.add(str(folder))
-            log.info("could not keep a window order's grouping in '%s' (%s); each start computes it", folder, err)
+
+    if not kept_in_cache(save, "keep a window order's grouping", "each start computes it"):
         return members, sizes
     mapped = _mapped(members_at, np.dtype(members_type), count)
     return (members if mapped is None else mapped), sizes
